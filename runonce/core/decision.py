@@ -1,0 +1,138 @@
+"""Decisions and the state they read and write: plain data, no I/O.
+
+A duplicate is a Decision with outcome DROP and a Reason; it is never an exception.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Generic, Mapping, TypeVar
+
+
+class Outcome(enum.Enum):
+    #: passed stage 1 (keys); stage 2 (scope rules) decides next. Internal topics only.
+    PASS = "PASSED"
+    APPROVE = "APPROVED"
+    DROP = "DROPPED"
+
+
+class Reason(enum.Enum):
+    UNIQUE = "unique"
+    #: approved, but it repeats content within an audit-mode window (recorded, not blocked)
+    CONTENT_WINDOW_AUDIT = "content_window_audit"
+    DUPLICATE_KEY = "duplicate_key"
+    KEY_PAYLOAD_MISMATCH = "key_payload_mismatch"
+    MISSING_KEY = "missing_key"
+    NATURAL_ID_TAKEN = "natural_id_taken"
+    CONTENT_WINDOW = "content_window"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    TOOL_DENIED = "tool_denied"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where and when an action entered: its place in actions.requested and its event time."""
+
+    partition: int
+    offset: int
+    event_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The first action that took a key, a natural id, some content, or a budget slot."""
+
+    action_id: str
+    partition: int
+    offset: int
+    at_ms: int
+    expires_at_ms: int
+
+    def live_at(self, event_time_ms: int) -> bool:
+        return event_time_ms < self.expires_at_ms
+
+    def to_json(self) -> list[object]:
+        return [self.action_id, self.partition, self.offset, self.at_ms, self.expires_at_ms]
+
+    @classmethod
+    def from_json(cls, raw: list[object]) -> Claim:
+        action_id, partition, offset, at_ms, expires_at_ms = raw
+        return cls(str(action_id), int(partition), int(offset), int(at_ms), int(expires_at_ms))  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyState:
+    """Stage 1 state of one dedup key (idempotency key or content-derived key)."""
+
+    claim: Claim
+    content_hash: str
+
+    @property
+    def expires_at_ms(self) -> int:
+        return self.claim.expires_at_ms
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"c": self.claim.to_json(), "h": self.content_hash}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> KeyState:
+        raw = json.loads(data)
+        return cls(Claim.from_json(raw["c"]), raw["h"])
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeState:
+    """Stage 2 state of one scope (the resource an action touches)."""
+
+    natural_ids: Mapping[str, Claim] = field(default_factory=dict)
+    contents: Mapping[str, Claim] = field(default_factory=dict)
+    #: approved actions inside the budget window, oldest first
+    budget: tuple[Claim, ...] = ()
+
+    @property
+    def expires_at_ms(self) -> int:
+        """When every entry has expired and the whole scope can be deleted."""
+        claims = [*self.natural_ids.values(), *self.contents.values(), *self.budget]
+        return max((c.expires_at_ms for c in claims), default=0)
+
+    def is_empty(self) -> bool:
+        return not (self.natural_ids or self.contents or self.budget)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {
+                "n": {k: c.to_json() for k, c in self.natural_ids.items()},
+                "c": {k: c.to_json() for k, c in self.contents.items()},
+                "b": [c.to_json() for c in self.budget],
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ScopeState:
+        raw = json.loads(data)
+        return cls(
+            {k: Claim.from_json(v) for k, v in raw["n"].items()},
+            {k: Claim.from_json(v) for k, v in raw["c"].items()},
+            tuple(Claim.from_json(v) for v in raw["b"]),
+        )
+
+
+S = TypeVar("S", KeyState, ScopeState)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision(Generic[S]):
+    outcome: Outcome
+    reason: Reason
+    #: the state to store for the key/scope; None leaves the store as it is
+    new_state: S | None = None
+    #: the first action this one repeats (for drops and audit approvals)
+    repeat_of: Claim | None = None
+    #: the key, natural id or scope the action collided on
+    matched_key: str | None = None
+    window_ms: int | None = None
+    #: this very action was decided before (an at-least-once redelivery); same outcome again
+    replay: bool = False

@@ -1,0 +1,218 @@
+"""Policies are data: which strategy each tool gets. Loaded and validated once at start.
+
+See ``policies.toml`` beside this file for the format and the shipped defaults.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from runonce.core.content import canonical_json, sha256_hex
+from runonce.errors import ConfigError, InvalidAction
+
+
+class KeyMode(enum.Enum):
+    DERIVE = "derive"
+    REQUIRE = "require"
+    NONE = "none"
+
+
+class WindowMode(enum.Enum):
+    STRICT = "strict"
+    AUDIT = "audit"
+
+
+@dataclass(frozen=True, slots=True)
+class NaturalIdRule:
+    fields: tuple[str, ...]
+    ttl_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContentWindow:
+    window_ms: int
+    mode: WindowMode
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_actions: int
+    window_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    tool: str
+    denied: bool = False
+    key_mode: KeyMode = KeyMode.DERIVE
+    key_ttl_ms: int = 24 * 3600 * 1000
+    scope: tuple[str, ...] = ()
+    natural_id: NaturalIdRule | None = None
+    content_window: ContentWindow | None = None
+    budget: Budget | None = None
+    #: False for tools that only the [default] table covers (the SDK warns about those)
+    named: bool = True
+
+    @property
+    def has_scope_rules(self) -> bool:
+        return self.natural_id is not None or self.content_window is not None or self.budget is not None
+
+    def scope_key(self, params: Mapping[str, Any], action_id: str) -> str:
+        """The resource this action touches, e.g. ``send_email:to=john@example.com``."""
+        parts = []
+        for name in self.scope:
+            if name not in params:
+                raise InvalidAction(f"action {action_id}: tool {self.tool} needs params field {name!r} (policy scope)")
+            value = params[name]
+            parts.append(f"{name}={value if isinstance(value, str) else canonical_json(value)}")
+        key = f"{self.tool}:" + "&".join(parts)
+        # Keys are Kafka keys and RocksDB keys: bound their size, keep them readable when short.
+        return key if len(key) <= 200 else f"{self.tool}:sha256={sha256_hex(key)}"
+
+    def natural_id_for(self, params: Mapping[str, Any], explicit: str | None, action_id: str) -> str | None:
+        if self.natural_id is None:
+            if explicit is not None:
+                raise InvalidAction(f"action {action_id}: natural_id given but tool {self.tool} has no write-once rule")
+            return None
+        if explicit is not None:
+            return f"{self.tool}:nid={explicit}"
+        values = []
+        for name in self.natural_id.fields:
+            if name not in params:
+                raise InvalidAction(f"action {action_id}: tool {self.tool} needs params field {name!r} (natural_id)")
+            values.append(params[name])
+        return f"{self.tool}:nid=sha256:{sha256_hex(canonical_json(values))[:32]}"
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(value: Any, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if not match or int(match.group(1)) <= 0:
+        raise ConfigError(f"{where}: expected a positive duration like '24h', '5m' or milliseconds, got {value!r}")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+_FIELDS = {"denied", "key", "key_ttl", "scope", "natural_id", "content_window", "budget"}
+
+
+def _enum(cls: type[enum.Enum], value: Any, where: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in cls)
+        raise ConfigError(f"{where}: expected one of {allowed}, got {value!r}") from None
+
+
+def _table(raw: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table like {{ {', '.join(sorted(required))} = ... }}, got {raw!r}")
+    unknown = set(raw) - required - optional
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    missing = required - set(raw)
+    if missing:
+        raise ConfigError(f"{where}: missing field(s) {', '.join(sorted(missing))}")
+    return raw
+
+
+def _str_list(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(x, str) and x for x in raw):
+        raise ConfigError(f"{where}: expected a non-empty list of field names, got {raw!r}")
+    return tuple(raw)
+
+
+def _policy(tool: str, raw: Any, where: str, named: bool) -> Policy:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table, got {raw!r}")
+    unknown = set(raw) - _FIELDS
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(_FIELDS))})")
+    denied = raw.get("denied", False)
+    if not isinstance(denied, bool):
+        raise ConfigError(f"{where}.denied: expected true or false, got {denied!r}")
+    scope = _str_list(raw["scope"], f"{where}.scope") if "scope" in raw else ()
+    natural_id = content_window = budget = None
+    if "natural_id" in raw:
+        t = _table(raw["natural_id"], f"{where}.natural_id", {"fields", "ttl"})
+        natural_id = NaturalIdRule(_str_list(t["fields"], f"{where}.natural_id.fields"),
+                                   parse_duration_ms(t["ttl"], f"{where}.natural_id.ttl"))
+    if "content_window" in raw:
+        t = _table(raw["content_window"], f"{where}.content_window", {"window"}, {"mode"})
+        content_window = ContentWindow(parse_duration_ms(t["window"], f"{where}.content_window.window"),
+                                       _enum(WindowMode, t.get("mode", "strict"), f"{where}.content_window.mode"))
+    if "budget" in raw:
+        t = _table(raw["budget"], f"{where}.budget", {"max", "window"})
+        if not isinstance(t["max"], int) or isinstance(t["max"], bool) or t["max"] < 1:
+            raise ConfigError(f"{where}.budget.max: expected a positive integer, got {t['max']!r}")
+        budget = Budget(t["max"], parse_duration_ms(t["window"], f"{where}.budget.window"))
+    policy = Policy(
+        tool=tool,
+        denied=denied,
+        key_mode=_enum(KeyMode, raw.get("key", "derive"), f"{where}.key"),
+        key_ttl_ms=parse_duration_ms(raw.get("key_ttl", "24h"), f"{where}.key_ttl"),
+        scope=scope,
+        natural_id=natural_id,
+        content_window=content_window,
+        budget=budget,
+        named=named,
+    )
+    if policy.has_scope_rules and not policy.scope:
+        raise ConfigError(f"{where}: natural_id, content_window and budget need a scope = [params fields]")
+    return policy
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyBook:
+    """Every tool's policy, plus the default for tools no table names."""
+
+    default: Policy
+    tools: Mapping[str, Policy]
+
+    def for_tool(self, tool: str) -> Policy:
+        policy = self.tools.get(tool)
+        if policy is not None:
+            return policy
+        # Same rules as [default], under the tool's own name (so scope keys stay per tool).
+        return Policy(tool=tool, denied=self.default.denied, key_mode=self.default.key_mode,
+                      key_ttl_ms=self.default.key_ttl_ms, named=False)
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "policies") -> PolicyBook:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+        unknown = set(data) - {"default", "tools"}
+        if unknown:
+            raise ConfigError(f"{source}: unknown top-level table(s) {', '.join(sorted(unknown))}; use [default] and [tools.NAME]")
+        default_raw = data.get("default", {})
+        if set(default_raw) - {"denied", "key", "key_ttl"}:
+            raise ConfigError(f"{source}: [default] takes only denied, key and key_ttl (scope rules are per tool)")
+        default = _policy("*", default_raw, f"{source}: [default]", named=False)
+        tools_raw = data.get("tools", {})
+        if not isinstance(tools_raw, dict):
+            raise ConfigError(f"{source}: [tools] must be a table of tables")
+        tools = {name: _policy(name, raw, f"{source}: [tools.{name}]", named=True) for name, raw in tools_raw.items()}
+        return cls(default=default, tools=tools)
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> PolicyBook:
+        if path is None:
+            text = (resources.files("runonce.core") / "policies.toml").read_text(encoding="utf-8")
+            return cls.from_toml(text, "runonce/core/policies.toml")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read policy file {path}: {exc}") from exc
+        return cls.from_toml(text, str(path))

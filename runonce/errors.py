@@ -1,0 +1,70 @@
+"""The one exception tree of runonce.
+
+A duplicate action is *not* an exception: it is a ``Decision`` with a drop reason.
+Exceptions mean broken input or a broken invariant, and they are split by what the
+caller should do about them::
+
+    RunonceError                      root: catch this to catch everything of ours
+    ├── RetryableError                transient; the same call may succeed later
+    │   └── BrokerUnavailable         Kafka could not be reached in time
+    ├── InvalidInput                  dead-letter the record; never retry it
+    │   ├── DecodeError               bytes are not an action (not Avro, bad header)
+    │   │   └── UnknownSchema         single-object header names a fingerprint we lack
+    │   └── InvalidAction             decodes, but breaks a rule (empty tool, bad params)
+    └── FatalError                    stop the process; a human must look
+        ├── ConfigError               settings or policy file are wrong (names the field)
+        ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
+        └── InvariantViolation        state contradicts itself; continuing could double an action
+
+Foreign exceptions (confluent_kafka.KafkaException, fastavro errors, OSError from
+subprocesses) are translated at the module that talks to them, ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+
+class RunonceError(Exception):
+    """Root of every error runonce raises on purpose."""
+
+
+class RetryableError(RunonceError):
+    """Transient: back off and try the same thing again."""
+
+
+class BrokerUnavailable(RetryableError):
+    """The Kafka bootstrap address did not answer within the timeout."""
+
+
+class InvalidInput(RunonceError):
+    """The record is bad; send it to the dead-letter topic with this message."""
+
+    #: short machine-readable reason, written to the DLQ ``error.type`` header
+    kind: str = "invalid_input"
+
+
+class DecodeError(InvalidInput):
+    kind = "decode_error"
+
+
+class UnknownSchema(DecodeError):
+    kind = "unknown_schema"
+
+
+class InvalidAction(InvalidInput):
+    kind = "invalid_action"
+
+
+class FatalError(RunonceError):
+    """Stop: continuing could lose or double an action."""
+
+
+class ConfigError(FatalError):
+    """Settings or the policy file are wrong; the message names the field."""
+
+
+class BrokerSetupError(FatalError):
+    """The local broker could not be fetched, formatted or started."""
+
+
+class InvariantViolation(FatalError):
+    """State contradicts itself."""

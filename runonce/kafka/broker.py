@@ -1,0 +1,312 @@
+"""A single-node KRaft Apache Kafka broker on 127.0.0.1, built from Maven Central jars.
+
+No Docker and no tarball: ``fetch`` resolves ``org.apache.kafka:kafka_2.13`` with
+Maven (``pom.xml`` beside this file) into a cache shared by every checkout, ``start``
+formats KRaft storage once and runs ``kafka.Kafka`` as broker+controller on free
+ports, and writes the bootstrap address to ``<home>/broker/bootstrap`` where every
+client and test finds it.
+
+This module is the seam where subprocess/OS errors become ``BrokerSetupError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from runonce.errors import BrokerSetupError
+from runonce.settings import Settings
+
+#: the transaction and offsets settings a one-node cluster needs for transactions to work
+SERVER_DEFAULTS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "6",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "6",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "log.retention.hours": "168",
+    "log.segment.bytes": "67108864",
+    # Fast rebalances on one machine; keep the defaults that matter for fencing.
+    "transaction.max.timeout.ms": "900000",
+}
+
+
+class BrokerState(enum.Enum):
+    RUNNING = "running"
+    STOPPED = "stopped"  # never started, or stopped cleanly
+    CRASHED = "crashed"  # a pid file names a process that is gone
+    UNRESPONSIVE = "unresponsive"  # the process lives but does not answer (starting, or paused)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    state: BrokerState
+    pid: int | None
+    bootstrap: str | None
+    log_file: Path
+
+    def describe(self) -> str:
+        where = f" at {self.bootstrap}" if self.bootstrap else ""
+        pid = f" (pid {self.pid})" if self.pid else ""
+        extra = f"; see {self.log_file}" if self.state is BrokerState.CRASHED else ""
+        return f"broker {self.state.value}{where}{pid}{extra}"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child (killed, not yet reaped) still answers kill(0): look at its state.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
+    """True when the broker answers a metadata request (not just a TCP accept)."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import KafkaException
+
+    try:
+        AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 2}).list_topics(
+            timeout=timeout_s
+        )
+    except KafkaException:
+        return False
+    return True
+
+
+class Broker:
+    """Lifecycle of the local broker living under ``settings.broker_dir``."""
+
+    def __init__(self, settings: Settings, progress: Callable[[str], None] = lambda _msg: None) -> None:
+        self.settings = settings
+        self.dir = settings.broker_dir
+        self.progress = progress
+
+    # -- files -----------------------------------------------------------------------
+    @property
+    def jar_dir(self) -> Path:
+        return self.settings.cache_dir / f"kafka-{self.settings.kafka_version}" / "libs"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "broker.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.dir / "broker.pid"
+
+    @property
+    def _ports_file(self) -> Path:
+        return self.dir / "ports.json"
+
+    def _read_pid(self) -> int | None:
+        try:
+            return int(self._pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    # -- fetch -----------------------------------------------------------------------
+    def fetch(self) -> Path:
+        """Resolve the broker's jars with Maven into the cache (once); return the folder."""
+        marker = self.jar_dir / ".complete"
+        if marker.exists():
+            return self.jar_dir
+        missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+        if missing:
+            raise BrokerSetupError(
+                f"{' and '.join(missing)} not found on PATH; the broker needs Java 17+ and Maven "
+                f"(Debian: apt-get install -y openjdk-17-jre-headless maven, which scripts/setup.sh does)"
+            )
+        self.jar_dir.mkdir(parents=True, exist_ok=True)
+        pom = resources.files("runonce.kafka") / "pom.xml"
+        self.progress(f"resolving org.apache.kafka:kafka_2.13:{self.settings.kafka_version} from Maven Central ...")
+        with resources.as_file(pom) as pom_path:
+            cmd = [
+                "mvn", "-q", "-B", "-f", str(pom_path), "dependency:copy-dependencies",
+                f"-Dkafka.version={self.settings.kafka_version}",
+                f"-DoutputDirectory={self.jar_dir}", "-DincludeScope=runtime",
+            ]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise BrokerSetupError(f"maven failed to run: {exc}") from exc
+        if proc.returncode != 0:
+            raise BrokerSetupError(
+                f"maven could not resolve Kafka {self.settings.kafka_version} (exit {proc.returncode}):\n"
+                f"{(proc.stdout + proc.stderr)[-3000:]}"
+            )
+        if not any(self.jar_dir.glob("kafka_2.13-*.jar")):
+            raise BrokerSetupError(f"maven finished but no kafka_2.13 jar is in {self.jar_dir}")
+        marker.write_text(self.settings.kafka_version)
+        return self.jar_dir
+
+    # -- status ----------------------------------------------------------------------
+    def status(self) -> BrokerStatus:
+        pid = self._read_pid()
+        bootstrap = self._bootstrap_if_any()
+        if pid is None:
+            return BrokerStatus(BrokerState.STOPPED, None, None, self.log_file)
+        if not _pid_alive(pid):
+            return BrokerStatus(BrokerState.CRASHED, pid, bootstrap, self.log_file)
+        if bootstrap and _answers(bootstrap):
+            return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
+        return BrokerStatus(BrokerState.UNRESPONSIVE, pid, bootstrap, self.log_file)
+
+    def _bootstrap_if_any(self) -> str | None:
+        try:
+            return self.settings.bootstrap_file.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    # -- start -----------------------------------------------------------------------
+    def _ports(self) -> tuple[int, int]:
+        """Reuse the ports of the last start when free (clients keep their address), else pick new ones."""
+        try:
+            saved = json.loads(self._ports_file.read_text())
+            ports = (int(saved["broker"]), int(saved["controller"]))
+            for port in ports:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.bind(("127.0.0.1", port))
+            return ports
+        except (FileNotFoundError, ValueError, KeyError, OSError):
+            ports = (_free_port(), _free_port())
+            self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1]}))
+            return ports
+
+    def _write_properties(self, broker_port: int, controller_port: int) -> Path:
+        props = dict(SERVER_DEFAULTS)
+        props.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+            "log.dirs": str((self.dir / "data").resolve()),
+        })
+        path = self.dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return path
+
+    def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
+        log4j = resources.files("runonce.kafka") / "log4j.properties"
+        return [
+            "java", f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 256)}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{self.jar_dir}/*", main, *args,
+        ]
+
+    def start(self, timeout_s: float = 90.0) -> BrokerStatus:
+        """Start the broker unless it already runs; wait until it answers a metadata request."""
+        current = self.status()
+        if current.state is BrokerState.RUNNING:
+            return current
+        if current.state is BrokerState.UNRESPONSIVE and current.pid:
+            # A broker still starting (or stuck): don't start a second one on the same data dir.
+            return self._wait_ready(current.pid, timeout_s)
+        self.fetch()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        broker_port, controller_port = self._ports()
+        props = self._write_properties(broker_port, controller_port)
+        if not (self.dir / "data" / "meta.properties").exists():
+            self.progress("formatting KRaft storage ...")
+            cmd = self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(),
+                             "-c", str(props), "--ignore-formatted", heap_mb=256)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise BrokerSetupError(f"cannot format KRaft storage: {exc}") from exc
+            if proc.returncode != 0:
+                raise BrokerSetupError(f"StorageTool format failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        self.progress(f"starting Kafka {self.settings.kafka_version} on 127.0.0.1:{broker_port} ...")
+        self.settings.bootstrap_file.write_text(f"127.0.0.1:{broker_port}\n")
+        with open(self.log_file, "ab") as log:
+            try:
+                proc_ = subprocess.Popen(
+                    self._java("kafka.Kafka", str(props), heap_mb=self.settings.broker_heap_mb),
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # survives the CLI that started it; never gets our Ctrl-C
+                )
+            except OSError as exc:
+                raise BrokerSetupError(f"cannot start java: {exc}") from exc
+        self._pid_file.write_text(str(proc_.pid))
+        return self._wait_ready(proc_.pid, timeout_s)
+
+    def _wait_ready(self, pid: int, timeout_s: float) -> BrokerStatus:
+        deadline = time.monotonic() + timeout_s
+        bootstrap = self._bootstrap_if_any()
+        while time.monotonic() < deadline:
+            if not _pid_alive(pid):
+                raise BrokerSetupError(f"the broker exited while starting; last log lines:\n{self._log_tail()}")
+            if bootstrap and _answers(bootstrap, timeout_s=1.0):
+                return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
+            time.sleep(0.3)
+        raise BrokerSetupError(f"the broker did not answer within {timeout_s:.0f} s; last log lines:\n{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    # -- stop ------------------------------------------------------------------------
+    def stop(self, timeout_s: float = 30.0) -> BrokerStatus:
+        """Stop cleanly (SIGTERM), escalating to SIGKILL; leaves no process behind."""
+        pid = self._read_pid()
+        if pid is not None and _pid_alive(pid):
+            self._signal(pid, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
+            self._signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _pid_alive(pid):
+                self._signal(pid, signal.SIGKILL)
+                while _pid_alive(pid):
+                    time.sleep(0.1)
+        self._pid_file.unlink(missing_ok=True)
+        return self.status()
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        try:
+            os.killpg(pid, sig)  # the broker leads its own session/group
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

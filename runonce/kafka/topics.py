@@ -1,0 +1,91 @@
+"""Every topic runonce uses: its name, its configs, and idempotent creation.
+
+One place for names so the stream job, executors, SDK, CLI and tests agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from runonce.errors import BrokerUnavailable, ConfigError
+
+REQUESTED = "actions.requested"
+APPROVED = "actions.approved"
+DROPPED = "actions.dropped"
+RESULTS = "actions.results"
+DLQ = "actions.dlq"
+#: internal: stage 1 re-keys records whose Kafka partition is not their idempotency key's
+REKEY = "runonce.internal.rekey"
+#: internal: stage 1 hands actions with scope rules to stage 2, keyed by the policy's scope
+SCOPED = "runonce.internal.scoped"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    doc: str
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec(REQUESTED, "intended actions from agents",
+              # LogAppendTime: windows run on the broker's clock, so an agent with a skewed
+              # clock cannot open a window early, and a replay sees the same timestamps.
+              {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS}),
+    TopicSpec(APPROVED, "unique actions, for the executors", {"retention.ms": _WEEK_MS}),
+    TopicSpec(DROPPED, "every drop with its reason and the action it repeats; analysts read it",
+              {"retention.ms": str(30 * 24 * 3600 * 1000)}),
+    # Compacted by action id: the latest status of each action (attempting -> succeeded)
+    # is what the SDK and a restarted executor need; history is not.
+    TopicSpec(RESULTS, "executor outcomes, keyed by action id",
+              {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}),
+    TopicSpec(DLQ, "undecodable or invalid input; the reason and origin are in headers",
+              {"retention.ms": str(30 * 24 * 3600 * 1000)}),
+    TopicSpec(REKEY, "internal: records re-keyed by idempotency key", {"retention.ms": _WEEK_MS}),
+    TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope", {"retention.ms": _WEEK_MS}),
+)
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topics(bootstrap: str, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
+    """Create the missing topics; return {name: "created" | "exists"}.
+
+    Raises ConfigError if a topic exists with another partition count: co-partitioning
+    of the stages (and of faust's changelogs) depends on every topic having the same.
+    """
+    admin = admin_client(bootstrap)
+    try:
+        existing = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+    outcome: dict[str, str] = {}
+    wanted = []
+    for spec in TOPICS:
+        if spec.name in existing:
+            have = len(existing[spec.name].partitions)
+            if have != partitions:
+                raise ConfigError(f"topic {spec.name} has {have} partitions, expected {partitions}; "
+                                  f"every runonce topic must have the same count")
+            outcome[spec.name] = "exists"
+        else:
+            wanted.append(NewTopic(spec.name, num_partitions=partitions, replication_factor=1, config=dict(spec.configs)))
+    if wanted:
+        for name, fut in admin.create_topics(wanted, operation_timeout=timeout_s).items():
+            try:
+                fut.result()
+                outcome[name] = "created"
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    outcome[name] = "exists"  # a concurrent creator won; same specs
+                else:
+                    raise BrokerUnavailable(f"cannot create topic {name}: {exc}") from exc
+    return outcome

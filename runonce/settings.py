@@ -1,0 +1,104 @@
+"""One frozen settings object, built once at the entry point and passed down.
+
+Nothing else in runonce reads the environment: ``Settings.from_env`` is called by
+the CLI (and by test fixtures), and everything below takes a ``Settings``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+from runonce.errors import ConfigError
+
+DEFAULT_KAFKA_VERSION = "3.9.1"
+
+
+def _default_cache_dir(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "runonce"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    #: where the local broker, worker state and pid files live
+    home: Path = Path(".runonce")
+    #: Maven-resolved broker jars are cached here, shared by every checkout
+    cache_dir: Path = field(default_factory=lambda: _default_cache_dir(os.environ))
+    #: explicit bootstrap servers; when None, the local broker's address file is read
+    bootstrap: str | None = None
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    broker_heap_mb: int = 512
+    partitions: int = 6
+    #: None means the policies shipped with runonce (runonce/core/policies.toml)
+    policy_file: Path | None = None
+    #: faust worker web/metrics port; 0 picks a free one
+    worker_port: int = 0
+    #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
+    processing_guarantee: str = "at_least_once"
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.home / "broker"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home / "state"
+
+    @property
+    def bootstrap_file(self) -> Path:
+        return self.broker_dir / "bootstrap"
+
+    def bootstrap_servers(self) -> str:
+        """The address every client uses: explicit setting, else the local broker's file."""
+        if self.bootstrap:
+            return self.bootstrap
+        try:
+            return self.bootstrap_file.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            raise ConfigError(
+                f"no broker address: set RUNONCE_BOOTSTRAP or start the local broker "
+                f"with `runonce broker start` (looked for {self.bootstrap_file})"
+            ) from None
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        kwargs: dict[str, object] = {"cache_dir": _default_cache_dir(env)}
+        if "RUNONCE_HOME" in env:
+            kwargs["home"] = Path(env["RUNONCE_HOME"])
+        if env.get("RUNONCE_CACHE_DIR"):
+            kwargs["cache_dir"] = Path(env["RUNONCE_CACHE_DIR"])
+        if env.get("RUNONCE_BOOTSTRAP"):
+            kwargs["bootstrap"] = env["RUNONCE_BOOTSTRAP"]
+        if env.get("RUNONCE_KAFKA_VERSION"):
+            kwargs["kafka_version"] = env["RUNONCE_KAFKA_VERSION"]
+        if env.get("RUNONCE_POLICY_FILE"):
+            kwargs["policy_file"] = Path(env["RUNONCE_POLICY_FILE"])
+        if env.get("RUNONCE_GUARANTEE"):
+            kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
+        for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
+                           ("RUNONCE_WORKER_PORT", "worker_port")):
+            if env.get(name):
+                try:
+                    kwargs[attr] = int(env[name])
+                except ValueError:
+                    raise ConfigError(f"{name} must be an integer, got {env[name]!r}") from None
+        settings = cls(**kwargs)  # type: ignore[arg-type]
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.partitions < 1:
+            raise ConfigError(f"partitions must be >= 1, got {self.partitions}")
+        if not 128 <= self.broker_heap_mb <= 4096:
+            raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
+        if self.processing_guarantee not in ("at_least_once", "exactly_once"):
+            raise ConfigError(
+                f"processing_guarantee must be at_least_once or exactly_once, got {self.processing_guarantee!r}"
+            )
