@@ -34,8 +34,10 @@ class Settings:
     partitions: int = 6
     #: None means the policies shipped with runonce (runonce/core/policies.toml)
     policy_file: Path | None = None
-    #: faust worker web/metrics port; 0 picks a free one
-    worker_port: int = 0
+    #: Prometheus metrics port of a stream worker or executor; 0 serves none
+    metrics_port: int = 0
+    #: names this worker's local RocksDB folder (several workers can share one machine)
+    worker_name: str = "worker-0"
     #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
 
@@ -80,10 +82,12 @@ class Settings:
             kwargs["kafka_version"] = env["RUNONCE_KAFKA_VERSION"]
         if env.get("RUNONCE_POLICY_FILE"):
             kwargs["policy_file"] = Path(env["RUNONCE_POLICY_FILE"])
+        if env.get("RUNONCE_WORKER_NAME"):
+            kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
         if env.get("RUNONCE_GUARANTEE"):
             kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
-                           ("RUNONCE_WORKER_PORT", "worker_port")):
+                           ("RUNONCE_METRICS_PORT", "metrics_port")):
             if env.get(name):
                 try:
                     kwargs[attr] = int(env[name])

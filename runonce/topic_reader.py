@@ -1,0 +1,63 @@
+"""Read a topic from the beginning to its current end (read_committed), for the oracle,
+the CLI and tests. The end is where every partition reports EOF."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+
+from runonce.errors import BrokerUnavailable
+from runonce.kafka import clients
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+    def header(self, name: str) -> bytes | None:
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return None
+
+
+def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0) -> Iterator[Record]:
+    consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            meta = consumer.list_topics(topic, timeout=10)
+        except KafkaException as exc:
+            raise BrokerUnavailable(f"cannot read {topic} at {bootstrap}: {exc}") from exc
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or tmeta.error is not None:
+            raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap}")
+        partitions = sorted(tmeta.partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        pending = set(partitions)
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailable(f"reading {topic} did not reach its end within {timeout_s:.0f} s "
+                                        f"(partitions {sorted(pending)} pending)")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                    continue
+                raise BrokerUnavailable(f"reading {topic}: {msg.error()}")
+            yield Record(topic, msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
+                         tuple(msg.headers() or ()))
+    finally:
+        consumer.close()

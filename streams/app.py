@@ -1,0 +1,138 @@
+"""The faust-streaming application: two agents over two RocksDB (rocksdict) tables.
+
+``create_app(settings)`` is the only place faust is wired; the logic lives in
+``streams/processor.py`` and the decision in ``runonce/core/decide.py``.
+
+Guarantee: by default at-least-once, made harmless by design. faust flushes the
+producer (changelog and output records) before it commits offsets, so restored state
+is never *behind* the committed offset; records after it are decided again, and state
+remembers which action claimed each key, so a redelivered action gets the same outcome
+(re-emitted with the same action_id; executors never act twice on one action_id).
+``RUNONCE_GUARANTEE=exactly_once`` turns on faust's transactional mode instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+import faust
+from faust.types import EventT
+
+from runonce.codec import Codec
+from runonce.core.policy import PolicyBook
+from runonce.kafka import topics
+from runonce.settings import Settings
+from runonce.streams.metrics import StreamMetrics
+from runonce.streams.ports import Headers, Inbound
+from runonce.streams.processor import KeyStage, ScopeStage
+
+log = logging.getLogger("runonce.streams")
+
+APP_ID = "runonce"
+
+
+class FaustTableStore:
+    """StateStore over a faust Table backed by RocksDB (one rocksdict DB per partition)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self.table.get(key)
+        return bytes(value) if value is not None else None
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.table[key] = value
+
+    def delete(self, key: bytes) -> None:
+        self.table.pop(key, None)
+
+    def scan(self, partition: int, after: bytes | None, limit: int) -> Iterable[tuple[bytes, bytes]]:
+        store = self.table.data
+        dbs = getattr(store, "_dbs", None)  # faust's RocksDB store keeps one DB per partition
+        if dbs is None or partition not in dbs:
+            return []
+        db = dbs[partition]
+        out: list[tuple[bytes, bytes]] = []
+        for key, value in db.items(from_key=after) if after is not None else db.items():
+            if key == store.offset_key or (after is not None and key == after):
+                continue
+            out.append((key, value))
+            if len(out) >= limit:
+                break
+        return out
+
+
+class FaustSink:
+    def __init__(self, app: faust.App, names: Iterable[str], partitions: int) -> None:
+        self._topics = {name: app.topic(name, key_type=bytes, value_type=bytes, partitions=partitions)
+                        for name in names}
+
+    async def send(self, topic: str, key: bytes | None, value: bytes, *, partition: int | None = None,
+                   headers: Headers = ()) -> None:
+        await self._topics[topic].send(key=key, value=value, partition=partition, headers=list(headers) or None)
+
+
+def _inbound(event: EventT) -> Inbound:
+    msg = event.message
+    headers = msg.headers
+    if isinstance(headers, dict):
+        headers = list(headers.items())
+    return Inbound(topic=msg.topic, partition=msg.partition, offset=msg.offset,
+                   timestamp_ms=round(msg.timestamp * 1000), key=msg.key, value=msg.value,
+                   headers=tuple(headers or ()))
+
+
+def create_app(settings: Settings, policies: PolicyBook | None = None,
+               metrics: StreamMetrics | None = None) -> faust.App:
+    policies = policies or PolicyBook.load(settings.policy_file)
+    metrics = metrics or StreamMetrics()
+    codec = Codec()
+    n = settings.partitions
+    datadir = settings.state_dir / settings.worker_name
+    datadir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        APP_ID,
+        broker=f"kafka://{settings.bootstrap_servers()}",
+        store="rocksdb://",
+        datadir=str(datadir),
+        topic_partitions=n,
+        key_serializer="raw",
+        value_serializer="raw",
+        processing_guarantee=settings.processing_guarantee,
+        web_enabled=False,
+        producer_acks=-1,
+        # Fail over fast on one machine: a killed worker's partitions move within seconds.
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,
+        broker_commit_every=1000,
+        broker_commit_interval=1.0,
+        topic_disable_leader=True,
+        table_standby_replicas=0,
+    )
+    rocks = {"driver": "rocksdict"}
+    keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
+                     help="stage 1: dedup key -> first claim")
+    scopes = app.Table("scopes", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
+                       help="stage 2: scope -> natural ids, content window, budget")
+    sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED), n)
+    common = dict(codec=codec, policies=policies, partitions=n, sink=sink, metrics=metrics)
+    key_stage = KeyStage(store=FaustTableStore(keys), **common)
+    scope_stage = ScopeStage(store=FaustTableStore(scopes), **common)
+
+    requested = app.topic(topics.REQUESTED, topics.REKEY, key_type=bytes, value_type=bytes, partitions=n)
+    scoped = app.topic(topics.SCOPED, key_type=bytes, value_type=bytes, partitions=n)
+
+    @app.agent(requested, name="runonce.keys")
+    async def decide_keys(stream: Any) -> None:
+        async for event in stream.events():
+            await key_stage.process(_inbound(event))
+
+    @app.agent(scoped, name="runonce.scopes")
+    async def decide_scopes(stream: Any) -> None:
+        async for event in stream.events():
+            await scope_stage.process(_inbound(event))
+
+    app.runonce_metrics = metrics  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,29 @@
+"""Prometheus metrics of one stream worker, on a registry of its own (no globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+
+@dataclass
+class StreamMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.decisions = Counter("runonce_decisions", "Final decisions by outcome, reason and tool",
+                                 ["outcome", "reason", "tool"], registry=r)
+        self.unkeyed = Counter("runonce_unkeyed_actions", "Actions that arrived without an idempotency key",
+                               ["tool"], registry=r)
+        self.dead_letters = Counter("runonce_dead_letters", "Records sent to actions.dlq", ["kind"], registry=r)
+        self.rekeyed = Counter("runonce_rekeyed", "Records re-keyed because they arrived on another key's partition",
+                               registry=r)
+        self.replays = Counter("runonce_replays", "Redelivered actions decided again (at-least-once)", ["stage"],
+                               registry=r)
+        self.expired = Counter("runonce_state_expired", "State entries deleted after their window", ["table"],
+                               registry=r)
+        self.latency = Histogram("runonce_decision_seconds", "Time to decide one record, per stage", ["stage"],
+                                 buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
+                                 registry=r)

@@ -1,0 +1,181 @@
+"""The stream job's logic, runtime-neutral: decode, validate, load state, call the pure
+core (``runonce.core.decide``), store its new state, and emit exactly one record per
+decision. ``streams/app.py`` runs these two stages under faust.
+
+Stage 1 (keys):  actions.requested and the rekey topic -> keys table ->
+                 approved | dropped | dlq | scoped (stage 2) | rekey
+Stage 2 (scope): the scoped topic -> scopes table -> approved | dropped | dlq
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runonce.codec import Codec
+from runonce.core.action import Action
+from runonce.core.decide import decide_key, decide_scope, dedup_key
+from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
+from runonce.core.policy import Policy, PolicyBook
+from runonce.errors import InvalidAction, InvalidInput
+from runonce.kafka import topics
+from runonce.kafka.partitioner import partition_for
+from runonce.streams import records as rec
+from runonce.streams.expiry import Sweeper
+from runonce.streams.metrics import StreamMetrics
+from runonce.streams.ports import Inbound, Sink, StateStore
+
+_FINAL_TOPIC = {Outcome.APPROVE: topics.APPROVED, Outcome.DROP: topics.DROPPED}
+
+
+def _int_header(inbound: Inbound, name: str) -> int | None:
+    raw = inbound.header(name)
+    return int(raw) if raw is not None else None
+
+
+class _Stage:
+    name = "?"
+
+    def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, store: StateStore,
+                 sink: Sink, metrics: StreamMetrics, expires_at_ms: Any) -> None:
+        self.codec = codec
+        self.policies = policies
+        self.partitions = partitions
+        self.store = store
+        self.sink = sink
+        self.metrics = metrics
+        self.sweeper = Sweeper(store, expires_at_ms)
+
+    async def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin) -> None:
+        topic = inbound.header(rec.H_ORIGIN_TOPIC)
+        headers = rec.dead_letter_headers(error, topic.decode() if topic else inbound.topic, origin.partition,
+                                          origin.offset, origin.event_time_ms)
+        await self.sink.send(topics.DLQ, inbound.key, inbound.value or b"", headers=headers)
+        self.metrics.dead_letters.labels(error.kind).inc()
+
+    async def emit_final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
+                         extra_headers: rec.Headers = ()) -> None:
+        await self.sink.send(_FINAL_TOPIC[outcome], rec.output_key(record),
+                             self.codec.encode("ActionDecision", record), headers=extra_headers)
+        self.metrics.decisions.labels(outcome.value, reason.value, tool).inc()
+
+    def sweep(self, partition: int, event_time_ms: int) -> None:
+        deleted = self.sweeper.tick(partition, event_time_ms)
+        if deleted:
+            self.metrics.expired.labels(self.name).inc(deleted)
+
+
+class KeyStage(_Stage):
+    """Stage 1: idempotency keys. Consumes actions.requested and the rekey topic."""
+
+    name = "keys"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(expires_at_ms=lambda raw: KeyState.from_bytes(raw).expires_at_ms, **kwargs)
+
+    def _origin(self, inbound: Inbound) -> Origin:
+        if inbound.topic == topics.REKEY:  # the place and time it first arrived, carried in headers
+            return Origin(_int_header(inbound, rec.H_ORIGIN_PARTITION) or 0,
+                          _int_header(inbound, rec.H_ORIGIN_OFFSET) or 0,
+                          _int_header(inbound, rec.H_ORIGIN_TIMESTAMP) or inbound.timestamp_ms)
+        return Origin(inbound.partition, inbound.offset, inbound.timestamp_ms)
+
+    async def process(self, inbound: Inbound) -> None:
+        started = time.perf_counter()
+        origin = self._origin(inbound)
+        try:
+            _, record = self.codec.decode(inbound.value, expect="ActionRequested")
+            action = Action.from_record(record)
+            policy = self.policies.for_tool(action.tool)
+            scope, natural_id = _scope_of(action, policy)  # validates params before any state changes
+        except InvalidInput as exc:
+            await self.dead_letter(inbound, exc, origin)
+            return
+        key = dedup_key(action, policy)
+        if key is not None and partition_for(key, self.partitions) != inbound.partition:
+            await self._rekey(inbound, key, origin)
+            return
+        prior_raw = self.store.get(key.encode()) if key is not None else None
+        prior = KeyState.from_bytes(prior_raw) if prior_raw is not None else None
+        decision = decide_key(action, prior, policy=policy, key=key, origin=origin)
+        if decision.new_state is not None and key is not None:
+            self.store.put(key.encode(), decision.new_state.to_bytes())
+        if decision.replay:
+            self.metrics.replays.labels(self.name).inc()
+        unkeyed = action.idempotency_key is None
+        out = rec.decision_record(record, decision, dedup_key=key, content_hash=action.content_hash,
+                                  unkeyed=unkeyed, origin=origin)
+        if decision.outcome is Outcome.PASS:
+            assert scope is not None
+            await self.sink.send(topics.SCOPED, scope.encode(), self.codec.encode("ActionDecision", out),
+                                 partition=partition_for(scope, self.partitions))
+        else:
+            if unkeyed and not decision.replay:
+                self.metrics.unkeyed.labels(action.tool).inc()
+            await self.emit_final(out, decision.outcome, decision.reason, action.tool)
+        self.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+        self.sweep(inbound.partition, origin.event_time_ms)
+
+    async def _rekey(self, inbound: Inbound, key: str, origin: Origin) -> None:
+        headers = [
+            (rec.H_ORIGIN_TOPIC, inbound.topic.encode()),
+            (rec.H_ORIGIN_PARTITION, str(origin.partition).encode()),
+            (rec.H_ORIGIN_OFFSET, str(origin.offset).encode()),
+            (rec.H_ORIGIN_TIMESTAMP, str(origin.event_time_ms).encode()),
+        ]
+        await self.sink.send(topics.REKEY, key.encode(), inbound.value or b"",
+                             partition=partition_for(key, self.partitions), headers=headers)
+        self.metrics.rekeyed.inc()
+
+
+class ScopeStage(_Stage):
+    """Stage 2: natural ids, content windows and budgets, per scope. Consumes the scoped topic."""
+
+    name = "scopes"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(expires_at_ms=lambda raw: ScopeState.from_bytes(raw).expires_at_ms, **kwargs)
+
+    async def process(self, inbound: Inbound) -> None:
+        started = time.perf_counter()
+        try:
+            _, record = self.codec.decode(inbound.value, expect="ActionDecision")
+            action = Action.from_record(record["request"])
+        except InvalidInput as exc:  # only a foreign writer on an internal topic could cause this
+            await self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
+            return
+        origin = Origin(record["source_partition"], record["source_offset"], record["event_time_ms"])
+        policy = self.policies.for_tool(action.tool)
+        try:
+            scope, natural_id = _scope_of(action, policy)
+        except InvalidInput as exc:  # the policy file changed between the stages
+            await self.dead_letter(inbound, exc, origin)
+            return
+        if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
+            record.update(outcome=Outcome.APPROVE.value)
+            await self.emit_final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
+            return
+        raw = self.store.get(scope.encode())
+        prior = ScopeState.from_bytes(raw) if raw is not None else None
+        decision = decide_scope(action, prior, policy=policy, scope=scope, natural_id=natural_id, origin=origin)
+        if decision.new_state is not None:
+            self.store.put(scope.encode(), decision.new_state.to_bytes())
+        if decision.replay:
+            self.metrics.replays.labels(self.name).inc()
+        elif record["unkeyed"]:
+            self.metrics.unkeyed.labels(action.tool).inc()
+        out = rec.carry_on(record, decision)
+        alert = [(rec.H_ALERT, b"budget_exhausted")] if decision.reason is Reason.BUDGET_EXHAUSTED else []
+        await self.emit_final(out, decision.outcome, decision.reason, action.tool, alert)
+        self.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+        self.sweep(inbound.partition, origin.event_time_ms)
+
+
+def _scope_of(action: Action, policy: Policy) -> tuple[str | None, str | None]:
+    if not policy.has_scope_rules:
+        if action.natural_id is not None:
+            raise InvalidAction(f"action {action.action_id}: natural_id given but tool {action.tool} "
+                                f"has no write-once rule")
+        return None, None
+    return (policy.scope_key(action.params, action.action_id),
+            policy.natural_id_for(action.params, action.natural_id, action.action_id))
