@@ -94,11 +94,13 @@ def _pid_alive(pid: int) -> bool:
 
 def _answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
     """True when the broker answers a metadata request (not just a TCP accept)."""
-    from confluent_kafka.admin import AdminClient
     from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from runonce.kafka.clients import base_config
 
     try:
-        AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 2}).list_topics(
+        AdminClient({**base_config(bootstrap), "socket.timeout.ms": int(timeout_s * 1000)}).list_topics(
             timeout=timeout_s
         )
     except KafkaException:

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runonce.errors import BrokerUnavailable, ConfigError
+from runonce.kafka.clients import base_config
 
 REQUESTED = "actions.requested"
 APPROVED = "actions.approved"
@@ -53,7 +54,7 @@ TOPICS: tuple[TopicSpec, ...] = (
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient(base_config(bootstrap))
 
 
 def create_topics(bootstrap: str, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:

@@ -1,0 +1,5 @@
+import sys
+
+from runonce.cli import main
+
+sys.exit(main())

@@ -1,0 +1,237 @@
+"""The ``runonce`` command line. Builds one Settings from the environment and flags,
+and passes it down; every subcommand has --help."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from runonce.errors import FatalError, RunonceError
+from runonce.settings import Settings
+
+
+def _say(msg: str) -> None:
+    print(f"runonce: {msg}", file=sys.stderr, flush=True)
+
+
+# -- broker / topics -------------------------------------------------------------------
+def cmd_broker(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.kafka.broker import Broker, BrokerState
+
+    broker = Broker(settings, progress=_say)
+    if args.action == "fetch":
+        started = time.monotonic()
+        path = broker.fetch()
+        size_mb = sum(p.stat().st_size for p in path.iterdir()) / 1e6
+        print(f"Kafka {settings.kafka_version} jars in {path} ({size_mb:.0f} MB, {time.monotonic() - started:.1f} s)")
+        return 0
+    if args.action == "start":
+        started = time.monotonic()
+        status = broker.start()
+        print(f"{status.describe()} ({time.monotonic() - started:.1f} s)")
+        return 0
+    if args.action == "stop":
+        print(broker.stop().describe())
+        return 0
+    status = broker.status()
+    print(status.describe())
+    return 0 if status.state is BrokerState.RUNNING else 1
+
+
+def cmd_topics(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.kafka.topics import TOPICS, create_topics
+
+    outcome = create_topics(settings.bootstrap_servers(), args.partitions or settings.partitions)
+    for spec in TOPICS:
+        print(f"{spec.name:<26} {outcome[spec.name]:<8} {spec.doc}")
+    return 0
+
+
+# -- stream worker ---------------------------------------------------------------------
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    import faust
+    from prometheus_client import start_http_server
+
+    from runonce.core.policy import PolicyBook
+    from runonce.streams.app import create_app
+    from runonce.streams.metrics import StreamMetrics
+
+    if args.name:
+        settings = settings.with_(worker_name=args.name)
+    if args.metrics_port is not None:
+        settings = settings.with_(metrics_port=args.metrics_port)
+    policies = PolicyBook.load(settings.policy_file)  # fail fast, naming the tool and field
+    metrics = StreamMetrics()
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+        _say(f"metrics on http://127.0.0.1:{settings.metrics_port}/metrics")
+    app = create_app(settings, policies, metrics)
+    _say(f"stream worker {settings.worker_name} on {settings.bootstrap_servers()} "
+         f"({settings.processing_guarantee}, {len(policies.tools)} tool policies)")
+    worker = faust.Worker(app, loglevel=args.loglevel, quiet=True)
+    worker.execute_from_commandline()
+    return 0
+
+
+def _pid_file(settings: Settings) -> Path:
+    return settings.home / "worker.pid"
+
+
+def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
+    """Broker, topics and one stream worker in the background."""
+    from runonce.kafka.broker import Broker, _pid_alive
+    from runonce.kafka.topics import create_topics
+
+    status = Broker(settings, progress=_say).start()
+    _say(status.describe())
+    create_topics(settings.bootstrap_servers(), settings.partitions)
+    pid_file = _pid_file(settings)
+    if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
+        _say(f"stream worker already running (pid {pid_file.read_text().strip()})")
+        return 0
+    log = settings.home / "worker.log"
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker"], stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "RUNONCE_HOME": str(settings.home)})
+    pid_file.write_text(str(proc.pid))
+    _say(f"stream worker started (pid {proc.pid}, log {log})")
+    return 0
+
+
+def cmd_down(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.kafka.broker import Broker, _pid_alive
+
+    pid_file = _pid_file(settings)
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        if _pid_alive(pid):
+            os.killpg(pid, signal.SIGTERM)
+            for _ in range(100):
+                if not _pid_alive(pid):
+                    break
+                time.sleep(0.1)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        pid_file.unlink()
+        _say("stream worker stopped")
+    print(Broker(settings).stop().describe())
+    return 0
+
+
+# -- submit / tail / verify / stats ----------------------------------------------------
+def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.submit import Submitter
+
+    try:
+        params = json.loads(args.params)
+    except ValueError as exc:
+        _say(f"--params is not JSON: {exc}")
+        return 2
+    with Submitter(settings.bootstrap_servers(), agent_id=args.agent) as sub:
+        action_id = sub.submit(args.tool, params, idempotency_key=args.key, natural_id=args.natural_id)
+    print(action_id)
+    return 0
+
+
+def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.tail import tail
+
+    return tail(settings.bootstrap_servers(), args.topic, follow=args.follow, limit=args.limit)
+
+
+def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.oracle import verify
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        report = verify(settings.bootstrap_servers())
+        if report.ok or time.monotonic() >= deadline:
+            break
+        _say(f"{len(report.lost)} records not yet decided; waiting ...")
+        time.sleep(2)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.stats import stats_table
+
+    print(stats_table(settings.bootstrap_servers()))
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runonce",
+        description="Deduplicate the actions AI agents take, on Kafka: approve each action once, "
+                    "drop repeats with a reason. Settings come from RUNONCE_* environment variables "
+                    "(RUNONCE_HOME, RUNONCE_BOOTSTRAP, RUNONCE_PARTITIONS, RUNONCE_POLICY_FILE, ...).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[Settings, argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(fn=fn)
+        return p
+
+    p = add("broker", cmd_broker, "Fetch, start, stop or check the local single-node Kafka (KRaft) broker.")
+    p.add_argument("action", choices=["fetch", "start", "stop", "status"],
+                   help="fetch: resolve jars with Maven; start: start and wait until it answers; "
+                        "stop: stop cleanly; status: running/stopped/crashed (exit 1 unless running)")
+    p = add("topics", cmd_topics, "Create runonce's topics (idempotent).")
+    p.add_argument("action", choices=["create"])
+    p.add_argument("--partitions", type=int, default=None, help="partitions per topic (default 6)")
+    p = add("worker", cmd_worker, "Run one stream worker (faust) in the foreground.")
+    p.add_argument("--name", help="worker name; names its local RocksDB folder (default worker-0)")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])
+    add("up", cmd_up, "Start the broker, create topics, and run a stream worker in the background.")
+    add("down", cmd_down, "Stop the background stream worker and the broker.")
+    p = add("submit", cmd_submit, "Publish one action to actions.requested; prints its action id.")
+    p.add_argument("tool", help="tool name, e.g. send_email")
+    p.add_argument("--params", default="{}", help="the tool's arguments as a JSON object")
+    p.add_argument("--key", help="idempotency key (retries of one logical action reuse it)")
+    p.add_argument("--natural-id", help="business identifier for write-once tools")
+    p.add_argument("--agent", default="cli", help="agent id")
+    p = add("tail", cmd_tail, "Print decisions as readable lines: what analysts tap.")
+    p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested"])
+    p.add_argument("-f", "--follow", action="store_true", help="keep reading new records")
+    p.add_argument("-n", "--limit", type=int, default=0, help="stop after N records (0: no limit)")
+    p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
+    add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("runonce.librdkafka").setLevel(logging.CRITICAL)
+    try:
+        settings = Settings.from_env()
+        return int(args.fn(settings, args))
+    except FatalError as exc:
+        _say(f"error: {exc}")
+        return 2
+    except RunonceError as exc:
+        _say(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The oracle: reads the topics and accounts for every requested record exactly once.
+
+Each record of ``actions.requested`` must end in exactly one place: a decision in
+``actions.approved`` or ``actions.dropped`` (matched by source partition/offset), or a
+dead letter in ``actions.dlq`` (matched by origin headers). The oracle reports:
+
+* lost        requested records with no decision and no dead letter
+* conflicts   records decided two different ways (approved and dropped, or two reasons)
+* phantoms    decisions that point at no requested record
+* doubled     action ids approved twice as *distinct* actions for one idempotency key
+* re-emitted  the same decision written again for the same record (at-least-once
+              redelivery; harmless because executors act once per action id, but counted)
+* reasons     drop reasons per action id, to compare with what a generator planted
+
+``runonce verify`` prints this; the crash test asserts on it; tests feed it planted faults.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from runonce.codec import Codec
+from runonce.errors import InvalidInput
+from runonce.kafka import topics
+from runonce.topic_reader import Record, read_all
+from runonce.streams.records import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
+
+Position = tuple[int, int]  # (partition, offset) in actions.requested
+
+
+@dataclass
+class Report:
+    requested: int = 0
+    approved: int = 0
+    dropped: int = 0
+    dead_lettered: int = 0
+    re_emitted: int = 0
+    lost: list[Position] = field(default_factory=list)
+    conflicts: list[Position] = field(default_factory=list)
+    phantoms: list[Position] = field(default_factory=list)
+    doubled_keys: list[str] = field(default_factory=list)
+    #: records in approved/dropped that are not ActionDecisions (a foreign writer)
+    unreadable: list[tuple[str, int, int]] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    #: action_id -> final (outcome, reason)
+    outcome_by_action: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.conflicts or self.phantoms or self.doubled_keys or self.unreadable)
+
+    @property
+    def accounted(self) -> int:
+        return self.approved + self.dropped + self.dead_lettered
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("lost", "conflicts", "phantoms", "doubled_keys", "unreadable"):
+            items = getattr(self, name)
+            if items:
+                out.append(f"{len(items)} {name.replace('_', ' ')}: {items[:5]}{' ...' if len(items) > 5 else ''}")
+        return out
+
+    def summary(self) -> str:
+        lines = [
+            f"requested      {self.requested}",
+            f"approved       {self.approved}",
+            f"dropped        {self.dropped}",
+            f"dead-lettered  {self.dead_lettered}",
+            f"re-emitted     {self.re_emitted}  (same decision written again after a redelivery)",
+        ]
+        for reason, count in sorted(self.reasons.items()):
+            lines.append(f"  {reason:<22} {count}")
+        lines.append("OK: every requested record accounted for exactly once" if self.ok
+                     else "FAILED: " + "; ".join(self.problems()))
+        return "\n".join(lines)
+
+
+def account(requested: Iterable[Record], approved: Iterable[Record], dropped: Iterable[Record],
+            dlq: Iterable[Record], codec: Codec | None = None) -> Report:
+    """Pure accounting over already-read records (tests feed it planted topics)."""
+    codec = codec or Codec()
+    report = Report()
+    action_at: dict[Position, str | None] = {}
+    for r in requested:
+        report.requested += 1
+        try:
+            _, req = codec.decode(r.value, expect="ActionRequested")
+            action_at[(r.partition, r.offset)] = req["action_id"]
+        except InvalidInput:
+            action_at[(r.partition, r.offset)] = None
+    # position -> set of distinct decisions seen for it
+    seen: dict[Position, set[tuple[str, str, str]]] = defaultdict(set)
+    writes: Counter[Position] = Counter()
+    approved_by_key: dict[str, set[str]] = defaultdict(set)
+    for r in (*approved, *dropped):
+        try:
+            _, d = codec.decode(r.value, expect="ActionDecision")
+        except InvalidInput:
+            report.unreadable.append((r.topic, r.partition, r.offset))
+            continue
+        pos = (d["source_partition"], d["source_offset"])
+        action_id = d["request"]["action_id"]
+        seen[pos].add((d["outcome"], d["reason"], action_id))
+        writes[pos] += 1
+        if d["outcome"] == "APPROVED" and d["request"]["idempotency_key"]:
+            approved_by_key[d["request"]["idempotency_key"]].add(action_id)
+    for r in dlq:
+        topic = r.header(H_ORIGIN_TOPIC)
+        if topic is not None and topic.decode() not in (topics.REQUESTED, topics.REKEY):
+            continue  # a dead letter from an internal topic: its requested record is decided elsewhere
+        part, off = r.header(H_ORIGIN_PARTITION), r.header(H_ORIGIN_OFFSET)
+        if part is None or off is None:
+            continue
+        pos = (int(part), int(off))
+        seen[pos].add(("DLQ", r.header("runonce.error.type").decode() if r.header("runonce.error.type") else "?", ""))
+        writes[pos] += 1
+    for pos, decisions in seen.items():
+        if pos not in action_at:
+            report.phantoms.append(pos)
+            continue
+        if len(decisions) > 1:
+            report.conflicts.append(pos)
+            continue
+        outcome, reason, action_id = next(iter(decisions))
+        report.re_emitted += writes[pos] - 1
+        if outcome == "APPROVED":
+            report.approved += 1
+        elif outcome == "DROPPED":
+            report.dropped += 1
+            report.reasons[reason] += 1
+        else:
+            report.dead_lettered += 1
+            report.reasons[f"dlq:{reason}"] += 1
+        if action_id:
+            report.outcome_by_action[action_id] = (outcome, reason)
+    report.lost = sorted(pos for pos in action_at if pos not in seen)
+    report.doubled_keys = sorted(key for key, ids in approved_by_key.items() if len(ids) > 1)
+    report.phantoms.sort()
+    report.conflicts.sort()
+    return report
+
+
+def verify(bootstrap: str, codec: Codec | None = None) -> Report:
+    """Read the four topics to their current ends and account."""
+    return account(read_all(bootstrap, topics.REQUESTED), read_all(bootstrap, topics.APPROVED),
+                   read_all(bootstrap, topics.DROPPED), read_all(bootstrap, topics.DLQ), codec)
+
+
+def expected_mismatches(report: Report, planted: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """action_id -> (planted reason, found reason) wherever they differ ('unique' means approved)."""
+    out = {}
+    for action_id, want in planted.items():
+        outcome, reason = report.outcome_by_action.get(action_id, ("MISSING", "missing"))
+        found = reason if outcome in ("DROPPED", "APPROVED") else f"{outcome}:{reason}"
+        if outcome == "APPROVED" and reason == "content_window_audit":
+            found = "content_window_audit"
+        if found != want:
+            out[action_id] = (want, found)
+    return out

@@ -1,0 +1,79 @@
+"""The seed's incidents as sequences of action requests, for the demo, tests and benchmarks.
+
+Each incident lists what the agents sent and what runonce should make of it under the
+shipped policies: how many actions get through, and why the rest are dropped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    tool: str
+    params: dict[str, Any]
+    idempotency_key: str | None = None
+    natural_id: str | None = None
+    agent_id: str = "agent"
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    name: str
+    story: str
+    requests: tuple[Request, ...]
+    expected_approved: int
+    #: the drop reason the repeats should get
+    expected_reason: str
+    notes: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+def _run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def incidents(run_id: str | None = None) -> list[Incident]:
+    """Fresh incidents; ``run_id`` makes recipients/keys unique so runs never collide."""
+    r = run_id or _run_id()
+    email = {"to": f"john+{r}@prospect.example", "subject": "Following up",
+             "body": "Hi John, thanks for your reply...", "campaign_id": "q4"}
+    lead_email = {"to": f"lead+{r}@example.com", "subject": "Quick intro", "body": "Approved draft #1"}
+    return [
+        Incident("email_timeout_retries", "47 copies of one email after timeout retries (no key)",
+                 tuple(Request("send_email", email) for _ in range(47)), 1, "duplicate_key",
+                 "unkeyed: the content-derived key catches the retries"),
+        Incident("approval_race", "871 emails from two workers racing on one approval",
+                 tuple(Request("send_email", lead_email, idempotency_key=f"dispatch-{r}-{i}",
+                               agent_id=f"worker-{i % 2}") for i in range(871)),
+                 1, "content_window", "each dispatch had its own key: the recipient+content window catches them"),
+        Incident("card_charged_four_times", "a card charged four times by a retrying booking agent",
+                 tuple(Request("charge_payment", {"card": f"card-{r}", "amount_cents": 41_900, "currency": "usd"},
+                               idempotency_key=f"booking-{r}") for _ in range(4)), 1, "duplicate_key"),
+        Incident("duplicate_tickets", "312 duplicate tickets",
+                 tuple(Request("create_jira_ticket", {"project": "SUP", "customer_id": f"cust-{r}",
+                                                      "description": "Login fails with SSO", "summary": f"try {i}"},
+                               idempotency_key=f"ticket-{r}-{i}") for i in range(312)),
+                 1, "natural_id_taken"),
+        Incident("slack_reposts", "18 Slack reposts of one alert",
+                 tuple(Request("post_slack_message", {"channel": f"#incidents-{r}", "text": "DB latency p99 > 2s"})
+                       for _ in range(18)), 18, "content_window_audit",
+                 "the shipped slack policy audits (approves and records); a strict policy makes it 1"),
+        Incident("calendar_copies", "7 copies of one calendar event",
+                 tuple(Request("schedule_calendar_event", {"calendar_id": f"exec-{r}", "start": "2026-12-01T15:00Z",
+                                                           "attendees": ["ana@x.com", "cust@y.com"],
+                                                           "title": "Customer call"},
+                               idempotency_key=f"cal-{r}-{i}") for i in range(7)), 1, "natural_id_taken"),
+        Incident("restart_loop", "47 restarts of a crashing container",
+                 tuple(Request("restart_service", {"service": f"api-{r}", "host": "srv-2"}) for _ in range(47)),
+                 5, "budget_exhausted"),
+    ]
+
+
+def all_requests(items: list[Incident]) -> Iterator[tuple[Incident, Request]]:
+    for incident in items:
+        for request in incident.requests:
+            yield incident, request

@@ -1,0 +1,83 @@
+"""Publishing actions to actions.requested: the producing half of the agent SDK.
+
+Records are keyed by idempotency key (so stage 1 decides them where they land, with no
+re-keying hop) and produced with an idempotent producer.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Mapping
+
+from confluent_kafka import KafkaException
+
+from runonce.codec import Codec
+from runonce.core.content import canonical_json
+from runonce.errors import BrokerUnavailable, InvalidAction
+from runonce.kafka import clients, topics
+
+
+def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
+                  natural_id: str | None = None, action_id: str | None = None,
+                  requested_at_ms: int | None = None) -> dict[str, Any]:
+    try:
+        params_json = canonical_json(dict(params))
+    except (TypeError, ValueError) as exc:
+        raise InvalidAction(f"params for {tool} cannot be serialized as JSON: {exc}") from exc
+    return {
+        "action_id": action_id or str(uuid.uuid4()),
+        "agent_id": agent_id,
+        "tool": tool,
+        "params_json": params_json,
+        "idempotency_key": idempotency_key,
+        "natural_id": natural_id,
+        "requested_at_ms": requested_at_ms if requested_at_ms is not None else int(time.time() * 1000),
+    }
+
+
+class Submitter:
+    def __init__(self, bootstrap: str, *, agent_id: str = "agent", codec: Codec | None = None,
+                 timeout_s: float = 30.0) -> None:
+        self.agent_id = agent_id
+        self.codec = codec or Codec()
+        self.timeout_s = timeout_s
+        self._producer = clients.producer(bootstrap)
+        self._errors: list[str] = []
+
+    def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
+               natural_id: str | None = None, action_id: str | None = None) -> str:
+        record = build_request(tool, params, agent_id=self.agent_id, idempotency_key=idempotency_key,
+                               natural_id=natural_id, action_id=action_id)
+        self.send(record)
+        return str(record["action_id"])
+
+    def send(self, record: Mapping[str, Any]) -> None:
+        key = record["idempotency_key"] or record["action_id"]
+        value = self.codec.encode("ActionRequested", dict(record))
+        while True:
+            try:
+                self._producer.produce(topics.REQUESTED, key=key.encode(), value=value, on_delivery=self._on_delivery)
+                break
+            except BufferError:
+                self._producer.poll(0.1)  # local queue full: let deliveries drain
+        self._producer.poll(0)
+
+    def _on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self._errors.append(str(err))
+
+    def flush(self) -> None:
+        try:
+            left = self._producer.flush(self.timeout_s)
+        except KafkaException as exc:
+            raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
+        if left or self._errors:
+            raise BrokerUnavailable(f"{left} actions undelivered after {self.timeout_s:.0f} s; "
+                                    f"errors: {self._errors[:3]}")
+
+    def __enter__(self) -> Submitter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()

@@ -1,0 +1,78 @@
+"""``runonce tail``: the topics as readable lines, one per record."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from runonce.codec import Codec
+from runonce.errors import InvalidInput
+from runonce.kafka import clients, topics
+
+TOPIC_BY_NAME = {"dropped": topics.DROPPED, "approved": topics.APPROVED, "dlq": topics.DLQ,
+                 "results": topics.RESULTS, "requested": topics.REQUESTED}
+
+
+def format_record(codec: Codec, topic: str, value: bytes | None, headers: list[tuple[str, bytes]]) -> str:
+    if topic == topics.DLQ:
+        h = {k: v.decode("utf-8", "replace") for k, v in headers}
+        return (f"DLQ   {h.get('runonce.error.type', '?'):<16} from {h.get('runonce.origin.topic')}"
+                f"[{h.get('runonce.origin.partition')}]@{h.get('runonce.origin.offset')}: "
+                f"{h.get('runonce.error.message', '')}")
+    try:
+        name, rec = codec.decode(value)
+    except InvalidInput as exc:
+        return f"???   {exc}"
+    if name == "ActionDecision":
+        return _decision_line(rec)
+    if name == "ActionResult":
+        return (f"{rec['status'].upper():<10} {rec['tool']:<24} action {rec['action_id']} "
+                f"vendor_ref={rec['vendor_ref']} attempts={rec['attempts']}{' error=' + rec['error'] if rec['error'] else ''}")
+    return f"REQ   {rec['tool']:<24} action {rec['action_id']} key={rec['idempotency_key']} params={rec['params_json'][:80]}"
+
+
+def _decision_line(d: dict[str, Any]) -> str:
+    req = d["request"]
+    line = f"{d['outcome']:<9} {d['reason']:<21} {req['tool']:<24} action {req['action_id']}"
+    if d["first_action_id"]:
+        line += f" repeats {d['first_action_id']} (requested[{d['first_partition']}]@{d['first_offset']})"
+    if d["matched_key"]:
+        line += f" on {d['matched_key']}"
+    if d["window_ms"]:
+        line += f" within {d['window_ms'] // 1000}s"
+    if d["unkeyed"]:
+        line += " [unkeyed]"
+    return line
+
+
+def tail(bootstrap: str, which: str, *, follow: bool = False, limit: int = 0) -> int:
+    topic = TOPIC_BY_NAME[which]
+    codec = Codec()
+    consumer = clients.reader(bootstrap, group=f"runonce-tail-{uuid.uuid4().hex[:8]}")
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
+    pending = set(meta.partitions)
+    shown = 0
+    try:
+        while follow or pending:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                    continue
+                print(f"runonce: {msg.error()}", file=sys.stderr)
+                return 1
+            print(format_record(codec, topic, msg.value(), list(msg.headers() or ())), flush=True)
+            shown += 1
+            if limit and shown >= limit:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    return 0

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from runonce.codec import MAGIC, Codec, crc64_avro
+from runonce.errors import DecodeError, UnknownSchema
+from runonce.submit import build_request
+
+
+@pytest.fixture(scope="module")
+def codec() -> Codec:
+    return Codec()
+
+
+def test_crc64_avro_matches_the_spec_vector() -> None:
+    # The Avro spec's test vector: the fingerprint of the schema "null".
+    assert crc64_avro(b'"null"') == 7195948357588979594
+
+
+def test_action_round_trips_with_single_object_header(codec: Codec) -> None:
+    record = build_request("send_email", {"to": "a@b.c", "n": 1}, agent_id="a1", idempotency_key="k")
+    data = codec.encode("ActionRequested", record)
+    assert data[:2] == MAGIC
+    assert data[2:10] == codec.record_type("ActionRequested").fingerprint
+    assert codec.decode(data) == ("ActionRequested", record)
+
+
+def test_decision_embeds_the_request(codec: Codec) -> None:
+    request = build_request("t", {}, agent_id="a")
+    decision = {"request": request, "outcome": "DROPPED", "reason": "duplicate_key", "dedup_key": "k",
+                "unkeyed": False, "content_hash": "h", "matched_key": "k", "first_action_id": "x",
+                "first_partition": 1, "first_offset": 7, "window_ms": 10, "event_time_ms": 5,
+                "source_partition": 2, "source_offset": 3}
+    assert codec.decode(codec.encode("ActionDecision", decision)) == ("ActionDecision", decision)
+
+
+def test_each_schema_has_its_own_fingerprint(codec: Codec) -> None:
+    prints = {codec.record_type(n).fingerprint for n in ("ActionRequested", "ActionDecision", "ActionResult")}
+    assert len(prints) == 3
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"not avro at all", "expected magic C3 01, got 6E 6F"),
+    (b"\xc3\x01\x00", "not Avro single-object encoded"),
+    (b"", "got nothing"),
+    (None, "record value is null"),
+])
+def test_not_single_object_encoded_is_named(codec: Codec, data: bytes | None, message: str) -> None:
+    with pytest.raises(DecodeError, match=message):
+        codec.decode(data)
+
+
+def test_unknown_fingerprint_is_named(codec: Codec) -> None:
+    data = MAGIC + struct.pack("<Q", 12345) + b"\x00"
+    with pytest.raises(UnknownSchema, match="unknown schema fingerprint 3930000000000000"):
+        codec.decode(data)
+
+
+def test_truncated_body_is_a_decode_error(codec: Codec) -> None:
+    data = codec.encode("ActionRequested", build_request("send_email", {"x": "y" * 50}, agent_id="a"))
+    with pytest.raises(DecodeError, match="corrupt ActionRequested body"):
+        codec.decode(data[:30])
+
+
+def test_wrong_record_type_is_named(codec: Codec) -> None:
+    data = codec.encode("ActionRequested", build_request("t", {}, agent_id="a"))
+    with pytest.raises(DecodeError, match="expected a ActionDecision record, got ActionRequested"):
+        codec.decode(data, expect="ActionDecision")

@@ -1,0 +1,134 @@
+"""The stream job's logic (the same KeyStage/ScopeStage faust runs) over in-memory state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from runonce.kafka import topics
+from runonce.kafka.partitioner import partition_for
+from runonce.scenarios import incidents
+from runonce.streams import records as rec
+from tests.support.memory import MemoryPipeline
+
+T0 = 1_800_000_000_000
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_every_incident_is_cut_to_its_expected_count() -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        for incident in incidents("unit"):
+            approved_before = len(pipe.outputs[topics.APPROVED])
+            reasons: Counter[str] = Counter()
+            for i, r in enumerate(incident.requests):
+                record = await pipe.feed(r.tool, r.params, key=r.idempotency_key, timestamp_ms=T0 + i * 100)
+                reasons[pipe.decision_for(record["action_id"])["reason"]] += 1
+            approved = len(pipe.outputs[topics.APPROVED]) - approved_before
+            assert approved == incident.expected_approved, incident.name
+            assert reasons[incident.expected_reason] == len(incident.requests) - (
+                incident.expected_approved if incident.expected_reason != "content_window_audit" else 1), incident.name
+    run(go())
+
+
+def test_a_record_on_the_wrong_partition_is_rekeyed_not_misjudged() -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        right = partition_for("K", 6)
+        wrong = (right + 1) % 6
+        a = await pipe.feed("send_email", {"to": "x", "b": 1}, key="K", timestamp_ms=T0, partition=wrong)
+        b = await pipe.feed("send_email", {"to": "x", "b": 1}, key="K", timestamp_ms=T0 + 5, partition=right)
+        assert pipe.decision_for(a["action_id"])["outcome"] == "APPROVED"
+        drop = pipe.decision_for(b["action_id"])
+        assert drop["reason"] == "duplicate_key" and drop["first_action_id"] == a["action_id"]
+        # The rekeyed action still reports where it first arrived.
+        assert (drop["first_partition"], drop["first_offset"]) == (wrong, 0)
+        assert pipe.key_stage.metrics.rekeyed._value.get() == 1
+    run(go())
+
+
+def test_redelivery_after_a_crash_re_emits_the_same_decision() -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        first = await pipe.feed_raw(None, key=b"x", timestamp_ms=T0)  # warm offsets; goes to DLQ
+        rec1 = await pipe.feed("send_email", {"to": "r", "b": 2}, key="K1", timestamp_ms=T0)
+        rec2 = await pipe.feed("send_email", {"to": "r", "b": 2}, key="K2", timestamp_ms=T0 + 1)
+        approved, dropped = pipe.decisions(topics.APPROVED), pipe.decisions(topics.DROPPED)
+        # Feed every requested record again, as if no offset had been committed.
+        for key, value in ((b"K1", rec1), (b"K2", rec2)):
+            await pipe.feed_raw(pipe.codec.encode("ActionRequested", value), key=key, timestamp_ms=T0,
+                                partition=partition_for(key, 6))
+        assert first.value is None
+        again_a = [d for d in pipe.decisions(topics.APPROVED) if d["request"]["action_id"] == rec1["action_id"]]
+        again_d = [d for d in pipe.decisions(topics.DROPPED) if d["request"]["action_id"] == rec2["action_id"]]
+        assert len(approved) == 1 and len(dropped) == 1
+        assert [d["reason"] for d in again_a] == ["unique", "unique"]
+        assert [d["reason"] for d in again_d] == ["content_window", "content_window"]
+    run(go())
+
+
+@pytest.mark.parametrize("value, kind, message", [
+    (b"garbage", "decode_error", "not Avro single-object encoded"),
+    (b"\xc3\x01" + b"\x00" * 8, "unknown_schema", "unknown schema fingerprint"),
+    (None, "decode_error", "record value is null"),
+])
+def test_undecodable_input_is_dead_lettered_with_reason_and_origin(value: bytes | None, kind: str,
+                                                                   message: str) -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        inbound = await pipe.feed_raw(value, key=b"k", timestamp_ms=T0, partition=3)
+        [(key, body, headers)] = pipe.outputs[topics.DLQ]
+        h = dict(headers)
+        assert h[rec.H_ERROR_TYPE] == kind.encode() and message in h[rec.H_ERROR_MESSAGE].decode()
+        assert (h[rec.H_ORIGIN_TOPIC], h[rec.H_ORIGIN_PARTITION], h[rec.H_ORIGIN_OFFSET]) == (
+            b"actions.requested", b"3", str(inbound.offset).encode())
+        assert key == b"k" and body == (value or b"")
+    run(go())
+
+
+@pytest.mark.parametrize("tool, params, natural_id, message", [
+    ("", {}, None, "tool is empty"),
+    ("send_email", {"subject": "no recipient"}, None, "needs params field 'to'"),
+    ("charge_payment", {"amount": 1}, "N-1", "has no write-once rule"),
+])
+def test_invalid_actions_are_dead_lettered(tool: str, params: dict[str, Any], natural_id: str | None,
+                                           message: str) -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        await pipe.feed(tool, params, key="K", natural_id=natural_id, timestamp_ms=T0)
+        [(_, _, headers)] = pipe.outputs[topics.DLQ]
+        assert dict(headers)[rec.H_ERROR_TYPE] == b"invalid_action"
+        assert message in dict(headers)[rec.H_ERROR_MESSAGE].decode()
+        assert not pipe.outputs[topics.APPROVED] and pipe.keys.size() == 0  # no claim taken
+    run(go())
+
+
+def test_budget_drop_carries_an_alert_header() -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        for i in range(6):
+            await pipe.feed("restart_service", {"service": "api"}, timestamp_ms=T0 + i)
+        [(_, _, headers)] = pipe.outputs[topics.DROPPED]
+        assert dict(headers)[rec.H_ALERT] == b"budget_exhausted"
+    run(go())
+
+
+def test_expired_state_is_swept_on_event_time() -> None:
+    async def go() -> None:
+        pipe = MemoryPipeline(partitions=1)
+        for i in range(40):
+            await pipe.feed("send_email", {"to": f"r{i}", "b": 1}, key=f"K{i}", timestamp_ms=T0 + i)
+        assert pipe.keys.size() == 40 and pipe.scopes.size() == 40
+        # A day later every key and content claim has expired; new records sweep them.
+        day = 24 * 3_600_000
+        for i in range(64):
+            await pipe.feed("update_salesforce_field", {"id": i}, key=f"late{i}", timestamp_ms=T0 + day + 100 + i)
+        assert pipe.keys.size() == 64  # only the new claims remain
+        assert pipe.key_stage.sweeper.deleted == 40
+    run(go())

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+
+from runonce.core.policy import KeyMode, PolicyBook, WindowMode
+from runonce.errors import ConfigError, InvalidAction
+
+
+def test_shipped_policies_cover_the_seven_tools_and_restart() -> None:
+    book = PolicyBook.load()
+    assert set(book.tools) == {"send_email", "charge_payment", "create_jira_ticket", "update_salesforce_field",
+                               "post_slack_message", "schedule_calendar_event", "execute_database_write",
+                               "restart_service"}
+    assert book.tools["send_email"].content_window.window_ms == 24 * 3_600_000
+    assert book.tools["send_email"].content_window.mode is WindowMode.STRICT
+    assert book.tools["charge_payment"].key_mode is KeyMode.REQUIRE
+    assert book.tools["post_slack_message"].content_window.mode is WindowMode.AUDIT
+    assert book.tools["post_slack_message"].content_window.window_ms == 5 * 60_000
+    assert book.tools["execute_database_write"].denied
+    assert book.tools["restart_service"].budget.max_actions == 5
+    assert book.tools["restart_service"].budget.window_ms == 20 * 60_000
+
+
+def test_unknown_tools_take_the_default_under_their_own_name() -> None:
+    policy = PolicyBook.load().for_tool("book_flight")
+    assert policy.tool == "book_flight" and not policy.named and policy.key_mode is KeyMode.DERIVE
+
+
+@pytest.mark.parametrize("toml, message", [
+    ('[tools.send_email]\nkey = "maybe"', r"\[tools.send_email\].key: expected one of 'derive', 'require', 'none'"),
+    ('[tools.x]\nscope=["a"]\ncontent_window = { window = "soon" }', r"\[tools.x\].content_window.window: expected a positive duration"),
+    ('[tools.x]\nbudget = { max = 5, window = "1h" }', r"\[tools.x\]: natural_id, content_window and budget need a scope"),
+    ('[tools.x]\nscope=["s"]\nbudget = { max = 0, window = "1h" }', r"\[tools.x\].budget.max: expected a positive integer"),
+    ('[tools.x]\nwindow = "1h"', r"\[tools.x\]: unknown field\(s\) window"),
+    ('[tools.x]\nscope=["s"]\nnatural_id = { fields = ["a"] }', r"\[tools.x\].natural_id: missing field\(s\) ttl"),
+    ("[tools.x\n", "not valid TOML"),
+    ("[toolz.x]\n", "unknown top-level table"),
+])
+def test_errors_name_the_tool_and_the_field(toml: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        PolicyBook.from_toml(toml, "p.toml")
+
+
+def test_missing_policy_file_is_a_config_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read policy file"):
+        PolicyBook.load(tmp_path / "nope.toml")
+
+
+def test_scope_and_natural_id_need_their_params_fields() -> None:
+    jira = PolicyBook.load().tools["create_jira_ticket"]
+    with pytest.raises(InvalidAction, match="needs params field 'customer_id'"):
+        jira.scope_key({"project": "P"}, "a1")
+    nid1 = jira.natural_id_for({"project": "P", "customer_id": "c", "description": "d"}, None, "a")
+    nid2 = jira.natural_id_for({"description": "d", "customer_id": "c", "project": "P", "x": 1}, None, "b")
+    assert nid1 == nid2  # only the rule's fields count
+    assert jira.natural_id_for({}, "EXPLICIT-1", "a") == "create_jira_ticket:nid=EXPLICIT-1"
+
+
+def test_long_scopes_are_hashed() -> None:
+    email = PolicyBook.load().tools["send_email"]
+    assert email.scope_key({"to": "a@b.c"}, "x") == "send_email:to=a@b.c"
+    assert email.scope_key({"to": "a" * 500}, "x").startswith("send_email:sha256=")
