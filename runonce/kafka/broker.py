@@ -240,8 +240,9 @@ class Broker:
         props = self._write_properties(broker_port, controller_port)
         if not (self.dir / "data" / "meta.properties").exists():
             self.progress("formatting KRaft storage ...")
-            cmd = self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(),
-                             "-c", str(props), "--ignore-formatted", heap_mb=256)
+            # "--cluster-id=ID" as one word: a base64 id may start with "-".
+            cmd = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
+                             f"--config={props}", "--ignore-formatted", heap_mb=256)
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             except (OSError, subprocess.TimeoutExpired) as exc:

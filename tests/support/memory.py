@@ -62,6 +62,7 @@ class MemoryPipeline:
         self.scope_stage = ScopeStage(store=self.scopes, **common)
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)
+        self._last_decision: dict[str, dict[str, Any]] = {}
 
     def _next_offset(self, topic: str, partition: int) -> int:
         offset = self.offsets[(topic, partition)]
@@ -107,12 +108,13 @@ class MemoryPipeline:
                                          key, value, headers))
                 else:
                     self.outputs[topic].append((key, value, headers))
+                    if topic in (topics.APPROVED, topics.DROPPED):
+                        decision = self.codec.decode(value, expect="ActionDecision")[1]
+                        self._last_decision[decision["request"]["action_id"]] = decision
 
     def decisions(self, topic: str = topics.APPROVED) -> list[dict[str, Any]]:
         return [self.codec.decode(value, expect="ActionDecision")[1] for _, value, _ in self.outputs[topic]]
 
     def decision_for(self, action_id: str) -> dict[str, Any]:
-        found = [d for t in (topics.APPROVED, topics.DROPPED) for d in self.decisions(t)
-                 if d["request"]["action_id"] == action_id]
-        assert len(found) >= 1, f"no decision for {action_id}"
-        return found[-1]
+        assert action_id in self._last_decision, f"no decision for {action_id}"
+        return self._last_decision[action_id]

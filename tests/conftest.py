@@ -1,0 +1,38 @@
+"""One real Kafka broker per test session (free ports, a temporary folder), started on
+first use and stopped at the end whatever happens. Unit tests never start it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from runonce.kafka.broker import Broker
+from runonce.kafka.topics import create_topics
+from runonce.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runonce-home")
+
+
+@pytest.fixture(scope="session")
+def base_settings(session_home: Path) -> Settings:
+    env = {k: v for k, v in os.environ.items() if k.startswith(("XDG_", "RUNONCE_CACHE_DIR", "RUNONCE_KAFKA"))}
+    return Settings.from_env({**env, "RUNONCE_HOME": str(session_home)})
+
+
+@pytest.fixture(scope="session")
+def broker(base_settings: Settings) -> Iterator[Settings]:
+    """Settings whose bootstrap is a running broker with runonce's topics."""
+    b = Broker(base_settings)
+    try:
+        status = b.start()
+        settings = base_settings.with_(bootstrap=status.bootstrap)
+        create_topics(settings.bootstrap_servers(), settings.partitions)
+        yield settings
+    finally:
+        b.stop()

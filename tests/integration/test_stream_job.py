@@ -1,0 +1,143 @@
+"""Every decision reason, against the real broker and a real stream worker process."""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from runonce.codec import MAGIC, Codec
+from runonce.kafka import clients, topics
+from runonce.kafka.partitioner import partition_for
+from runonce.oracle import verify
+from runonce.settings import Settings
+from runonce.streams import records as rec
+from runonce.submit import Submitter, build_request
+from tests.support.decisions import DecisionLog
+from tests.support.worker import WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture()
+def sub(broker: Settings) -> Any:
+    with Submitter(broker.bootstrap_servers(), agent_id="it") as s:
+        yield s
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def submit_all(sub: Submitter, items: list[tuple[str, dict[str, Any], str | None]]) -> list[str]:
+    ids = [sub.submit(tool, params, idempotency_key=key) for tool, params, key in items]
+    sub.flush()
+    return ids
+
+
+def test_keys_duplicates_and_mismatches(stream_worker: WorkerProcess, decision_log: DecisionLog,
+                                        sub: Submitter) -> None:
+    k = f"key-{uid()}"
+    email = {"to": f"{uid()}@x.com", "body": "hello"}
+    ids = submit_all(sub, [("send_email", email, k), ("send_email", email, k),
+                           ("send_email", {**email, "body": "changed"}, k)])
+    d = decision_log.wait(ids)
+    assert [d[i]["reason"] for i in ids] == ["unique", "duplicate_key", "key_payload_mismatch"]
+    assert d[ids[0]]["outcome"] == "APPROVED"
+    for dropped in ids[1:]:
+        assert d[dropped]["first_action_id"] == ids[0] and d[dropped]["matched_key"] == k
+        assert d[dropped]["first_offset"] == d[ids[0]]["source_offset"]
+        assert d[dropped]["window_ms"] == 24 * 3_600_000
+
+
+def test_missing_key_denied_tool_and_unkeyed_content_key(stream_worker: WorkerProcess, decision_log: DecisionLog,
+                                                         sub: Submitter) -> None:
+    to = f"{uid()}@x.com"
+    ids = submit_all(sub, [("charge_payment", {"amount": 100}, None),
+                           ("execute_database_write", {"sql": "DELETE FROM users"}, f"k-{uid()}"),
+                           ("send_email", {"to": to, "body": "b"}, None),
+                           ("send_email", {"body": "b", "to": to}, None)])  # same content, other key order
+    d = decision_log.wait(ids)
+    assert [(d[i]["outcome"], d[i]["reason"]) for i in ids] == [
+        ("DROPPED", "missing_key"), ("DROPPED", "tool_denied"), ("APPROVED", "unique"), ("DROPPED", "duplicate_key")]
+    assert d[ids[2]]["unkeyed"] and d[ids[2]]["dedup_key"].startswith("content:")
+
+
+def test_scope_rules_natural_id_content_window_audit_and_budget(stream_worker: WorkerProcess,
+                                                                decision_log: DecisionLog, sub: Submitter) -> None:
+    r = uid()
+    jira = {"project": "SUP", "customer_id": f"c-{r}", "description": "SSO broken"}
+    email = {"to": f"{r}@x.com", "body": "same"}
+    slack = {"channel": f"#{r}", "text": "alert"}
+    items: list[tuple[str, dict[str, Any], str | None]] = [
+        ("create_jira_ticket", jira, f"j1-{r}"), ("create_jira_ticket", jira, f"j2-{r}"),
+        ("send_email", email, f"e1-{r}"), ("send_email", email, f"e2-{r}"),
+        ("post_slack_message", slack, None), ("post_slack_message", slack, None),
+    ] + [("restart_service", {"service": f"svc-{r}"}, None)] * 7
+    ids = submit_all(sub, items)
+    d = decision_log.wait(ids)
+    got = [(d[i]["outcome"], d[i]["reason"]) for i in ids]
+    assert got[:6] == [("APPROVED", "unique"), ("DROPPED", "natural_id_taken"),
+                       ("APPROVED", "unique"), ("DROPPED", "content_window"),
+                       ("APPROVED", "unique"), ("APPROVED", "content_window_audit")]
+    restarts = got[6:]
+    assert restarts.count(("APPROVED", "unique")) == 5 and restarts.count(("DROPPED", "budget_exhausted")) == 2
+    assert d[ids[1]]["first_action_id"] == ids[0] and d[ids[1]]["matched_key"].startswith("create_jira_ticket:nid=")
+    assert d[ids[3]]["matched_key"] == f"send_email:to={r}@x.com"
+    budget_drop = next(i for i in ids[6:] if d[i]["reason"] == "budget_exhausted")
+    assert decision_log.headers_by_action[budget_drop][0][rec.H_ALERT] == b"budget_exhausted"
+
+
+def test_wrongly_keyed_records_are_rekeyed_and_windows_use_broker_time(broker: Settings, stream_worker: WorkerProcess,
+                                                                       decision_log: DecisionLog) -> None:
+    codec = Codec()
+    k = f"rk-{uid()}"
+    producer = Producer(clients.producer_config(broker.bootstrap_servers()))
+    first = build_request("update_salesforce_field", {"id": 1, "field": "stage"}, agent_id="it", idempotency_key=k)
+    second = build_request("update_salesforce_field", {"id": 1, "field": "stage"}, agent_id="it", idempotency_key=k)
+    right = partition_for(k, broker.partitions)
+    # Both on the wrong partition, and with an agent clock a year in the past.
+    skewed_ms = int(time.time() * 1000) - 365 * 24 * 3_600_000
+    for record in (first, second):
+        producer.produce(topics.REQUESTED, value=codec.encode("ActionRequested", record),
+                         partition=(right + 1) % broker.partitions, timestamp=skewed_ms)
+    producer.flush(10)
+    d = decision_log.wait([first["action_id"], second["action_id"]])
+    assert d[first["action_id"]]["reason"] == "unique"
+    assert d[second["action_id"]]["reason"] == "duplicate_key"
+    assert d[second["action_id"]]["first_partition"] == (right + 1) % broker.partitions  # where it arrived
+    # LogAppendTime: the event time is the broker's, not the skewed producer's.
+    assert abs(d[first["action_id"]]["event_time_ms"] - time.time() * 1000) < 120_000
+
+
+def test_bad_input_lands_in_the_dead_letter_topic_with_reason_and_origin(broker: Settings,
+                                                                        stream_worker: WorkerProcess,
+                                                                        decision_log: DecisionLog) -> None:
+    codec = Codec()
+    producer = Producer(clients.producer_config(broker.bootstrap_servers()))
+    delivered: dict[int, tuple[int, int]] = {}
+    invalid = build_request("send_email", {"subject": "no recipient"}, agent_id="it", idempotency_key=f"x-{uid()}")
+    bad = [b"plain text, not avro", MAGIC + struct.pack("<Q", 99) + b"\x02",
+           codec.encode("ActionRequested", invalid)]
+    for i, value in enumerate(bad):
+        producer.produce(topics.REQUESTED, key=f"bad-{uid()}".encode(), value=value,
+                         on_delivery=lambda err, msg, i=i: delivered.__setitem__(i, (msg.partition(), msg.offset())))
+    producer.flush(10)
+    kinds = [decision_log.wait_dead(delivered[i]) for i in range(len(bad))]
+    assert [k[rec.H_ERROR_TYPE] for k in kinds] == ["decode_error", "unknown_schema", "invalid_action"]
+    assert "needs params field 'to'" in kinds[2][rec.H_ERROR_MESSAGE]
+    assert all(k[rec.H_ORIGIN_TOPIC] == topics.REQUESTED for k in kinds)
+
+
+def test_the_oracle_accounts_for_every_record_so_far(broker: Settings, stream_worker: WorkerProcess) -> None:
+    deadline = time.monotonic() + 60
+    report = verify(broker.bootstrap_servers())
+    while report.lost and time.monotonic() < deadline:
+        time.sleep(1)
+        report = verify(broker.bootstrap_servers())
+    assert report.ok, report.summary()
+    assert report.requested == report.accounted and report.requested > 0

@@ -1,0 +1,75 @@
+"""A background reader of approved/dropped/dlq that indexes decisions as they arrive,
+so tests wait for *their* actions without re-reading whole topics."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import defaultdict
+from typing import Any, Iterable
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from runonce.codec import Codec
+from runonce.kafka import clients, topics
+from runonce.streams import records as rec
+
+
+class DecisionLog:
+    def __init__(self, bootstrap: str) -> None:
+        self.codec = Codec()
+        self.by_action: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.dead: dict[tuple[int, int], dict[str, str]] = {}
+        self.headers_by_action: dict[str, list[dict[str, bytes]]] = defaultdict(list)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = clients.reader(bootstrap, group=f"test-log-{uuid.uuid4().hex[:6]}",
+                                        **{"enable.partition.eof": False})
+        parts = []
+        for t in (topics.APPROVED, topics.DROPPED, topics.DLQ):
+            meta = self._consumer.list_topics(t, timeout=10).topics[t]
+            parts += [TopicPartition(t, p, OFFSET_BEGINNING) for p in meta.partitions]
+        self._consumer.assign(parts)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(500, 0.2):
+                if msg.error():
+                    continue
+                with self._lock:
+                    if msg.topic() == topics.DLQ:
+                        h = {k: v.decode() for k, v in (msg.headers() or ())}
+                        self.dead[(int(h[rec.H_ORIGIN_PARTITION]), int(h[rec.H_ORIGIN_OFFSET]))] = h
+                    else:
+                        _, d = self.codec.decode(msg.value(), expect="ActionDecision")
+                        self.by_action[d["request"]["action_id"]].append(d)
+                        self.headers_by_action[d["request"]["action_id"]].append(dict(msg.headers() or ()))
+
+    def wait(self, action_ids: Iterable[str], timeout_s: float = 60.0) -> dict[str, dict[str, Any]]:
+        ids = list(action_ids)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                missing = [a for a in ids if a not in self.by_action]
+                if not missing:
+                    return {a: self.by_action[a][0] for a in ids}
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(missing)} of {len(ids)} actions undecided after {timeout_s} s: {missing[:3]}")
+            time.sleep(0.1)
+
+    def wait_dead(self, position: tuple[int, int], timeout_s: float = 60.0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if position in self.dead:
+                    return self.dead[position]
+            time.sleep(0.1)
+        raise AssertionError(f"no dead letter for requested{list(position)}")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()

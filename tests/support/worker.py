@@ -1,0 +1,57 @@
+"""Stream workers as real OS processes (``python -m runonce worker``), so tests can SIGKILL them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from runonce.settings import Settings
+
+
+class WorkerProcess:
+    def __init__(self, settings: Settings, name: str, log_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        env = {**os.environ, "RUNONCE_HOME": str(self.settings.home),
+               "RUNONCE_BOOTSTRAP": self.settings.bootstrap_servers(),
+               "RUNONCE_PARTITIONS": str(self.settings.partitions), **self.extra_env}
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", self.name,
+                                      "--loglevel", "warn"], stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        log.close()
+        self.starts += 1
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook runs, nothing is flushed."""
+        if self.alive():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.alive():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
