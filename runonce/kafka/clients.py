@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, Producer
 #: librdkafka logs every refused connection; route its log through Python logging, quiet
 #: by default (failures surface as exceptions and timeouts; -v shows them).
 LIBRDKAFKA_LOG = logging.getLogger("runonce.librdkafka")
+LIBRDKAFKA_LOG.addHandler(logging.NullHandler())  # no stderr fallback; root handlers still get it under -v
 
 
 def base_config(bootstrap: str) -> dict[str, Any]:

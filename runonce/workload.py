@@ -1,0 +1,86 @@
+"""A reproducible mixed workload with planted repeats, for the crash test and benchmarks.
+
+Actions come in *families*: an original and its planted repeats. Each family is produced
+in order by one agent, and the oracle checks per family: exactly one approved, every
+other member dropped with the planted reason. (Which member wins is fixed for same-key
+families; for content and natural-id families the first to reach stage 2 wins.)
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from runonce.submit import build_request
+
+
+@dataclass
+class Family:
+    kind: str
+    #: (request record, planted reason) in production order; the first is planted "unique"
+    members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+
+
+KINDS = ("key_retry", "key_reuse", "natural_id_repeat", "content_repeat")
+
+
+def generate(n_actions: int, repeat_ratio: float = 0.15, seed: int = 7, run_id: str = "w") -> list[Family]:
+    rnd = random.Random(seed)
+    # repeats / actions = p * 1.25 / (1 + p * 1.25), with 1.25 repeats per repeating family on average
+    p_repeating = repeat_ratio / (1 - repeat_ratio) / 1.25
+    families: list[Family] = []
+    total = 0
+    i = 0
+    while total < n_actions:
+        i += 1
+        repeats = 0
+        if rnd.random() < p_repeating:
+            repeats = rnd.choice((1, 1, 1, 2))
+        kind = rnd.choice(KINDS) if repeats else rnd.choice(("unique_email", "unique_update", "unique_charge"))
+        fam = Family(kind)
+        key = f"{run_id}-k{i}"
+        if kind in ("key_retry", "unique_update"):
+            params: dict[str, Any] = {"record_id": f"{run_id}-{i}", "field": "stage", "value": "won"}
+            fam.members.append((build_request("update_salesforce_field", params, agent_id="gen", idempotency_key=key), "unique"))
+            for _ in range(repeats):
+                fam.members.append((build_request("update_salesforce_field", params, agent_id="gen",
+                                                  idempotency_key=key), "duplicate_key"))
+        elif kind == "key_reuse":
+            params = {"card": f"{run_id}-card{i}", "amount_cents": 1000 + i}
+            fam.members.append((build_request("charge_payment", params, agent_id="gen", idempotency_key=key), "unique"))
+            for r in range(repeats):
+                fam.members.append((build_request("charge_payment", {**params, "amount_cents": 1 + r}, agent_id="gen",
+                                                  idempotency_key=key), "key_payload_mismatch"))
+        elif kind == "unique_charge":
+            params = {"card": f"{run_id}-card{i}", "amount_cents": 500}
+            fam.members.append((build_request("charge_payment", params, agent_id="gen", idempotency_key=key), "unique"))
+        elif kind == "natural_id_repeat":
+            params = {"project": "SUP", "customer_id": f"{run_id}-c{i}", "description": f"issue {i}"}
+            for r in range(repeats + 1):
+                fam.members.append((build_request("create_jira_ticket", {**params, "attempt": r}, agent_id="gen",
+                                                  idempotency_key=f"{key}-{r}"), "natural_id_taken" if r else "unique"))
+        else:  # content_repeat, unique_email
+            params = {"to": f"{run_id}-{i}@example.com", "subject": "hi", "body": f"message {i}"}
+            for r in range(repeats + 1):
+                fam.members.append((build_request("send_email", params, agent_id="gen", idempotency_key=f"{key}-{r}"),
+                                    "content_window" if r else "unique"))
+        families.append(fam)
+        total += len(fam.members)
+    return families
+
+
+def check_families(families: list[Family], outcome_by_action: dict[str, tuple[str, str]]) -> list[str]:
+    """Problems found: a family without exactly one approval, or a drop with an unplanted reason."""
+    problems = []
+    for fam in families:
+        found = [outcome_by_action.get(rec["action_id"], ("MISSING", "missing")) for rec, _ in fam.members]
+        approved = [f for f in found if f[0] == "APPROVED"]
+        if len(approved) != 1:
+            problems.append(f"{fam.kind}: {len(approved)} approved of {len(found)}: {found}")
+            continue
+        planted = sorted(reason for _, reason in fam.members[1:])
+        dropped = sorted(reason for outcome, reason in found if outcome == "DROPPED")
+        if planted != dropped:
+            problems.append(f"{fam.kind}: planted {planted}, found {dropped}")
+    return problems
