@@ -169,6 +169,15 @@ def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.demo import run_decisions_demo
+
+    cmd_up(settings, args)
+    _say("replaying the seed's incidents through runonce ...")
+    print(run_decisions_demo(settings.bootstrap_servers(), progress=_say))
+    return 0
+
+
 # -- parser ----------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -211,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
     add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")
+    add("demo", cmd_demo, "Start the local stack (as `up`) and replay the seed's incidents through it.")
     return parser
 
 

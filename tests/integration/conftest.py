@@ -6,19 +6,19 @@ import pytest
 
 from runonce.settings import Settings
 from runonce.submit import Submitter
-from tests.support.decisions import DecisionLog
+from runonce.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 
 @pytest.fixture(scope="session")
-def decision_log(broker: Settings) -> Iterator[DecisionLog]:
-    log = DecisionLog(broker.bootstrap_servers())
+def decision_log(broker: Settings) -> Iterator[DecisionWatcher]:
+    log = DecisionWatcher(broker.bootstrap_servers())
     yield log
     log.close()
 
 
 @pytest.fixture(scope="module")
-def stream_worker(broker: Settings, decision_log: DecisionLog, tmp_path_factory: pytest.TempPathFactory
+def stream_worker(broker: Settings, decision_log: DecisionWatcher, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[WorkerProcess]:
     """One real stream worker process for the module; ready once it has decided a probe action."""
     worker = WorkerProcess(broker, "it-worker", tmp_path_factory.mktemp("worker-logs"))
@@ -28,7 +28,7 @@ def stream_worker(broker: Settings, decision_log: DecisionLog, tmp_path_factory:
             probe = sub.submit("update_salesforce_field", {"probe": True}, idempotency_key=None)
         try:
             decision_log.wait([probe], timeout_s=120)
-        except AssertionError:
+        except TimeoutError:
             raise AssertionError(f"stream worker never decided a probe; its log:\n{worker.log_tail()}") from None
         yield worker
     finally:

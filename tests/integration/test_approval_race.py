@@ -11,7 +11,7 @@ import pytest
 
 from runonce.settings import Settings
 from runonce.submit import Submitter
-from tests.support.decisions import DecisionLog
+from runonce.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -37,7 +37,7 @@ def _race(bootstrap: str, email: dict[str, str], keys: tuple[str, str]) -> list[
 
 
 @pytest.mark.parametrize("same_key, reason", [(True, "duplicate_key"), (False, "content_window")])
-def test_two_racing_workers_send_once(broker: Settings, stream_worker: WorkerProcess, decision_log: DecisionLog,
+def test_two_racing_workers_send_once(broker: Settings, stream_worker: WorkerProcess, decision_log: DecisionWatcher,
                                       same_key: bool, reason: str) -> None:
     approval = uuid.uuid4().hex[:8]
     email = {"to": f"lead-{approval}@example.com", "subject": "Intro", "body": "approved draft"}

@@ -17,7 +17,7 @@ from runonce.oracle import verify
 from runonce.settings import Settings
 from runonce.streams import records as rec
 from runonce.submit import Submitter, build_request
-from tests.support.decisions import DecisionLog
+from runonce.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -39,7 +39,7 @@ def submit_all(sub: Submitter, items: list[tuple[str, dict[str, Any], str | None
     return ids
 
 
-def test_keys_duplicates_and_mismatches(stream_worker: WorkerProcess, decision_log: DecisionLog,
+def test_keys_duplicates_and_mismatches(stream_worker: WorkerProcess, decision_log: DecisionWatcher,
                                         sub: Submitter) -> None:
     k = f"key-{uid()}"
     email = {"to": f"{uid()}@x.com", "body": "hello"}
@@ -54,7 +54,7 @@ def test_keys_duplicates_and_mismatches(stream_worker: WorkerProcess, decision_l
         assert d[dropped]["window_ms"] == 24 * 3_600_000
 
 
-def test_missing_key_denied_tool_and_unkeyed_content_key(stream_worker: WorkerProcess, decision_log: DecisionLog,
+def test_missing_key_denied_tool_and_unkeyed_content_key(stream_worker: WorkerProcess, decision_log: DecisionWatcher,
                                                          sub: Submitter) -> None:
     to = f"{uid()}@x.com"
     ids = submit_all(sub, [("charge_payment", {"amount": 100}, None),
@@ -68,7 +68,7 @@ def test_missing_key_denied_tool_and_unkeyed_content_key(stream_worker: WorkerPr
 
 
 def test_scope_rules_natural_id_content_window_audit_and_budget(stream_worker: WorkerProcess,
-                                                                decision_log: DecisionLog, sub: Submitter) -> None:
+                                                                decision_log: DecisionWatcher, sub: Submitter) -> None:
     r = uid()
     jira = {"project": "SUP", "customer_id": f"c-{r}", "description": "SSO broken"}
     email = {"to": f"{r}@x.com", "body": "same"}
@@ -93,7 +93,7 @@ def test_scope_rules_natural_id_content_window_audit_and_budget(stream_worker: W
 
 
 def test_wrongly_keyed_records_are_rekeyed_and_windows_use_broker_time(broker: Settings, stream_worker: WorkerProcess,
-                                                                       decision_log: DecisionLog) -> None:
+                                                                       decision_log: DecisionWatcher) -> None:
     codec = Codec()
     k = f"rk-{uid()}"
     producer = Producer(clients.producer_config(broker.bootstrap_servers()))
@@ -116,7 +116,7 @@ def test_wrongly_keyed_records_are_rekeyed_and_windows_use_broker_time(broker: S
 
 def test_bad_input_lands_in_the_dead_letter_topic_with_reason_and_origin(broker: Settings,
                                                                         stream_worker: WorkerProcess,
-                                                                        decision_log: DecisionLog) -> None:
+                                                                        decision_log: DecisionWatcher) -> None:
     codec = Codec()
     producer = Producer(clients.producer_config(broker.bootstrap_servers()))
     delivered: dict[int, tuple[int, int]] = {}

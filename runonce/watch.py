@@ -1,5 +1,5 @@
-"""A background reader of approved/dropped/dlq that indexes decisions as they arrive,
-so tests wait for *their* actions without re-reading whole topics."""
+"""A background reader of approved/dropped/dlq that indexes decisions as they arrive, so
+a caller (the demo, tests) waits for *its* actions without re-reading whole topics."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from runonce.kafka import clients, topics
 from runonce.streams import records as rec
 
 
-class DecisionLog:
+class DecisionWatcher:
     def __init__(self, bootstrap: str) -> None:
         self.codec = Codec()
         self.by_action: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -24,7 +24,7 @@ class DecisionLog:
         self.headers_by_action: dict[str, list[dict[str, bytes]]] = defaultdict(list)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._consumer = clients.reader(bootstrap, group=f"test-log-{uuid.uuid4().hex[:6]}",
+        self._consumer = clients.reader(bootstrap, group=f"runonce-watch-{uuid.uuid4().hex[:6]}",
                                         **{"enable.partition.eof": False})
         parts = []
         for t in (topics.APPROVED, topics.DROPPED, topics.DLQ):
@@ -57,7 +57,8 @@ class DecisionLog:
                 if not missing:
                     return {a: self.by_action[a][0] for a in ids}
             if time.monotonic() > deadline:
-                raise AssertionError(f"{len(missing)} of {len(ids)} actions undecided after {timeout_s} s: {missing[:3]}")
+                raise TimeoutError(f"{len(missing)} of {len(ids)} actions undecided after {timeout_s:.0f} s "
+                                   f"(is a stream worker running?): {missing[:3]}")
             time.sleep(0.1)
 
     def wait_dead(self, position: tuple[int, int], timeout_s: float = 60.0) -> dict[str, str]:
@@ -67,7 +68,13 @@ class DecisionLog:
                 if position in self.dead:
                     return self.dead[position]
             time.sleep(0.1)
-        raise AssertionError(f"no dead letter for requested{list(position)}")
+        raise TimeoutError(f"no dead letter for requested{list(position)} after {timeout_s:.0f} s")
+
+    def __enter__(self) -> DecisionWatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         self._stop.set()

@@ -1,0 +1,119 @@
+"""Throughput of ONE stream worker on the local broker: a backlog of N actions from the
+mixed workload (15% planted repeats), then one worker drains it.
+
+    .venv/bin/python bench/stream_throughput.py --actions 50000
+
+Reports actions/s from the first to the last decision (broker LogAppendTime of the
+decision records), the worker's peak RSS, and its RocksDB size on disk. Uses its own
+broker home (bench/out/), so it never touches a running stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runonce.kafka.broker import Broker  # noqa: E402
+from runonce.kafka.topics import create_topics  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.submit import Submitter  # noqa: E402
+from runonce.watch import DecisionWatcher  # noqa: E402
+from runonce.workload import generate  # noqa: E402
+from tests.support.worker import WorkerProcess  # noqa: E402
+
+
+def dir_size_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--actions", type=int, default=50_000)
+    parser.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once")
+    parser.add_argument("--keep-broker", action="store_true", help="leave the bench broker running")
+    args = parser.parse_args()
+
+    home = ROOT / "bench" / "out" / uuid.uuid4().hex[:6]
+    settings = Settings.from_env({"RUNONCE_HOME": str(home)}).with_(processing_guarantee=args.guarantee)
+    broker = Broker(settings, progress=lambda m: print(m, file=sys.stderr))
+    status = broker.start()
+    settings = settings.with_(bootstrap=status.bootstrap)
+    try:
+        create_topics(settings.bootstrap_servers(), settings.partitions)
+        families = generate(args.actions, seed=1, run_id=home.name)
+        records = [m for f in families for m, _ in f.members]
+        t0 = time.monotonic()
+        with Submitter(settings.bootstrap_servers(), agent_id="bench") as sub:
+            for r in records:
+                sub.send(r)
+        print(f"produced {len(records)} actions in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+
+        worker = WorkerProcess(settings, "bench-0", home, {"RUNONCE_GUARANTEE": args.guarantee})
+        watcher = DecisionWatcher(settings.bootstrap_servers())
+        started = time.monotonic()
+        worker.start()
+        peak_rss_kb = 0
+        ids = [r["action_id"] for r in records]
+        while True:
+            try:
+                watcher.wait(ids, timeout_s=2)
+                break
+            except TimeoutError:
+                done = sum(1 for a in ids if a in watcher.by_action)
+                print(f"  {done}/{len(ids)} decided ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+                if not worker.alive():
+                    raise SystemExit(f"worker died:\n{worker.log_tail()}")
+            peak_rss_kb = max(peak_rss_kb, _rss_kb(worker))
+        wall_s = time.monotonic() - started
+        peak_rss_kb = max(peak_rss_kb, _rss_kb(worker))
+        worker.stop()
+        watcher.close()
+        # Decision throughput: first to last decision record, on the broker's clock.
+        decision_ts = _decision_span_ms(settings.bootstrap_servers())
+        rate = len(ids) / (decision_ts / 1000) if decision_ts else float("nan")
+        result = {
+            "actions": len(ids),
+            "guarantee": args.guarantee,
+            "decisions_per_s": round(rate),
+            "wall_s_including_startup": round(wall_s, 1),
+            "worker_peak_rss_mb": round(peak_rss_kb / 1024),
+            "rocksdb_mb": round(dir_size_mb(home / "state" / "bench-0"), 1),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        }
+        print(json.dumps(result, indent=2))
+        return 0
+    finally:
+        if not args.keep_broker:
+            broker.stop()
+
+
+def _rss_kb(worker: WorkerProcess) -> int:
+    if worker.proc is None:
+        return 0
+    try:
+        out = subprocess.run(["ps", "-o", "rss=", "-p", str(worker.proc.pid)], capture_output=True, text=True)
+        return int(out.stdout.strip() or 0)
+    except ValueError:
+        return 0
+
+
+def _decision_span_ms(bootstrap: str) -> int:
+    from runonce.kafka import topics
+    from runonce.topic_reader import read_all
+
+    stamps = [r.timestamp_ms for t in (topics.APPROVED, topics.DROPPED) for r in read_all(bootstrap, t)]
+    return max(stamps) - min(stamps) if stamps else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
