@@ -81,6 +81,41 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server
+
+    from runonce.connectors.executor import Executor
+    from runonce.connectors.metrics import ExecutorMetrics
+    from runonce.connectors.registry import build
+
+    connector = build(args.vendor, settings)
+    metrics = ExecutorMetrics()
+    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    if port:
+        start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
+    _say(f"executor {args.vendor}/{args.slot} for {', '.join(sorted(connector.tools))} "
+         f"({connector.capability.value}) on {settings.bootstrap_servers()}")
+    Executor(settings, connector, slot=args.slot, metrics=metrics).run()
+    return 0
+
+
+def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.connectors.sandbox.http_vendors import VendorServer
+    from runonce.connectors.sandbox.smtp_server import SmtpServer
+
+    http_port = int(settings.vendor_url.rsplit(":", 1)[1].split("/")[0])
+    smtp_port = int(settings.smtp_address.rsplit(":", 1)[1])
+    vendors = VendorServer(http_port).start()
+    smtp = SmtpServer(vendors.ledger, smtp_port).start()
+    _say(f"sandbox vendors on {vendors.url} (ledger: {vendors.url}/_ledger), SMTP on 127.0.0.1:{smtp.port}")
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        smtp.stop()
+        vendors.stop()
+    return 0
+
+
 def _pid_file(settings: Settings) -> Path:
     return settings.home / "worker.pid"
 
@@ -205,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="worker name; names its local RocksDB folder (default worker-0)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     p.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])
+    p = add("executor", cmd_executor, "Run one vendor's executor: perform approved actions exactly once.")
+    p.add_argument("--vendor", required=True, help="smtp, webhook, payments, slack, jira, calendar or salesforce")
+    p.add_argument("--slot", default="0", help="executor slot; names its stable transactional.id")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    add("sandbox", cmd_sandbox, "Run the local vendor sandboxes (HTTP vendors and SMTP) in the foreground.")
     add("up", cmd_up, "Start the broker, create topics, and run a stream worker in the background.")
     add("down", cmd_down, "Stop the background stream worker and the broker.")
     p = add("submit", cmd_submit, "Publish one action to actions.requested; prints its action id.")

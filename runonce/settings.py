@@ -38,6 +38,12 @@ class Settings:
     metrics_port: int = 0
     #: names this worker's local RocksDB folder (several workers can share one machine)
     worker_name: str = "worker-0"
+    #: base URL of the HTTP vendors the executors call (the sandbox by default)
+    vendor_url: str = "http://127.0.0.1:8787"
+    #: host:port of the SMTP relay the smtp executor sends through
+    smtp_address: str = "127.0.0.1:8025"
+    #: executors only, for crash tests: SIGKILL itself at before_call | after_call | after_commit
+    executor_failpoint: str | None = None
     #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
 
@@ -82,6 +88,10 @@ class Settings:
             kwargs["kafka_version"] = env["RUNONCE_KAFKA_VERSION"]
         if env.get("RUNONCE_POLICY_FILE"):
             kwargs["policy_file"] = Path(env["RUNONCE_POLICY_FILE"])
+        for name, attr in (("RUNONCE_VENDOR_URL", "vendor_url"), ("RUNONCE_SMTP", "smtp_address"),
+                           ("RUNONCE_EXECUTOR_FAILPOINT", "executor_failpoint")):
+            if env.get(name):
+                kwargs[attr] = env[name]
         if env.get("RUNONCE_WORKER_NAME"):
             kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
         if env.get("RUNONCE_GUARANTEE"):
@@ -102,6 +112,9 @@ class Settings:
             raise ConfigError(f"partitions must be >= 1, got {self.partitions}")
         if not 128 <= self.broker_heap_mb <= 4096:
             raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
+        if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit"):
+            raise ConfigError(f"executor_failpoint must be before_call, after_call or after_commit, "
+                              f"got {self.executor_failpoint!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):
             raise ConfigError(
                 f"processing_guarantee must be at_least_once or exactly_once, got {self.processing_guarantee!r}"

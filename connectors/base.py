@@ -1,0 +1,47 @@
+"""What a connector is: one vendor, the tools it serves, and what it can do on redelivery."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+
+class Capability(enum.Enum):
+    #: the vendor deduplicates on a key we send: calling again with it is safe
+    VENDOR_KEY = "vendor_key"
+    #: we can ask the vendor whether the effect already happened
+    STATE_CHECK = "state_check"
+    #: neither: after an unknown outcome the action is marked in_doubt, never re-run
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionCall:
+    """What a connector needs of an approved action."""
+
+    action_id: str
+    tool: str
+    params: Mapping[str, Any]
+    #: stable across redeliveries: the caller's idempotency key, else the action id
+    vendor_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class VendorResponse:
+    vendor_ref: str
+    detail: str = ""
+
+
+class Connector(Protocol):
+    name: str
+    tools: frozenset[str]
+    capability: Capability
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        """Do the side effect once. Raises a ConnectorError subclass."""
+        ...
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        """STATE_CHECK connectors: the effect if it already happened, else None."""
+        ...

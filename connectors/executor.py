@@ -1,0 +1,216 @@
+"""An executor: one vendor's consumer group on actions.approved (read_committed) and a
+transactional producer. Per approved action of its tools:
+
+1. intent   a transaction commits ``attempting`` to actions.results (with the offsets of
+            the records before this one) — durable before anything reaches outside;
+2. effect   the connector is called (retries with the same vendor key, see runner.py);
+3. result   a transaction commits the result *and* this record's offset together
+            (``send_offsets_to_transaction`` with the group metadata: KIP-447 fencing).
+
+A crash between 1 and 3 redelivers the action with its intent and no result: the runner
+reconciles (same vendor key, state check, or in_doubt) instead of calling blindly again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from runonce.codec import Codec
+from runonce.connectors.base import ActionCall, Connector
+from runonce.connectors.results import ResultIndex, to_record
+from runonce.connectors.runner import ActionRunner, Outcome, Status
+from runonce.errors import FatalError, InvalidInput
+from runonce.kafka import clients, topics
+from runonce.settings import Settings
+
+log = logging.getLogger("runonce.executor")
+
+TXN_TIMEOUT_S = 30.0
+
+
+class Executor:
+    def __init__(self, settings: Settings, connector: Connector, *, slot: str = "0",
+                 runner: ActionRunner | None = None, metrics: Any = None) -> None:
+        self.settings = settings
+        self.connector = connector
+        self.runner = runner or ActionRunner(connector)
+        self.codec = Codec()
+        self.index = ResultIndex()
+        self.metrics = metrics
+        self.bootstrap = settings.bootstrap_servers()
+        self.group = f"runonce-exec-{connector.name}"
+        self.transactional_id = f"{self.group}-{slot}"
+        self.consumer = Consumer({
+            **clients.base_config(self.bootstrap), "group.id": self.group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+        })
+        self.producer = self._new_producer()
+        #: offsets (next to read) of records skipped since the last commit: other vendors' tools
+        self.pending: dict[tuple[str, int], int] = {}
+        self._pending_since = 0.0
+        self.running = True
+        self.handled = 0
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(clients.producer_config(self.bootstrap, **{
+            "transactional.id": self.transactional_id, "transaction.timeout.ms": 60000, "linger.ms": 0}))
+        producer.init_transactions(TXN_TIMEOUT_S)
+        return producer
+
+    # -- assignment ------------------------------------------------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = [tp.partition for tp in partitions]
+        applied = self.index.restore(self.bootstrap, numbers, self.connector.tools, self.codec)
+        log.info("%s assigned %s; restored %d results", self.transactional_id, numbers, applied)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.pending.clear()
+
+    # -- loop ------------------------------------------------------------------------
+    def run(self, max_idle_s: float | None = None) -> None:
+        self.consumer.subscribe([topics.APPROVED], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
+        idle_since = time.monotonic()
+        try:
+            while self.running:
+                msg = self.consumer.poll(0.5)
+                if msg is None:
+                    self._flush_pending(force=False)
+                    if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:
+                        return
+                    continue
+                idle_since = time.monotonic()
+                if msg.error():
+                    if msg.error().fatal():
+                        raise FatalError(f"consumer: {msg.error()}")
+                    log.warning("consumer: %s", msg.error())
+                    continue
+                self._handle(msg)
+        finally:
+            self._flush_pending(force=True)
+            self.consumer.close()
+            self.producer.flush(10)
+
+    def _handle(self, msg: Any) -> None:
+        tp = (msg.topic(), msg.partition())
+        try:
+            _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
+        except InvalidInput as exc:  # the stream job only writes ActionDecisions; count and move on
+            log.error("undecodable record on %s[%d]@%d: %s", *tp, msg.offset(), exc)
+            self._skip(tp, msg.offset())
+            return
+        request = decision["request"]
+        if request["tool"] not in self.connector.tools:
+            self._skip(tp, msg.offset())
+            return
+        call = ActionCall(request["action_id"], request["tool"], json.loads(request["params_json"]),
+                          request["idempotency_key"] or request["action_id"])
+        prior = self.index.by_action.get(call.action_id)
+        first_user = self.index.by_key.get(call.vendor_key)
+        if prior is None and first_user is not None and first_user != call.action_id:
+            # Second line of defence: approved carried another action with the same key.
+            original = self.index.by_action[first_user]
+            outcome: Outcome | None = Outcome(original.status, original.vendor_ref,
+                                              f"not executed: duplicate of action {first_user}", 0)
+            self._count("blocked_duplicate", call.tool)
+        else:
+            def write_intent() -> None:
+                intent = Outcome(Status.ATTEMPTING, attempts=0)
+                offsets = {**self.pending, tp: msg.offset()}
+                if not self._transact(call, request, intent, offsets, msg.partition()):
+                    raise _Rewound()
+                self.pending.clear()
+                self._failpoint("before_call")
+
+            try:
+                outcome = self.runner.run(call, prior, write_intent)
+            except _Rewound:
+                return
+            self._failpoint("after_call")
+        if outcome is None:  # a final result exists already: this is a redelivery
+            self._count("already_done", call.tool)
+            self._skip(tp, msg.offset())
+            return
+        if self._transact(call, request, outcome, {**self.pending, tp: msg.offset() + 1}, msg.partition()):
+            self.pending.clear()
+            self._count(outcome.status.value, call.tool)
+            self.handled += 1
+            self._failpoint("after_commit")
+
+    def _skip(self, tp: tuple[str, int], offset: int) -> None:
+        if not self.pending:
+            self._pending_since = time.monotonic()
+        self.pending[tp] = offset + 1
+        self._flush_pending(force=False)
+
+    def _flush_pending(self, force: bool) -> None:
+        if self.pending and (force or time.monotonic() - self._pending_since > 1.0):
+            if self._transact(None, None, None, dict(self.pending), None):
+                self.pending.clear()
+
+    # -- transactions ----------------------------------------------------------------
+    def _transact(self, call: ActionCall | None, request: dict[str, Any] | None, outcome: Outcome | None,
+                  offsets: dict[tuple[str, int], int], partition: int | None) -> bool:
+        """Commit (result, offsets) atomically. False means aborted and rewound: the record comes again."""
+        for attempt in range(1, 6):
+            try:
+                self.producer.begin_transaction()
+                if call is not None and outcome is not None and request is not None:
+                    record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
+                    self.producer.produce(topics.RESULTS, key=call.action_id.encode(), partition=partition,
+                                          value=self.codec.encode("ActionResult", record))
+                if offsets:
+                    self.producer.send_offsets_to_transaction(
+                        [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                        self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
+                self.producer.commit_transaction(TXN_TIMEOUT_S)
+                if call is not None and outcome is not None:
+                    self.index.put(call.action_id, call.vendor_key, outcome)
+                return True
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.fatal():
+                    raise FatalError(f"{self.transactional_id}: fatal producer error (fenced?): {err}") from exc
+                if err.txn_requires_abort():
+                    log.warning("%s: aborting transaction: %s", self.transactional_id, err)
+                    self.producer.abort_transaction(TXN_TIMEOUT_S)
+                    self._rewind()
+                    return False
+                if err.retriable() and attempt < 5:
+                    time.sleep(0.2 * attempt)
+                    try:
+                        self.producer.abort_transaction(TXN_TIMEOUT_S)
+                    except KafkaException:
+                        pass
+                    continue
+                raise FatalError(f"{self.transactional_id}: transaction failed: {err}") from exc
+        return False
+
+    def _rewind(self) -> None:
+        """After an abort, go back to the committed offsets: uncommitted records are redelivered."""
+        self.pending.clear()
+        assignment = self.consumer.assignment()
+        for tp in self.consumer.committed(assignment, timeout=10):
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+    # -- hooks -----------------------------------------------------------------------
+    def _failpoint(self, where: str) -> None:
+        if self.settings.executor_failpoint == where:
+            log.warning("failpoint %s: SIGKILL", where)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _count(self, status: str, tool: str) -> None:
+        if self.metrics is not None:
+            self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
+
+
+class _Rewound(Exception):
+    """The intent transaction aborted; the record will be redelivered."""

@@ -1,0 +1,43 @@
+"""Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+
+@dataclass
+class Fault:
+    prefix: str
+    delay_s: float = 0.0
+    #: perform the effect, then close the connection without answering (this many times)
+    drop_response: int = 0
+    #: answer 500 without performing anything (this many times)
+    fail_500: int = 0
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+
+    def add(self, fault: Fault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def delay_for(self, path: str) -> float:
+        with self._lock:
+            return max((f.delay_s for f in self._faults if path.startswith(f.prefix)), default=0.0)
+
+    def take(self, path: str, kind: str) -> bool:
+        """Consume one 'drop_response' or 'fail_500' for this path, if any is left."""
+        with self._lock:
+            for f in self._faults:
+                if path.startswith(f.prefix) and getattr(f, kind) > 0:
+                    setattr(f, kind, getattr(f, kind) - 1)
+                    return True
+        return False

@@ -1,0 +1,211 @@
+"""One local HTTP server playing five vendors, each with its real idempotency semantics:
+
+* payments  ``POST /v1/charges``  Stripe-style ``Idempotency-Key``: a repeated key replays the
+  saved response, a key still in flight answers 409, a key reused with other parameters 400.
+* webhook   ``POST /webhook/<name>`` honours ``Idempotency-Key`` (replays, no second effect).
+* slack     ``POST /slack/<channel>`` an incoming webhook: no idempotency at all.
+* jira      ``POST /jira/rest/api/2/issue`` creates; ``GET /jira/rest/api/2/search?label=L`` finds.
+* calendar  ``PUT /calendar/<calendar>/events/<event_id>``: the client-chosen id makes it idempotent.
+* salesforce ``GET|PATCH /salesforce/sobjects/<object>/<id>``: plain read and write.
+
+``GET /_ledger`` lists every side effect; ``POST /_faults`` injects faults.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from runonce.connectors.sandbox.faults import Fault, Faults
+from runonce.connectors.sandbox.ledger import Effect, Ledger
+
+
+class VendorState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ledger = Ledger()
+        self.faults = Faults()
+        #: Stripe-style idempotency: key -> ("in_flight" | (status, body), request fingerprint)
+        self.keys: dict[tuple[str, str], tuple[Any, str]] = {}
+        self.issues: list[dict[str, Any]] = []
+        self.events: dict[tuple[str, str], dict[str, Any]] = {}
+        self.records: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: VendorState  # set on the subclass built by VendorServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else None
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        self.connection.close()
+
+    def _route(self, method: str) -> None:
+        path = urlsplit(self.path).path
+        body = self._body() if method in ("POST", "PUT", "PATCH") else None
+        st = self.state
+        if path == "/_ledger":
+            return self._send(200, st.ledger.as_json())
+        if path == "/_faults":
+            if body is None:
+                st.faults.clear()
+            else:
+                st.faults.add(Fault(**body))
+            return self._send(200, {"ok": True})
+        if st.faults.take(path, "fail_500"):
+            return self._send(500, {"error": "injected failure"})
+        delay = st.faults.delay_for(path)
+        if delay:
+            time.sleep(delay)
+        status, answer = self._dispatch(method, path, body)
+        if st.faults.take(path, "drop_response"):
+            return self._drop()  # the effect happened; the caller never hears of it
+        self._send(status, answer)
+
+    def _dispatch(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        parts = path.strip("/").split("/")
+        key = self.headers.get("Idempotency-Key")
+        if method == "POST" and path == "/v1/charges":
+            return self._keyed("payments", key, body, lambda: self._charge(key or "", body))
+        if method == "POST" and parts[0] == "webhook" and len(parts) == 2:
+            return self._keyed(f"webhook:{parts[1]}", key, body, lambda: self._effect(f"webhook:{parts[1]}", key or "",
+                                                                                    "delivered", body))
+        if method == "POST" and parts[0] == "slack" and len(parts) == 2:
+            return self._effect("slack", (body or {}).get("text", ""), f"posted to {parts[1]}", body)
+        if parts[:4] == ["jira", "rest", "api", "2"]:
+            return self._jira(method, parts[4:], body)
+        if method == "PUT" and parts[0] == "calendar" and len(parts) == 4 and parts[2] == "events":
+            return self._calendar(parts[1], parts[3], body)
+        if parts[:2] == ["salesforce", "sobjects"] and len(parts) == 4:
+            return self._salesforce(method, parts[2], parts[3], body)
+        return 404, {"error": f"no route {method} {path}"}
+
+    def _keyed(self, vendor: str, key: str | None, body: Any, perform: Any) -> tuple[int, Any]:
+        if not key:
+            return 400, {"error": "Idempotency-Key header required"}
+        fingerprint = json.dumps(body, sort_keys=True)
+        with self.state.lock:
+            saved = self.state.keys.get((vendor, key))
+            if saved is not None:
+                answer, saved_fp = saved
+                if saved_fp != fingerprint:
+                    return 400, {"error": "Keys for idempotent requests can only be used with the same parameters"}
+                if answer == "in_flight":
+                    return 409, {"error": "A request with this idempotency key is in progress"}
+                status, replay = answer
+                return status, {**replay, "idempotent_replayed": True}
+            self.state.keys[(vendor, key)] = ("in_flight", fingerprint)
+        status, answer = perform()
+        with self.state.lock:
+            self.state.keys[(vendor, key)] = ((status, answer), fingerprint)
+        return status, answer
+
+    def _effect(self, vendor: str, key: str, what: str, detail: Any) -> tuple[int, Any]:
+        ref = f"{vendor.split(':')[0]}_{uuid.uuid4().hex[:12]}"
+        self.state.ledger.record(Effect(vendor, key, what, {"ref": ref, "body": detail}))
+        return 200, {"id": ref}
+
+    def _charge(self, key: str, body: Any) -> tuple[int, Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("amount"), int) or body["amount"] <= 0:
+            return 400, {"error": "amount must be a positive integer"}
+        ref = f"ch_{uuid.uuid4().hex[:14]}"
+        self.state.ledger.record(Effect("payments", key, f"charged {body['amount']}", {"ref": ref, "body": body}))
+        return 200, {"id": ref, "amount": body["amount"], "status": "succeeded"}
+
+    def _jira(self, method: str, rest: list[str], body: Any) -> tuple[int, Any]:
+        if method == "POST" and rest == ["issue"]:
+            fields = (body or {}).get("fields", {})
+            with self.state.lock:
+                issue = {"key": f"SUP-{len(self.state.issues) + 1}", "fields": fields}
+                self.state.issues.append(issue)
+            labels = fields.get("labels") or [""]
+            self.state.ledger.record(Effect("jira", labels[0], "issue created", {"ref": issue["key"]}))
+            return 201, {"key": issue["key"]}
+        if method == "GET" and rest == ["search"]:
+            label = parse_qs(urlsplit(self.path).query).get("label", [""])[0]
+            with self.state.lock:
+                found = [i for i in self.state.issues if label in (i["fields"].get("labels") or [])]
+            return 200, {"issues": [{"key": i["key"]} for i in found]}
+        return 404, {"error": "no such jira route"}
+
+    def _calendar(self, calendar: str, event_id: str, body: Any) -> tuple[int, Any]:
+        with self.state.lock:
+            existing = self.state.events.get((calendar, event_id))
+            if existing is None:
+                self.state.events[(calendar, event_id)] = body
+        if existing is not None:
+            return 200, {"id": event_id, "status": "exists"}
+        self.state.ledger.record(Effect("calendar", event_id, f"event on {calendar}", {"ref": event_id}))
+        return 200, {"id": event_id, "status": "created"}
+
+    def _salesforce(self, method: str, obj: str, rec_id: str, body: Any) -> tuple[int, Any]:
+        with self.state.lock:
+            record = self.state.records.setdefault((obj, rec_id), {"Id": rec_id})
+            if method == "GET":
+                return 200, dict(record)
+            if method == "PATCH" and isinstance(body, dict):
+                record.update(body)
+        if method == "PATCH":
+            self.state.ledger.record(Effect("salesforce", f"{obj}/{rec_id}", "field updated", {"body": body}))
+            return 204, None
+        return 405, {"error": "method not allowed"}
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._route("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._route("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._route("PUT")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._route("PATCH")
+
+
+class VendorServer:
+    """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.state = VendorState()
+        handler = type("Handler", (_Handler,), {"state": self.state})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.state.ledger
+
+    def start(self) -> VendorServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

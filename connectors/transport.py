@@ -1,0 +1,76 @@
+"""The one I/O seam of the HTTP and SMTP connectors: every foreign exception becomes a
+ConnectorError here, with the rule that decides safety: a request that may have reached
+the vendor and whose answer we did not see is an OutcomeUnknown, never a failure."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import smtplib
+import socket
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResult:
+    status: int
+    body: Any
+
+
+def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *,
+              headers: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> HttpResult:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout_s)
+    body = json.dumps(payload).encode() if payload is not None else None
+    sent = False
+    try:
+        try:
+            conn.connect()
+        except OSError as exc:  # nothing was sent: safe to retry
+            raise TransientVendorError(f"{method} {url}: cannot connect: {exc}") from exc
+        try:
+            conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body,
+                         headers={"Content-Type": "application/json", **(headers or {})})
+            sent = True
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (socket.timeout, TimeoutError) as exc:
+            raise OutcomeUnknown(f"{method} {url}: no answer within {timeout_s:.0f} s") from exc
+        except (http.client.HTTPException, OSError) as exc:
+            if sent:
+                raise OutcomeUnknown(f"{method} {url}: connection lost after the request was sent: {exc}") from exc
+            raise TransientVendorError(f"{method} {url}: {exc}") from exc
+    finally:
+        conn.close()
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        data = raw.decode("utf-8", "replace")
+    if resp.status >= 500 or resp.status in (409, 429):
+        raise TransientVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
+    if resp.status >= 400:
+        raise PermanentVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
+    return HttpResult(resp.status, data)
+
+
+def smtp_send(host: str, port: int, message: EmailMessage, timeout_s: float = 30.0) -> None:
+    try:
+        with smtplib.SMTP(host, port, timeout=timeout_s) as smtp:
+            smtp.send_message(message)
+    except (socket.timeout, TimeoutError) as exc:
+        raise OutcomeUnknown(f"SMTP {host}:{port}: no answer within {timeout_s:.0f} s") from exc
+    except smtplib.SMTPConnectError as exc:
+        raise TransientVendorError(f"SMTP {host}:{port}: {exc}") from exc
+    except smtplib.SMTPResponseException as exc:
+        if 400 <= exc.smtp_code < 500:
+            raise TransientVendorError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}") from exc
+        raise PermanentVendorError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}") from exc
+    except ConnectionRefusedError as exc:
+        raise TransientVendorError(f"SMTP {host}:{port}: connection refused") from exc
+    except (smtplib.SMTPException, OSError) as exc:
+        raise OutcomeUnknown(f"SMTP {host}:{port}: {exc}") from exc

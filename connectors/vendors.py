@@ -1,0 +1,198 @@
+"""The shipped connectors, one small class per vendor. Adding one: a class with ``name``,
+``tools``, ``capability``, ``perform`` (and ``check`` for STATE_CHECK), registered in
+``connectors/registry.py``. Every connector must pass the replay test
+(``runonce.connectors.testing.replay_test``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from email.message import EmailMessage
+from urllib.parse import quote
+
+from runonce.connectors.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.errors import PermanentVendorError
+from runonce.connectors.transport import http_json, smtp_send
+
+
+def _digest(text: str, n: int = 24) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def _param(call: ActionCall, name: str) -> str:
+    value = call.params.get(name)
+    if value is None or value == "":
+        raise PermanentVendorError(f"{call.tool}: params field {name!r} is required")
+    return str(value)
+
+
+@dataclass
+class SmtpConnector:
+    """Real SMTP. The Message-ID is derived from the vendor key, so a mail client threads a
+    duplicate with its original; SMTP itself deduplicates nothing, hence Capability.NONE."""
+
+    host: str
+    port: int
+    sender: str = "agent@runonce.local"
+    timeout_s: float = 30.0
+    name = "smtp"
+    tools = frozenset({"send_email"})
+    capability = Capability.NONE
+
+    @staticmethod
+    def message_id(call: ActionCall) -> str:
+        return f"<{_digest(call.vendor_key)}@runonce.local>"
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        msg = EmailMessage()
+        msg["From"] = self.sender
+        msg["To"] = _param(call, "to")
+        msg["Subject"] = str(call.params.get("subject", ""))
+        msg["Message-ID"] = self.message_id(call)
+        msg.set_content(str(call.params.get("body", "")))
+        smtp_send(self.host, self.port, msg, self.timeout_s)
+        return VendorResponse(msg["Message-ID"])
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class WebhookConnector:
+    """Generic HTTP POST with an ``Idempotency-Key`` header the receiver honours."""
+
+    base_url: str
+    hook: str = "generic"
+    timeout_s: float = 30.0
+    name = "webhook"
+    tools = frozenset({"restart_service"})
+    capability = Capability.VENDOR_KEY
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        res = http_json("POST", f"{self.base_url}/webhook/{self.hook}", {"tool": call.tool, "params": dict(call.params)},
+                        headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s)
+        return VendorResponse(str(res.body.get("id")))
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class PaymentsConnector:
+    """Stripe-style charges; the caller's key is the vendor's Idempotency-Key."""
+
+    base_url: str
+    timeout_s: float = 30.0
+    name = "payments"
+    tools = frozenset({"charge_payment"})
+    capability = Capability.VENDOR_KEY
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        amount = call.params.get("amount_cents", call.params.get("amount"))
+        res = http_json("POST", f"{self.base_url}/v1/charges",
+                        {"amount": amount, "currency": call.params.get("currency", "usd"),
+                         "source": call.params.get("card")},
+                        headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s)
+        return VendorResponse(str(res.body["id"]), "replayed" if res.body.get("idempotent_replayed") else "")
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class SlackConnector:
+    """An incoming-webhook post. Slack deduplicates nothing: Capability.NONE."""
+
+    base_url: str
+    timeout_s: float = 30.0
+    name = "slack"
+    tools = frozenset({"post_slack_message"})
+    capability = Capability.NONE
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        channel = _param(call, "channel").lstrip("#")
+        res = http_json("POST", f"{self.base_url}/slack/{quote(channel)}", {"text": call.params.get("text", "")},
+                        timeout_s=self.timeout_s)
+        return VendorResponse(str(res.body.get("id")))
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class JiraConnector:
+    """Creates an issue labelled with the vendor key, so a state check can find it."""
+
+    base_url: str
+    timeout_s: float = 30.0
+    name = "jira"
+    tools = frozenset({"create_jira_ticket"})
+    capability = Capability.STATE_CHECK
+
+    @staticmethod
+    def label(call: ActionCall) -> str:
+        return f"runonce-{_digest(call.vendor_key, 16)}"
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        fields = {"project": {"key": _param(call, "project")}, "summary": str(call.params.get("summary", "")),
+                  "description": str(call.params.get("description", "")), "labels": [self.label(call)]}
+        res = http_json("POST", f"{self.base_url}/jira/rest/api/2/issue", {"fields": fields}, timeout_s=self.timeout_s)
+        return VendorResponse(str(res.body["key"]))
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        res = http_json("GET", f"{self.base_url}/jira/rest/api/2/search?label={self.label(call)}",
+                        timeout_s=self.timeout_s)
+        issues = res.body.get("issues") or []
+        return VendorResponse(str(issues[0]["key"]), "found by state check") if issues else None
+
+
+@dataclass
+class CalendarConnector:
+    """Events get a client-chosen id derived from the vendor key: inserting it twice is a no-op."""
+
+    base_url: str
+    timeout_s: float = 30.0
+    name = "calendar"
+    tools = frozenset({"schedule_calendar_event"})
+    capability = Capability.VENDOR_KEY
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        event_id = f"ro{_digest(call.vendor_key, 20)}"
+        cal = quote(_param(call, "calendar_id"), safe="")
+        res = http_json("PUT", f"{self.base_url}/calendar/{cal}/events/{event_id}", dict(call.params),
+                        timeout_s=self.timeout_s)
+        return VendorResponse(str(res.body["id"]), str(res.body.get("status", "")))
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class SalesforceConnector:
+    """Field update as read, compare, write: if the field already holds the value (a write whose
+    response was lost), nothing is written again."""
+
+    base_url: str
+    timeout_s: float = 30.0
+    name = "salesforce"
+    tools = frozenset({"update_salesforce_field"})
+    capability = Capability.STATE_CHECK
+
+    def _url(self, call: ActionCall) -> str:
+        obj = quote(str(call.params.get("object", "Opportunity")), safe="")
+        return f"{self.base_url}/salesforce/sobjects/{obj}/{quote(_param(call, 'record_id'), safe='')}"
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        current = http_json("GET", self._url(call), timeout_s=self.timeout_s).body or {}
+        field = _param(call, "field")
+        if field in current and current[field] == call.params.get("value"):
+            return VendorResponse(f"{current.get('Id')}.{field}", "already set")
+        return None
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        done = self.check(call)
+        if done is not None:
+            return done
+        field = _param(call, "field")
+        http_json("PATCH", self._url(call), {field: call.params.get("value")}, timeout_s=self.timeout_s)
+        return VendorResponse(f"{call.params['record_id']}.{field}")

@@ -1,0 +1,70 @@
+"""The replay test passes for every shipped connector, against sandboxes speaking the real protocols."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable
+
+import pytest
+
+from runonce.connectors.base import ActionCall, Connector
+from runonce.connectors.registry import FACTORIES
+from runonce.connectors.runner import Outcome
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.settings import Settings
+
+PARAMS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "smtp": ("send_email", {"to": "john@prospect.example", "subject": "Following up", "body": "Hi"}, "smtp"),
+    "webhook": ("restart_service", {"service": "api", "host": "srv-2"}, "webhook:ops"),
+    "payments": ("charge_payment", {"card": "tok_visa", "amount_cents": 41900}, "payments"),
+    "slack": ("post_slack_message", {"channel": "#incidents", "text": "DB latency"}, "slack"),
+    "jira": ("create_jira_ticket", {"project": "SUP", "customer_id": "c1", "description": "SSO"}, "jira"),
+    "calendar": ("schedule_calendar_event", {"calendar_id": "exec", "start": "2026-12-01T15:00Z"}, "calendar"),
+    "salesforce": ("update_salesforce_field", {"record_id": "006A", "field": "StageName", "value": "Won"},
+                   "salesforce"),
+}
+
+
+def test_every_registered_connector_is_covered() -> None:
+    assert set(PARAMS) == set(FACTORIES)
+
+
+@pytest.mark.parametrize("vendor", sorted(FACTORIES))
+def test_replay(vendor: str, vendors: VendorServer, smtp: SmtpServer,
+                replay: Callable[[Connector, ActionCall, Callable[[], int]], Outcome]) -> None:
+    settings = Settings(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
+    connector = FACTORIES[vendor](settings)
+    tool, params, ledger_vendor = PARAMS[vendor]
+    assert tool in connector.tools
+    call = ActionCall(str(uuid.uuid4()), tool, params, vendor_key=f"key-{uuid.uuid4().hex[:8]}")
+    outcome = replay(connector, call, lambda: vendors.ledger.count(ledger_vendor))
+    assert outcome.vendor_ref
+
+
+def test_the_replay_test_catches_a_connector_that_is_not_idempotent(vendors: VendorServer,
+                                                                    replay: Callable[..., Outcome]) -> None:
+    """The check can fail: a connector that bypasses the protocol and posts twice is caught."""
+    from runonce.connectors.vendors import SlackConnector
+
+    class Leaky(SlackConnector):
+        def perform(self, call: ActionCall):  # type: ignore[no-untyped-def]
+            super().perform(call)  # a hidden second post
+            return super().perform(call)
+
+    call = ActionCall("a", "post_slack_message", {"channel": "#c", "text": "t"}, "k")
+    with pytest.raises(AssertionError, match="first call made 2 side effects"):
+        replay(Leaky(vendors.url), call, lambda: vendors.ledger.count("slack"))
+
+
+def test_stripe_semantics_of_the_payments_sandbox(vendors: VendorServer) -> None:
+    from runonce.connectors.errors import PermanentVendorError
+    from runonce.connectors.transport import http_json
+
+    url = f"{vendors.url}/v1/charges"
+    first = http_json("POST", url, {"amount": 100}, headers={"Idempotency-Key": "K"})
+    again = http_json("POST", url, {"amount": 100}, headers={"Idempotency-Key": "K"})
+    assert again.body["id"] == first.body["id"] and again.body["idempotent_replayed"]
+    with pytest.raises(PermanentVendorError, match="HTTP 400.*same parameters"):
+        http_json("POST", url, {"amount": 999}, headers={"Idempotency-Key": "K"})
+    assert vendors.ledger.count("payments") == 1
