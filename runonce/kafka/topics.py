@@ -89,4 +89,21 @@ def create_topics(bootstrap: str, partitions: int, timeout_s: float = 30.0) -> d
                     outcome[name] = "exists"  # a concurrent creator won; same specs
                 else:
                     raise BrokerUnavailable(f"cannot create topic {name}: {exc}") from exc
+        _wait_for_leaders(admin, [t.topic for t in wanted], timeout_s)
     return outcome
+
+
+def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    """A created topic answers NOT_LEADER for a moment; return once every partition has a leader."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = admin.list_topics(timeout=timeout_s).topics
+        leaderless = [n for n in names if n not in meta or meta[n].error is not None
+                      or any(p.leader < 0 for p in meta[n].partitions.values())]
+        if not leaderless:
+            return
+        if time.monotonic() > deadline:
+            raise BrokerUnavailable(f"topics without a leader after {timeout_s:.0f} s: {leaderless}")
+        time.sleep(0.2)

@@ -1,4 +1,4 @@
-"""Stream workers as real OS processes (``python -m runonce worker``), so tests can SIGKILL them."""
+"""runonce processes (stream workers, executors) as real OS processes, so tests can SIGKILL them."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from pathlib import Path
 from runonce.settings import Settings
 
 
-class WorkerProcess:
-    def __init__(self, settings: Settings, name: str, log_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+class RunonceProcess:
+    """``python -m runonce <argv>`` with the test's settings in its environment."""
+
+    def __init__(self, settings: Settings, name: str, argv: list[str], log_dir: Path,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.name = name
+        self.argv = argv
         self.log_path = log_dir / f"{name}.log"
         self.extra_env = extra_env or {}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -25,11 +29,14 @@ class WorkerProcess:
                "RUNONCE_BOOTSTRAP": self.settings.bootstrap_servers(),
                "RUNONCE_PARTITIONS": str(self.settings.partitions), **self.extra_env}
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", self.name,
-                                      "--loglevel", "warn"], stdout=log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", *self.argv], stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         log.close()
         self.starts += 1
+
+    def wait_exit(self, timeout_s: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout_s)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -55,3 +62,10 @@ class WorkerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return ""
+
+
+class WorkerProcess(RunonceProcess):
+    """A stream worker: ``runonce worker --name NAME``."""
+
+    def __init__(self, settings: Settings, name: str, log_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+        super().__init__(settings, name, ["worker", "--name", name, "--loglevel", "warn"], log_dir, extra_env)

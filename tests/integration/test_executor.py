@@ -1,0 +1,128 @@
+"""Executors against the real broker: SIGKILL (a) before the vendor call, (b) after the
+vendor's 2xx and before the commit, (c) after the commit; restart. The sandbox ledger shows
+exactly one side effect for connectors with a vendor key or a state check, and an in_doubt
+result with no second effect for a connector with neither."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from runonce.codec import Codec
+from runonce.kafka import clients, topics
+from runonce.kafka.partitioner import partition_for
+from runonce.settings import Settings
+from runonce.streams.records import output_key
+from runonce.submit import build_request
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.topic_reader import read_all
+from tests.support.worker import RunonceProcess
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(scope="module")
+def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
+    vendors = VendorServer().start()
+    smtp = SmtpServer(vendors.ledger).start()
+    yield vendors, smtp
+    smtp.stop()
+    vendors.stop()
+
+
+def start_group_at_end(bootstrap: str, group: str) -> None:
+    """A new executor group starts at the earliest record; here, skip what earlier tests approved."""
+    c = Consumer({**clients.base_config(bootstrap), "group.id": group, "enable.auto.commit": False})
+    parts = c.list_topics(topics.APPROVED, timeout=10).topics[topics.APPROVED].partitions
+    for attempt in range(50):  # a just-created topic answers NOT_LEADER for a moment
+        try:
+            ends = [TopicPartition(topics.APPROVED, p, c.get_watermark_offsets(
+                TopicPartition(topics.APPROVED, p), timeout=10)[1]) for p in parts]
+            break
+        except KafkaException:
+            if attempt == 49:
+                raise
+            time.sleep(0.2)
+    c.commit(offsets=ends, asynchronous=False)
+    c.close()
+
+
+def approve(bootstrap: str, tool: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:
+    """Write an approved decision directly, as the stream job would."""
+    codec = Codec()
+    request = build_request(tool, params, agent_id="it", idempotency_key=key)
+    decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key or "",
+                "unkeyed": key is None, "content_hash": "h", "matched_key": None, "first_action_id": None,
+                "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
+                "source_partition": 0, "source_offset": 0}
+    producer = clients.producer(bootstrap)
+    k = output_key(decision)
+    producer.produce(topics.APPROVED, key=k, value=codec.encode("ActionDecision", decision),
+                     partition=partition_for(k, 6))
+    assert producer.flush(10) == 0
+    return request
+
+
+def final_result(bootstrap: str, action_id: str, timeout_s: float = 60) -> dict[str, Any]:
+    codec = Codec()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [codec.decode(r.value)[1] for r in read_all(bootstrap, topics.RESULTS) if r.key == action_id.encode()]
+        final = [r for r in found if r["status"] != "attempting"]
+        if final:
+            return {**final[-1], "history": [r["status"] for r in found]}
+        time.sleep(0.5)
+    raise AssertionError(f"no final result for {action_id}")
+
+
+CASES = {
+    # vendor: (tool, params, ledger vendor, capability)
+    "payments": ("charge_payment", {"card": "tok", "amount_cents": 4200}, "payments"),
+    "jira": ("create_jira_ticket", {"project": "SUP", "customer_id": "c", "description": "d"}, "jira"),
+    "smtp": ("send_email", {"to": "john@prospect.example", "subject": "s", "body": "b"}, "smtp"),
+}
+EXPECTED = {
+    # (vendor, failpoint) -> (effects, final status)
+    ("payments", "before_call"): (1, "succeeded"), ("payments", "after_call"): (1, "succeeded"),
+    ("payments", "after_commit"): (1, "succeeded"),
+    ("jira", "before_call"): (1, "succeeded"), ("jira", "after_call"): (1, "succeeded"),
+    ("jira", "after_commit"): (1, "succeeded"),
+    # SMTP can neither deduplicate nor be asked: after an unknown outcome it is in_doubt, never resent.
+    ("smtp", "before_call"): (0, "in_doubt"), ("smtp", "after_call"): (1, "in_doubt"),
+    ("smtp", "after_commit"): (1, "succeeded"),
+}
+
+
+@pytest.mark.parametrize("vendor", sorted(CASES))
+@pytest.mark.parametrize("failpoint", ["before_call", "after_call", "after_commit"])
+def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
+                                                        tmp_path, vendor: str, failpoint: str) -> None:
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    start_group_at_end(bootstrap, f"runonce-exec-{vendor}")
+    tool, params, ledger_vendor = CASES[vendor]
+    key = f"{vendor}-{failpoint}-{uuid.uuid4().hex[:6]}"
+    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
+    request = approve(bootstrap, tool, {**params, "n": key}, key)
+    before = len(vendors.ledger.effects(ledger_vendor))
+
+    doomed = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor], tmp_path,
+                            {**env, "RUNONCE_EXECUTOR_FAILPOINT": failpoint})
+    doomed.start()
+    assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
+
+    again = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor], tmp_path, env)
+    again.start()
+    try:
+        result = final_result(bootstrap, request["action_id"])
+    finally:
+        again.stop()
+    effects = len(vendors.ledger.effects(ledger_vendor)) - before
+    want_effects, want_status = EXPECTED[(vendor, failpoint)]
+    assert (effects, result["status"]) == (want_effects, want_status), (result, again.log_tail())
+    assert result["history"][0] == "attempting"  # the intent was durable before the call
