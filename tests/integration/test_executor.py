@@ -10,7 +10,6 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from runonce.codec import Codec
 from runonce.kafka import clients, topics
@@ -21,7 +20,7 @@ from runonce.submit import build_request
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.topic_reader import read_all
-from tests.support.worker import RunonceProcess
+from tests.support.worker import RunonceProcess, start_group_at_end
 
 pytestmark = pytest.mark.broker
 
@@ -33,23 +32,6 @@ def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
     yield vendors, smtp
     smtp.stop()
     vendors.stop()
-
-
-def start_group_at_end(bootstrap: str, group: str) -> None:
-    """A new executor group starts at the earliest record; here, skip what earlier tests approved."""
-    c = Consumer({**clients.base_config(bootstrap), "group.id": group, "enable.auto.commit": False})
-    parts = c.list_topics(topics.APPROVED, timeout=10).topics[topics.APPROVED].partitions
-    for attempt in range(50):  # a just-created topic answers NOT_LEADER for a moment
-        try:
-            ends = [TopicPartition(topics.APPROVED, p, c.get_watermark_offsets(
-                TopicPartition(topics.APPROVED, p), timeout=10)[1]) for p in parts]
-            break
-        except KafkaException:
-            if attempt == 49:
-                raise
-            time.sleep(0.2)
-    c.commit(offsets=ends, asynchronous=False)
-    c.close()
 
 
 def approve(bootstrap: str, tool: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:
