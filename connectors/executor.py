@@ -33,10 +33,12 @@ from runonce.settings import Settings
 log = logging.getLogger("runonce.executor")
 
 TXN_TIMEOUT_S = 30.0
+#: another instance owns our transactional.id: exit, never fight it
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 class Executor:
-    def __init__(self, settings: Settings, connector: Connector, *, slot: str = "0",
+    def __init__(self, settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                  runner: ActionRunner | None = None, metrics: Any = None) -> None:
         self.settings = settings
         self.connector = connector
@@ -45,7 +47,7 @@ class Executor:
         self.index = ResultIndex()
         self.metrics = metrics
         self.bootstrap = settings.bootstrap_servers()
-        self.group = f"runonce-exec-{connector.name}"
+        self.group = group or f"runonce-exec-{connector.name}"
         self.transactional_id = f"{self.group}-{slot}"
         self.consumer = Consumer({
             **clients.base_config(self.bootstrap), "group.id": self.group, "enable.auto.commit": False,
@@ -178,7 +180,13 @@ class Executor:
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
                 if err.fatal():
-                    raise FatalError(f"{self.transactional_id}: fatal producer error (fenced?): {err}") from exc
+                    if err.code() in _FENCED:
+                        raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
+                    # e.g. a transaction that outlived transaction.timeout.ms: start over with a new producer
+                    log.warning("%s: fatal producer error, recreating the producer: %s", self.transactional_id, err)
+                    self.producer = self._new_producer()
+                    self._rewind()
+                    return False
                 if err.txn_requires_abort():
                     log.warning("%s: aborting transaction: %s", self.transactional_id, err)
                     self.producer.abort_transaction(TXN_TIMEOUT_S)

@@ -95,7 +95,12 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
         start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
     _say(f"executor {args.vendor}/{args.slot} for {', '.join(sorted(connector.tools))} "
          f"({connector.capability.value}) on {settings.bootstrap_servers()}")
-    Executor(settings, connector, slot=args.slot, metrics=metrics).run()
+    if args.from_end:
+        from runonce.kafka import groups, topics
+
+        groups.start_group_at_end(settings.bootstrap_servers(), args.group or f"runonce-exec-{args.vendor}",
+                                  topics.APPROVED)
+    Executor(settings, connector, slot=args.slot, group=args.group, metrics=metrics).run()
     return 0
 
 
@@ -205,11 +210,11 @@ def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.demo import run_decisions_demo
+    from runonce.demo import run_demo
 
     cmd_up(settings, args)
-    _say("replaying the seed's incidents through runonce ...")
-    print(run_decisions_demo(settings.bootstrap_servers(), progress=_say))
+    _say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")
+    print(run_demo(settings, progress=_say))
     return 0
 
 
@@ -243,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("executor", cmd_executor, "Run one vendor's executor: perform approved actions exactly once.")
     p.add_argument("--vendor", required=True, help="smtp, webhook, payments, slack, jira, calendar or salesforce")
     p.add_argument("--slot", default="0", help="executor slot; names its stable transactional.id")
+    p.add_argument("--group", help="consumer group (default runonce-exec-VENDOR)")
+    p.add_argument("--from-end", action="store_true",
+                   help="commit the group's offsets at the end of actions.approved first (skip the backlog)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     add("sandbox", cmd_sandbox, "Run the local vendor sandboxes (HTTP vendors and SMTP) in the foreground.")
     add("up", cmd_up, "Start the broker, create topics, and run a stream worker in the background.")
@@ -260,7 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
     add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")
-    add("demo", cmd_demo, "Start the local stack (as `up`) and replay the seed's incidents through it.")
+    add("demo", cmd_demo, "Start the local stack (as `up`), then replay the seed's incidents against sandbox "
+                          "vendors, without and with runonce, counted from the vendors' ledgers.")
     return parser
 
 

@@ -45,7 +45,7 @@ class ActionOutcome:
     drop_reason: str | None = None
 
 
-class _ResultWatcher:
+class ResultWatcher:
     """Tails actions.results (from its end at start-up) and indexes the final results."""
 
     def __init__(self, bootstrap: str) -> None:
@@ -106,7 +106,7 @@ class ActionClient:
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id)
             self._decisions = DecisionWatcher(bootstrap)
-            self._results = _ResultWatcher(bootstrap)
+            self._results = ResultWatcher(bootstrap)
         except Exception as exc:  # confluent_kafka raises KafkaException; its message names the cause
             raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
         self._warned: set[str] = set()

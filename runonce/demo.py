@@ -1,43 +1,122 @@
-"""``runonce demo``: the seed's incidents replayed through runonce, counted from the topics.
-
-Each incident's requests are published as the agents sent them; the table shows how many
-actions runonce approved and why it dropped the rest.
-"""
+"""``runonce demo``: the seed's incidents replayed, first straight against the sandbox vendors
+(as the agents did), then through runonce; every side-effect count is read from the sandbox
+ledgers, not from runonce's own counters."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
+from runonce.client import ResultWatcher
+from runonce.connectors.base import ActionCall, Connector
+from runonce.connectors.errors import ConnectorError
+from runonce.connectors.registry import FACTORIES
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.kafka import groups, topics
 from runonce.scenarios import Incident, incidents
+from runonce.settings import Settings
 from runonce.submit import Submitter
 from runonce.watch import DecisionWatcher
 
+Progress = Callable[[str], None]
 
-def run_decisions_demo(bootstrap: str, progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> str:
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    incident: Incident
+    without: int
+    with_runonce: int
+    reasons: Counter[str]
+
+
+def run_demo(settings: Settings, progress: Progress) -> str:
+    vendors = VendorServer().start()
+    smtp = SmtpServer(vendors.ledger).start()
+    local = settings.with_(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
+    connectors = {tool: FACTORIES[v](local) for v in FACTORIES for tool in FACTORIES[v](local).tools}
+    run_id = uuid.uuid4().hex[:8]
+    executors = _start_executors(local, run_id, progress)
     rows = []
-    items = incidents()
-    with DecisionWatcher(bootstrap) as watcher, Submitter(bootstrap, agent_id="demo") as sub:
-        for incident in items:
-            started = time.monotonic()
-            ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
-            sub.flush()
-            decisions = watcher.wait(ids, timeout_s=120)
-            reasons = Counter(d["reason"] if d["outcome"] == "DROPPED" else f"approved as {d['reason']}"
-                              for d in decisions.values() if d["outcome"] == "DROPPED" or d["reason"] != "unique")
-            approved = sum(1 for d in decisions.values() if d["outcome"] == "APPROVED")
-            progress(f"  {incident.name}: {len(ids)} requests decided in {time.monotonic() - started:.1f} s")
-            rows.append((incident, len(ids), approved, reasons))
+    try:
+        bootstrap = settings.bootstrap_servers()
+        with DecisionWatcher(bootstrap) as decisions, Submitter(bootstrap, agent_id="demo") as sub:
+            results = ResultWatcher(bootstrap)
+            try:
+                for incident in incidents(run_id):
+                    without = _straight(incident, connectors, vendors)
+                    with_runonce, reasons = _through_runonce(incident, sub, decisions, results, vendors)
+                    progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
+                    rows.append(Row(incident, without, with_runonce, reasons))
+            finally:
+                results.close()
+    finally:
+        for proc in executors:
+            proc.terminate()
+        for proc in executors:
+            proc.wait(20)
+        smtp.stop()
+        vendors.stop()
     return format_table(rows)
 
 
-def format_table(rows: list[tuple[Incident, int, int, Counter[str]]]) -> str:
-    out = [f"{'incident':<58}{'sent':>6}{'approved':>10}  dropped (reason) / flagged", "-" * 100]
-    for incident, sent, approved, reasons in rows:
-        dropped = ", ".join(f"{n} {r}" for r, n in reasons.most_common()) or "-"
-        out.append(f"{incident.story:<58}{sent:>6}{approved:>10}  {dropped}")
-        if approved != incident.expected_approved:
-            out.append(f"  !! expected {incident.expected_approved} approved")
+def _start_executors(settings: Settings, run_id: str, progress: Progress) -> list[subprocess.Popen[bytes]]:
+    env = {**os.environ, "RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": settings.bootstrap_servers(),
+           "RUNONCE_VENDOR_URL": settings.vendor_url, "RUNONCE_SMTP": settings.smtp_address}
+    log_dir = Path(settings.home) / "demo-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for vendor in sorted(FACTORIES):
+        group = f"runonce-demo-{run_id}-{vendor}"
+        # Fresh groups for this run, starting at the current end: earlier approvals are not replayed here.
+        groups.start_group_at_end(settings.bootstrap_servers(), group, topics.APPROVED)
+        with open(log_dir / f"executor-{vendor}.log", "ab") as log:
+            procs.append(subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor,
+                                           "--group", group, "--slot", run_id], env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+    progress(f"started {len(procs)} executors against the sandbox vendors (logs in {log_dir})")
+    return procs
+
+
+def _straight(incident: Incident, connectors: dict[str, Connector], vendors: VendorServer) -> int:
+    """As the agents did: every request is a fresh call to the vendor."""
+    before = vendors.ledger.count()
+    for r in incident.requests:
+        fresh = str(uuid.uuid4())
+        try:
+            connectors[r.tool].perform(ActionCall(fresh, r.tool, r.params, vendor_key=fresh))
+        except ConnectorError:
+            pass
+    return vendors.ledger.count() - before
+
+
+def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatcher, results: ResultWatcher,
+                     vendors: VendorServer) -> tuple[int, Counter[str]]:
+    before = vendors.ledger.count()
+    ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
+    sub.flush()
+    decided = decisions.wait(ids, timeout_s=180)
+    deadline = time.monotonic() + 180
+    for action_id, d in decided.items():
+        if d["outcome"] == "APPROVED":
+            results.wait(action_id, deadline)
+    reasons = Counter(d["reason"] if d["outcome"] == "DROPPED" else f"flagged {d['reason']}"
+                      for d in decided.values() if d["outcome"] == "DROPPED" or d["reason"] != "unique")
+    return vendors.ledger.count() - before, reasons
+
+
+def format_table(rows: list[Row]) -> str:
+    out = [f"{'incident':<54}{'without':>9}{'with':>6}  what runonce did with the rest",
+           f"{'':<54}{'runonce':>9}{'':>6}", "-" * 110]
+    for row in rows:
+        rest = ", ".join(f"{n} {r}" for r, n in row.reasons.most_common()) or "-"
+        out.append(f"{row.incident.story:<54}{row.without:>9}{row.with_runonce:>6}  {rest}")
+    out.append("(side effects counted from the sandbox vendors' ledgers)")
     return "\n".join(out)

@@ -7,7 +7,7 @@ import pytest
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 
-pytest_plugins = ["runonce.connectors.testing"]
+from runonce.connectors.testing import replay  # noqa: F401  (the replay-test fixture)
 
 
 @pytest.fixture()

@@ -6,12 +6,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-from runonce.kafka import clients, topics
+from runonce.kafka import groups, topics
 from runonce.settings import Settings
 
 
@@ -77,16 +74,4 @@ class WorkerProcess(RunonceProcess):
 
 def start_group_at_end(bootstrap: str, group: str) -> None:
     """A new executor group starts at the earliest record; here, skip what earlier tests approved."""
-    c = Consumer({**clients.base_config(bootstrap), "group.id": group, "enable.auto.commit": False})
-    parts = c.list_topics(topics.APPROVED, timeout=10).topics[topics.APPROVED].partitions
-    for attempt in range(50):  # a just-created topic answers NOT_LEADER for a moment
-        try:
-            ends = [TopicPartition(topics.APPROVED, p, c.get_watermark_offsets(
-                TopicPartition(topics.APPROVED, p), timeout=10)[1]) for p in parts]
-            break
-        except KafkaException:
-            if attempt == 49:
-                raise
-            time.sleep(0.2)
-    c.commit(offsets=ends, asynchronous=False)
-    c.close()
+    groups.start_group_at_end(bootstrap, group, topics.APPROVED)
