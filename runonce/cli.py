@@ -6,12 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Callable, Sequence
 
 from runonce.errors import FatalError, RunonceError
@@ -108,11 +105,13 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.connectors.sandbox.http_vendors import VendorServer
     from runonce.connectors.sandbox.smtp_server import SmtpServer
 
-    http_port = int(settings.vendor_url.rsplit(":", 1)[1].split("/")[0])
-    smtp_port = int(settings.smtp_address.rsplit(":", 1)[1])
-    vendors = VendorServer(http_port).start()
-    smtp = SmtpServer(vendors.ledger, smtp_port).start()
-    _say(f"sandbox vendors on {vendors.url} (ledger: {vendors.url}/_ledger), SMTP on 127.0.0.1:{smtp.port}")
+    from urllib.parse import urlsplit
+
+    url = urlsplit(settings.vendor_url)
+    smtp_host, _, smtp_port = settings.smtp_address.rpartition(":")
+    vendors = VendorServer(url.port or 80, url.hostname or "127.0.0.1").start()
+    smtp = SmtpServer(vendors.ledger, int(smtp_port), smtp_host or "127.0.0.1").start()
+    _say(f"sandbox vendors on {vendors.url} (ledger: {vendors.url}/_ledger), SMTP on {smtp_host}:{smtp.port}")
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:
@@ -121,50 +120,28 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _pid_file(settings: Settings) -> Path:
-    return settings.home / "worker.pid"
-
-
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
-    """Broker, topics and one stream worker in the background."""
-    from runonce.kafka.broker import Broker, _pid_alive
-    from runonce.kafka.topics import create_topics
+    """Broker, topics, stream worker, sandbox vendors and executors in the background."""
+    from runonce.stack import Stack
 
-    status = Broker(settings, progress=_say).start()
-    _say(status.describe())
-    create_topics(settings.bootstrap_servers(), settings.partitions)
-    pid_file = _pid_file(settings)
-    if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
-        _say(f"stream worker already running (pid {pid_file.read_text().strip()})")
-        return 0
-    log = settings.home / "worker.log"
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker"], stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "RUNONCE_HOME": str(settings.home)})
-    pid_file.write_text(str(proc.pid))
-    _say(f"stream worker started (pid {proc.pid}, log {log})")
+    Stack(settings, progress=_say).up(with_executors=not getattr(args, "no_executors", False))
     return 0
 
 
 def cmd_down(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.kafka.broker import Broker, _pid_alive
+    from runonce.stack import Stack
 
-    pid_file = _pid_file(settings)
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        if _pid_alive(pid):
-            os.killpg(pid, signal.SIGTERM)
-            for _ in range(100):
-                if not _pid_alive(pid):
-                    break
-                time.sleep(0.1)
-            else:
-                os.killpg(pid, signal.SIGKILL)
-        pid_file.unlink()
-        _say("stream worker stopped")
-    print(Broker(settings).stop().describe())
+    print(Stack(settings, progress=_say).down().describe())
     return 0
+
+
+def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.stack import Stack
+
+    rows = Stack(settings).status()
+    for name, state in rows:
+        print(f"{name:<22} {state}")
+    return 0 if all("running" in state for _, state in rows) else 1
 
 
 # -- submit / tail / verify / stats ----------------------------------------------------
@@ -211,8 +188,9 @@ def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.demo import run_demo
+    from runonce.stack import Stack
 
-    cmd_up(settings, args)
+    Stack(settings, progress=_say).up(with_executors=False)  # the demo runs its own sandboxes and executors
     _say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")
     print(run_demo(settings, progress=_say))
     return 0
@@ -253,8 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="commit the group's offsets at the end of actions.approved first (skip the backlog)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     add("sandbox", cmd_sandbox, "Run the local vendor sandboxes (HTTP vendors and SMTP) in the foreground.")
-    add("up", cmd_up, "Start the broker, create topics, and run a stream worker in the background.")
-    add("down", cmd_down, "Stop the background stream worker and the broker.")
+    p = add("up", cmd_up, "Start the local stack in the background: broker, topics, a stream worker, "
+                          "the sandbox vendors and one executor per vendor.")
+    p.add_argument("--no-executors", action="store_true", help="only the broker, topics and a stream worker")
+    add("down", cmd_down, "Stop everything `up` started.")
+    add("status", cmd_status, "Show each part of the local stack: running, stopped or crashed.")
     p = add("submit", cmd_submit, "Publish one action to actions.requested; prints its action id.")
     p.add_argument("tool", help="tool name, e.g. send_email")
     p.add_argument("--params", default="{}", help="the tool's arguments as a JSON object")

@@ -187,16 +187,17 @@ class _Handler(BaseHTTPRequestHandler):
 class VendorServer:
     """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self.state = VendorState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        host = self.httpd.server_address[0]
+        return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.httpd.server_address[1]}"
 
     @property
     def ledger(self) -> Ledger:

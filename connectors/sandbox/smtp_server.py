@@ -29,7 +29,7 @@ class _Handler:
 
 
 class SmtpServer:
-    def __init__(self, ledger: Ledger | None = None, port: int = 0) -> None:
+    def __init__(self, ledger: Ledger | None = None, port: int = 0, host: str = "127.0.0.1") -> None:
         self.ledger = ledger or Ledger()
         self.handler = _Handler(self.ledger)
         if port == 0:
@@ -37,7 +37,7 @@ class SmtpServer:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
         self.port = port
-        self.controller = Controller(self.handler, hostname="127.0.0.1", port=port)
+        self.controller = Controller(self.handler, hostname=host, port=port)
 
     def set_delay(self, seconds: float) -> None:
         self.handler.delay_s = seconds

@@ -32,3 +32,10 @@ def test_broker_settings_match_the_local_broker() -> None:
 
 def test_partitions_agree() -> None:
     assert COMPOSE["services"]["topics"]["command"][-1] == COMPOSE["services"]["worker"]["environment"]["RUNONCE_PARTITIONS"]
+
+
+def test_an_executor_service_for_every_vendor() -> None:
+    from runonce.connectors.registry import FACTORIES
+
+    vendors = {svc["command"][3] for name, svc in COMPOSE["services"].items() if name.startswith("executor-")}
+    assert vendors == set(FACTORIES)
