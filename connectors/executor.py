@@ -39,7 +39,8 @@ _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PR
 
 class Executor:
     def __init__(self, settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
-                 runner: ActionRunner | None = None, metrics: Any = None) -> None:
+                 source_topic: str = topics.APPROVED, runner: ActionRunner | None = None,
+                 metrics: Any = None) -> None:
         self.settings = settings
         self.connector = connector
         self.runner = runner or ActionRunner(connector)
@@ -48,6 +49,8 @@ class Executor:
         self.metrics = metrics
         self.bootstrap = settings.bootstrap_servers()
         self.group = group or f"runonce-exec-{connector.name}"
+        #: actions.approved; another topic of ActionDecisions only for tests and replays
+        self.source_topic = source_topic
         self.transactional_id = f"{self.group}-{slot}"
         self.consumer = Consumer({
             **clients.base_config(self.bootstrap), "group.id": self.group, "enable.auto.commit": False,
@@ -78,7 +81,7 @@ class Executor:
 
     # -- loop ------------------------------------------------------------------------
     def run(self, max_idle_s: float | None = None) -> None:
-        self.consumer.subscribe([topics.APPROVED], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self.consumer.subscribe([self.source_topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
         idle_since = time.monotonic()
         try:

@@ -6,15 +6,12 @@ owner of approved partition p is the only writer of results partition p."""
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
-
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from runonce.codec import Codec
 from runonce.connectors.runner import Outcome, Status
-from runonce.errors import BrokerUnavailable
-from runonce.kafka import clients, topics
+from runonce.kafka import topics
+from runonce.topic_reader import read_all
 
 
 class ResultIndex:
@@ -32,30 +29,14 @@ class ResultIndex:
         """Read results partitions to their end (read_committed); returns records applied."""
         if not partitions:
             return 0
-        consumer = clients.reader(bootstrap, group=f"runonce-restore-{uuid.uuid4().hex[:8]}")
-        consumer.assign([TopicPartition(topics.RESULTS, p, OFFSET_BEGINNING) for p in partitions])
-        pending, applied = set(partitions), 0
-        deadline = time.monotonic() + timeout_s
-        try:
-            while pending:
-                if time.monotonic() > deadline:
-                    raise BrokerUnavailable(f"restoring results partitions {sorted(pending)} timed out")
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                        continue
-                    raise BrokerUnavailable(f"restoring results: {msg.error()}")
-                if msg.value() is None:
-                    continue
-                _, r = codec.decode(msg.value(), expect="ActionResult")
-                if r["tool"] in tools:
-                    self.put(r["action_id"], r["idempotency_key"] or r["action_id"], from_record(r))
-                    applied += 1
-        finally:
-            consumer.close()
+        applied = 0
+        for record in read_all(bootstrap, topics.RESULTS, timeout_s, partitions=partitions):
+            if record.value is None:
+                continue
+            _, r = codec.decode(record.value, expect="ActionResult")
+            if r["tool"] in tools:
+                self.put(r["action_id"], r["idempotency_key"] or r["action_id"], from_record(r))
+                applied += 1
         return applied
 
 

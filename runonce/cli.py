@@ -97,7 +97,8 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
 
         groups.start_group_at_end(settings.bootstrap_servers(), args.group or f"runonce-exec-{args.vendor}",
                                   topics.APPROVED)
-    Executor(settings, connector, slot=args.slot, group=args.group, metrics=metrics).run()
+    Executor(settings, connector, slot=args.slot, group=args.group, source_topic=args.source_topic,
+             metrics=metrics).run()
     return 0
 
 
@@ -227,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vendor", required=True, help="smtp, webhook, payments, slack, jira, calendar or salesforce")
     p.add_argument("--slot", default="0", help="executor slot; names its stable transactional.id")
     p.add_argument("--group", help="consumer group (default runonce-exec-VENDOR)")
+    p.add_argument("--source-topic", default="actions.approved",
+                   help="where approved actions come from (another topic only for tests and replays)")
     p.add_argument("--from-end", action="store_true",
                    help="commit the group's offsets at the end of actions.approved first (skip the backlog)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-import uuid
 from typing import Any
-
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from runonce.codec import Codec
 from runonce.errors import InvalidInput
-from runonce.kafka import clients, topics
+from runonce.kafka import topics
+from runonce.topic_reader import read_all
 
 TOPIC_BY_NAME = {"dropped": topics.DROPPED, "approved": topics.APPROVED, "dlq": topics.DLQ,
                  "results": topics.RESULTS, "requested": topics.REQUESTED}
@@ -49,30 +46,15 @@ def _decision_line(d: dict[str, Any]) -> str:
 
 
 def tail(bootstrap: str, which: str, *, follow: bool = False, limit: int = 0) -> int:
-    topic = TOPIC_BY_NAME[which]
     codec = Codec()
-    consumer = clients.reader(bootstrap, group=f"runonce-tail-{uuid.uuid4().hex[:8]}")
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
-    pending = set(meta.partitions)
+    topic = TOPIC_BY_NAME[which]
     shown = 0
     try:
-        while follow or pending:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                    continue
-                print(f"runonce: {msg.error()}", file=sys.stderr)
-                return 1
-            print(format_record(codec, topic, msg.value(), list(msg.headers() or ())), flush=True)
+        for record in read_all(bootstrap, topic, follow=follow):
+            print(format_record(codec, topic, record.value, list(record.headers)), flush=True)
             shown += 1
             if limit and shown >= limit:
                 break
     except KeyboardInterrupt:
         pass
-    finally:
-        consumer.close()
     return 0

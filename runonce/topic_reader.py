@@ -5,48 +5,36 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from runonce.errors import BrokerUnavailable
 from runonce.kafka import clients
+from runonce.kafka.record import Record
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
-
-    def header(self, name: str) -> bytes | None:
-        for k, v in self.headers:
-            if k == name:
-                return v
-        return None
-
-
-def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0) -> Iterator[Record]:
+def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
+             follow: bool = False) -> Iterator[Record]:
+    """Every record of ``topic`` (or of some of its partitions) from the beginning, until each
+    partition reports EOF; with ``follow``, keep reading until the caller stops iterating."""
     consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}")
     try:
-        try:
-            meta = consumer.list_topics(topic, timeout=10)
-        except KafkaException as exc:
-            raise BrokerUnavailable(f"cannot read {topic} at {bootstrap}: {exc}") from exc
-        tmeta = meta.topics.get(topic)
-        if tmeta is None or tmeta.error is not None:
-            raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap}")
-        partitions = sorted(tmeta.partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        pending = set(partitions)
+        if partitions is None:
+            try:
+                meta = consumer.list_topics(topic, timeout=10)
+            except KafkaException as exc:
+                raise BrokerUnavailable(f"cannot read {topic} at {bootstrap}: {exc}") from exc
+            tmeta = meta.topics.get(topic)
+            if tmeta is None or tmeta.error is not None:
+                raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap}")
+            partitions = tmeta.partitions
+        numbers = sorted(partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in numbers])
+        pending = set(numbers)
         deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
+        while pending or follow:
+            if not follow and time.monotonic() > deadline:
                 raise BrokerUnavailable(f"reading {topic} did not reach its end within {timeout_s:.0f} s "
                                         f"(partitions {sorted(pending)} pending)")
             msg = consumer.poll(0.5)

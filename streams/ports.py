@@ -3,10 +3,9 @@ plain dictionaries in unit tests): where state is kept, and where records are se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Protocol
 
-Headers = Sequence[tuple[str, bytes]]
+from runonce.kafka.record import Headers, Record
 
 
 class StateStore(Protocol):
@@ -28,20 +27,5 @@ class Sink(Protocol):
                    headers: Headers = ()) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Inbound:
-    """One consumed record, runtime-neutral."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers = ()
-
-    def header(self, name: str) -> bytes | None:
-        for k, v in self.headers:
-            if k == name:
-                return v
-        return None
+#: one consumed record, runtime-neutral (the same type the topic reader yields)
+Inbound = Record

@@ -20,7 +20,10 @@ from runonce.submit import build_request
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.topic_reader import read_all
-from tests.support.worker import RunonceProcess, start_group_at_end
+from confluent_kafka.admin import NewTopic
+
+from runonce.kafka.topics import admin_client
+from tests.support.worker import RunonceProcess
 
 pytestmark = pytest.mark.broker
 
@@ -34,8 +37,9 @@ def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
     vendors.stop()
 
 
-def approve(bootstrap: str, tool: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:
-    """Write an approved decision directly, as the stream job would."""
+def approve(bootstrap: str, topic: str, tool: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:
+    """Write an approved decision directly, as the stream job would, to a topic of the test's own
+    (so the oracle over the real topics never sees decisions for requests that were not made)."""
     codec = Codec()
     request = build_request(tool, params, agent_id="it", idempotency_key=key)
     decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key or "",
@@ -44,7 +48,7 @@ def approve(bootstrap: str, tool: str, params: dict[str, Any], key: str | None) 
                 "source_partition": 0, "source_offset": 0}
     producer = clients.producer(bootstrap)
     k = output_key(decision)
-    producer.produce(topics.APPROVED, key=k, value=codec.encode("ActionDecision", decision),
+    producer.produce(topic, key=k, value=codec.encode("ActionDecision", decision),
                      partition=partition_for(k, 6))
     assert producer.flush(10) == 0
     return request
@@ -86,19 +90,22 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
                                                         tmp_path, vendor: str, failpoint: str) -> None:
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
-    start_group_at_end(bootstrap, f"runonce-exec-{vendor}")
+    source = f"test.approved.{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
     tool, params, ledger_vendor = CASES[vendor]
     key = f"{vendor}-{failpoint}-{uuid.uuid4().hex[:6]}"
     env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
-    request = approve(bootstrap, tool, {**params, "n": key}, key)
+    request = approve(bootstrap, source, tool, {**params, "n": key}, key)
     before = len(vendors.ledger.effects(ledger_vendor))
 
-    doomed = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor], tmp_path,
-                            {**env, "RUNONCE_EXECUTOR_FAILPOINT": failpoint})
+    doomed = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor,
+                            "--source-topic", source], tmp_path, {**env, "RUNONCE_EXECUTOR_FAILPOINT": failpoint})
     doomed.start()
     assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
 
-    again = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor], tmp_path, env)
+    again = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor, "--source-topic", source],
+                           tmp_path, env)
     again.start()
     try:
         result = final_result(bootstrap, request["action_id"])

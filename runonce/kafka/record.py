@@ -1,0 +1,30 @@
+"""One Kafka record, independent of the client that read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+
+    def header(self, name: str) -> bytes | None:
+        return find_header(self.headers, name)
+
+
+def find_header(headers: Headers, name: str) -> bytes | None:
+    """The first value of a header (Kafka headers are a list: names may repeat)."""
+    for k, v in headers:
+        if k == name:
+            return v
+    return None
