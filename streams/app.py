@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import faust
 from faust.types import EventT
+from mode.supervisors import CrashingSupervisor
 
 from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
@@ -116,6 +117,8 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
                      help="stage 1: dedup key -> first claim")
     scopes = app.Table("scopes", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                        help="stage 2: scope -> natural ids, content window, budget")
+    for table, name in ((keys, topics.CHANGELOG_KEYS), (scopes, topics.CHANGELOG_SCOPES)):
+        assert table.changelog_topic.get_topic_name() == name, "runonce.kafka.topics must create this changelog"
     sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED), n)
     common = dict(codec=codec, policies=policies, partitions=n, sink=sink, metrics=metrics)
     key_stage = KeyStage(store=FaustTableStore(keys), **common)
@@ -124,12 +127,14 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     requested = app.topic(topics.REQUESTED, topics.REKEY, key_type=bytes, value_type=bytes, partitions=n)
     scoped = app.topic(topics.SCOPED, key_type=bytes, value_type=bytes, partitions=n)
 
-    @app.agent(requested, name="runonce.keys")
+    # A crashed agent must take the worker down (and its supervisor restart it): faust's default
+    # would log the crash and keep a live worker that decides nothing.
+    @app.agent(requested, name="runonce.keys", supervisor_strategy=CrashingSupervisor)
     async def decide_keys(stream: Any) -> None:
         async for event in stream.events():
             await key_stage.process(_inbound(event))
 
-    @app.agent(scoped, name="runonce.scopes")
+    @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
         async for event in stream.events():
             await scope_stage.process(_inbound(event))

@@ -23,6 +23,10 @@ DLQ = "actions.dlq"
 REKEY = "runonce.internal.rekey"
 #: internal: stage 1 hands actions with scope rules to stage 2, keyed by the policy's scope
 SCOPED = "runonce.internal.scoped"
+#: the stream job's state changelogs (faust names them <app id>-<table>-changelog). Created here,
+#: with the other topics, so a worker never starts before its changelog exists.
+CHANGELOG_KEYS = "runonce-keys-changelog"
+CHANGELOG_SCOPES = "runonce-scopes-changelog"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,9 @@ TOPICS: tuple[TopicSpec, ...] = (
               {"retention.ms": str(30 * 24 * 3600 * 1000)}),
     TopicSpec(REKEY, "internal: records re-keyed by idempotency key", {"retention.ms": _WEEK_MS}),
     TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope", {"retention.ms": _WEEK_MS}),
+    # Compacted: the latest state per key; expired entries leave tombstones, which compaction drops.
+    TopicSpec(CHANGELOG_KEYS, "internal: stage-1 state (dedup key -> first claim)", {"cleanup.policy": "compact"}),
+    TopicSpec(CHANGELOG_SCOPES, "internal: stage-2 state (scope -> claims)", {"cleanup.policy": "compact"}),
 )
 
 
