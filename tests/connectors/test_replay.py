@@ -68,3 +68,29 @@ def test_stripe_semantics_of_the_payments_sandbox(vendors: VendorServer) -> None
     with pytest.raises(PermanentVendorError, match="HTTP 400.*same parameters"):
         http_json("POST", url, {"amount": 999}, headers={"Idempotency-Key": "K"})
     assert vendors.ledger.count("payments") == 1
+
+
+def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: VendorServer) -> None:
+    """The vendor charged, but the answer was lost; then it failed twice: one charge in the end."""
+    from runonce.connectors.runner import ActionRunner, RetryPolicy, Status
+    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.vendors import PaymentsConnector
+
+    vendors.state.faults.add(Fault("/v1/charges", drop_response=1))
+    vendors.state.faults.add(Fault("/v1/charges", fail_500=2))
+    runner = ActionRunner(PaymentsConnector(vendors.url), RetryPolicy(max_attempts=5, base_backoff_s=0.01))
+    call = ActionCall("a1", "charge_payment", {"card": "tok", "amount_cents": 700}, "booking-9")
+    outcome = runner.run(call, None, lambda: None)
+    assert outcome is not None and outcome.status is Status.SUCCEEDED and outcome.attempts == 4
+    assert vendors.ledger.count("payments", "booking-9") == 1
+
+
+def test_a_slow_vendor_is_outcome_unknown_not_failed(vendors: VendorServer) -> None:
+    from runonce.connectors.errors import OutcomeUnknown
+    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.vendors import SlackConnector
+
+    vendors.state.faults.add(Fault("/slack/", delay_s=1.5))
+    with pytest.raises(OutcomeUnknown, match="no answer within 1 s"):
+        SlackConnector(vendors.url, timeout_s=1.0).perform(ActionCall("a", "post_slack_message",
+                                                                      {"channel": "#c", "text": "t"}, "k"))

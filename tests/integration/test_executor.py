@@ -115,3 +115,40 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
     want_effects, want_status = EXPECTED[(vendor, failpoint)]
     assert (effects, result["status"]) == (want_effects, want_status), (result, again.log_tail())
     assert result["history"][0] == "attempting"  # the intent was durable before the call
+
+
+def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settings,
+                                                                   sandboxes: tuple[VendorServer, SmtpServer],
+                                                                   tmp_path) -> None:
+    """actions.approved carries the same action twice, and another action with the same key:
+    the executor performs one side effect and records a result for each."""
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    source = f"test.approved.{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    key = f"twice-{uuid.uuid4().hex[:6]}"
+    params = {"card": "tok", "amount_cents": 990}
+    first = approve(bootstrap, source, "charge_payment", params, key)
+    codec = Codec()
+    producer = clients.producer(bootstrap)
+    again = {"request": first, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
+             "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
+             "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0, "source_offset": 0}
+    producer.produce(source, key=key.encode(), value=codec.encode("ActionDecision", again),
+                     partition=partition_for(key.encode(), 6))
+    producer.flush(10)
+    other = approve(bootstrap, source, "charge_payment", params, key)  # a second action id, same key
+    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
+    proc = RunonceProcess(broker, "exec-payments-2nd", ["executor", "--vendor", "payments", "--source-topic", source,
+                                                         "--group", f"g-{uuid.uuid4().hex[:6]}"], tmp_path, env)
+    proc.start()
+    try:
+        r1 = final_result(bootstrap, first["action_id"])
+        r2 = final_result(bootstrap, other["action_id"])
+    finally:
+        proc.stop()
+    assert vendors.ledger.count("payments", key) == 1
+    assert r1["status"] == r2["status"] == "succeeded" and r1["vendor_ref"] == r2["vendor_ref"]
+    assert f"duplicate of action {first['action_id']}" in (r2["error"] or "")
+    assert r1["history"].count("succeeded") == 1  # the doubled record was recognised, not re-run
