@@ -124,3 +124,37 @@ def test_100_concurrent_submits_of_one_key_charge_once(broker: Settings, stack: 
     assert len(results) == 100
     assert len(set(results)) == 1 and results[0][0] == "succeeded"
     assert vendors.ledger.count("payments", key) == 1
+
+
+def test_sdk_await_and_tool_decorator(broker: Settings, stack: tuple[VendorServer, SmtpServer]) -> None:
+    import asyncio
+
+    vendors, _ = stack
+    key = f"deco-{uuid.uuid4().hex[:8]}"
+    with ActionClient(broker.bootstrap_servers(), agent_id="tool-agent") as client:
+
+        @client.tool("charge_payment")
+        def charge_payment(card: str, amount_cents: int, idempotency_key: str) -> None:
+            """Charge a card once."""
+
+        first = charge_payment(card="tok", amount_cents=1234, idempotency_key=key)
+        retried = charge_payment(card="tok", amount_cents=1234, idempotency_key=key)  # a framework retry
+
+        async def agent() -> ActionOutcome:
+            return await client.submit("charge_payment", {"card": "tok", "amount_cents": 1234}, idempotency_key=key)
+
+        awaited = asyncio.run(agent())
+    assert first.status == "succeeded" and first.vendor_ref
+    assert (retried.vendor_ref, awaited.vendor_ref) == (first.vendor_ref, first.vendor_ref)
+    assert retried.result_of == first.action_id and retried.action_id != first.action_id
+    assert vendors.ledger.count("payments", key) == 1
+    assert charge_payment.__doc__ == "Charge a card once."
+
+
+def test_a_denied_tool_resolves_to_its_drop_and_unknown_tools_warn(broker: Settings,
+                                                                  stack: tuple[VendorServer, SmtpServer]) -> None:
+    with ActionClient(broker.bootstrap_servers()) as client:
+        denied = client.submit("execute_database_write", {"sql": "DROP TABLE users"}).result(60)
+        with pytest.warns(UserWarning, match="no runonce policy names tool 'book_flight'"):
+            client.submit("book_flight", {"from": "SFO", "to": "JFK"}, idempotency_key=uuid.uuid4().hex)
+    assert (denied.status, denied.drop_reason) == ("dropped", "tool_denied")
