@@ -191,12 +191,12 @@ def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.demo import run_demo
+    from runonce.demo import format_table, run_demo
     from runonce.stack import Stack
 
     Stack(settings, progress=_say).up(with_executors=False)  # the demo runs its own sandboxes and executors
     _say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")
-    print(run_demo(settings, progress=_say))
+    print(format_table(run_demo(settings, progress=_say)))
     return 0
 
 

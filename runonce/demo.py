@@ -37,7 +37,7 @@ class Row:
     reasons: Counter[str]
 
 
-def run_demo(settings: Settings, progress: Progress) -> str:
+def run_demo(settings: Settings, progress: Progress) -> list[Row]:
     vendors = VendorServer().start()
     smtp = SmtpServer(vendors.ledger).start()
     local = settings.with_(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
@@ -64,7 +64,7 @@ def run_demo(settings: Settings, progress: Progress) -> str:
             proc.wait(20)
         smtp.stop()
         vendors.stop()
-    return format_table(rows)
+    return rows
 
 
 def _start_executors(settings: Settings, run_id: str, progress: Progress) -> list[subprocess.Popen[bytes]]:
@@ -115,8 +115,14 @@ def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatc
 def format_table(rows: list[Row]) -> str:
     out = [f"{'incident':<54}{'without':>9}{'with':>6}  what runonce did with the rest",
            f"{'':<54}{'runonce':>9}{'':>6}", "-" * 110]
+    notes = []
     for row in rows:
         rest = ", ".join(f"{n} {r}" for r, n in row.reasons.most_common()) or "-"
+        if "footnote" in row.incident.tags:
+            notes.append(f"* {row.incident.story}: {row.without} without runonce, {row.with_runonce} with "
+                         f"({rest}): {row.incident.notes}")
+            continue
         out.append(f"{row.incident.story:<54}{row.without:>9}{row.with_runonce:>6}  {rest}")
     out.append("(side effects counted from the sandbox vendors' ledgers)")
+    out.extend(notes)
     return "\n".join(out)

@@ -59,9 +59,9 @@ def incidents(run_id: str | None = None) -> list[Incident]:
                                idempotency_key=f"ticket-{r}-{i}") for i in range(312)),
                  1, "natural_id_taken"),
         Incident("slack_reposts", "18 Slack reposts of one alert",
-                 tuple(Request("post_slack_message", {"channel": f"#incidents-{r}", "text": "DB latency p99 > 2s"})
-                       for _ in range(18)), 18, "content_window_audit",
-                 "the shipped slack policy audits (approves and records); a strict policy makes it 1"),
+                 tuple(Request("post_slack_message", {"channel": f"#incidents-{r}", "text": "DB latency p99 > 2s"},
+                               idempotency_key=f"alert-{r}-db-latency") for _ in range(18)), 1, "duplicate_key",
+                 "the agent passes the alert's id as its key: reposts are retries"),
         Incident("calendar_copies", "7 copies of one calendar event",
                  tuple(Request("schedule_calendar_event", {"calendar_id": f"exec-{r}", "start": "2026-12-01T15:00Z",
                                                            "attendees": ["ana@x.com", "cust@y.com"],
@@ -70,6 +70,12 @@ def incidents(run_id: str | None = None) -> list[Incident]:
         Incident("restart_loop", "47 restarts of a crashing container",
                  tuple(Request("restart_service", {"service": f"api-{r}", "host": "srv-2"}) for _ in range(47)),
                  5, "budget_exhausted"),
+        # Not one of the seed's rows: what the shipped Slack policy does when the agent sends no key.
+        Incident("slack_reposts_unkeyed", "18 Slack reposts of one alert, without a key",
+                 tuple(Request("post_slack_message", {"channel": f"#status-{r}", "text": "DB latency p99 > 2s"})
+                       for _ in range(18)), 18, "content_window_audit",
+                 "post_slack_message audits repeats within 5 min: approved and flagged, not blocked",
+                 tags=("footnote",)),
     ]
 
 
