@@ -48,6 +48,9 @@ class FaustTableStore:
 
     def delete(self, key: bytes) -> None:
         self.table.pop(key, None)
+        # faust's RocksDB store remembers every key it touched (key -> partition) and never
+        # forgets a deleted one: without this, expiry would bound the disk but not the memory.
+        getattr(self.table.data, "_key_index", {}).pop(key, None)
 
     def scan(self, partition: int, after: bytes | None, limit: int) -> Iterable[tuple[bytes, bytes]]:
         store = self.table.data
