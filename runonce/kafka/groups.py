@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from runonce.errors import BrokerUnavailable
+from runonce.errors import BrokerUnavailable, ConfigError
 from runonce.kafka import clients
 
 
@@ -25,6 +25,11 @@ def start_group_at_end(bootstrap: str, group: str, topic: str, timeout_s: float 
                 if time.monotonic() > deadline:
                     raise BrokerUnavailable(f"cannot read the end offsets of {topic}: {exc}") from exc
                 time.sleep(0.2)
-        c.commit(offsets=ends, asynchronous=False)
+        try:
+            c.commit(offsets=ends, asynchronous=False)
+        except KafkaException as exc:
+            # The broker refuses commits from outside a group that has live members.
+            raise ConfigError(f"cannot move group {group} to the end of {topic}: it has active members "
+                              f"(start from the end only with a new or idle group): {exc}") from exc
     finally:
         c.close()

@@ -99,13 +99,12 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
     request = approve(bootstrap, source, tool, {**params, "n": key}, key)
     before = len(vendors.ledger.effects(ledger_vendor))
 
-    doomed = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor,
-                            "--source-topic", source], tmp_path, {**env, "RUNONCE_EXECUTOR_FAILPOINT": failpoint})
+    argv = ["executor", "--vendor", vendor, "--source-topic", source, "--group", f"g-{key}"]
+    doomed = RunonceProcess(broker, f"exec-{vendor}", argv, tmp_path, {**env, "RUNONCE_EXECUTOR_FAILPOINT": failpoint})
     doomed.start()
     assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
 
-    again = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor, "--source-topic", source],
-                           tmp_path, env)
+    again = RunonceProcess(broker, f"exec-{vendor}", argv, tmp_path, env)  # same group: redelivery
     again.start()
     try:
         result = final_result(bootstrap, request["action_id"])

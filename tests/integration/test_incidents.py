@@ -31,9 +31,12 @@ def stack(broker: Settings, stream_worker: WorkerProcess, tmp_path_factory: pyte
     env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
     logs = tmp_path_factory.mktemp("executor-logs")
     executors = []
+    run = uuid.uuid4().hex[:6]
     for vendor in ("smtp", "payments"):
-        start_group_at_end(broker.bootstrap_servers(), f"runonce-exec-{vendor}")
-        p = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor], logs, env)
+        group = f"runonce-exec-{vendor}-{run}"  # a group of this module's own: none of its offsets or members
+        start_group_at_end(broker.bootstrap_servers(), group)
+        p = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor, "--group", group, "--slot", run],
+                           logs, env)
         p.start()
         executors.append(p)
     yield vendors, smtp

@@ -1,0 +1,118 @@
+"""Live keys at scale: a worker restoring N live dedup keys from its changelog after its
+local RocksDB folder is gone. Reports restore time, the worker's peak RSS and its RocksDB
+size on disk.
+
+    .venv/bin/python bench/state_restore.py --keys 10000000
+
+The N keys are written straight into the keys table's changelog topic (as a worker would
+have, one entry per idempotency key, partitioned like the worker writes them), so the run
+does not depend on the stream job's throughput. Then a worker with an empty state folder
+starts; restore time is from its start until it decides a probe action (faust decides
+nothing before recovery completes), minus the same measurement with an empty changelog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from runonce.core.decision import Claim, KeyState  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.broker import Broker  # noqa: E402
+from runonce.kafka.partitioner import partition_for  # noqa: E402
+from runonce.kafka.topics import create_topics  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.submit import Submitter  # noqa: E402
+from runonce.watch import DecisionWatcher  # noqa: E402
+
+
+def say(msg: str) -> None:
+    print(f"state: {msg}", file=sys.stderr, flush=True)
+
+
+def fill(bootstrap: str, n: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                  "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+    far = 4_000_000_000_000  # expires long after the run
+    started = time.monotonic()
+    for i in range(n):
+        key = f"idem-{i:09d}".encode()
+        value = KeyState(Claim(str(uuid.UUID(int=i)), i % partitions, i, 1, far), f"{i:064x}").to_bytes()
+        while True:
+            try:
+                p.produce(topics.CHANGELOG_KEYS, key=key, value=value, partition=partition_for(key, partitions))
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 1_000_000 == 0 and i:
+            say(f"  {i} keys written ({i / (time.monotonic() - started):.0f}/s)")
+    p.flush(300)
+
+
+def restore_seconds(settings: Settings, name: str, out_dir: Path) -> tuple[float, int]:
+    env = {"RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": settings.bootstrap_servers()}
+    import os
+
+    log = open(out_dir / f"{name}.log", "wb")
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", name],
+                            env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+    peak_kb = 0
+    try:
+        with DecisionWatcher(settings.bootstrap_servers()) as watcher, \
+                Submitter(settings.bootstrap_servers(), agent_id="probe") as sub:
+            probe = sub.submit("update_salesforce_field", {"probe": name}, idempotency_key=f"probe-{name}")
+            sub.flush()
+            while True:
+                try:
+                    watcher.wait([probe], timeout_s=1)
+                    break
+                except TimeoutError:
+                    out = subprocess.run(["ps", "-o", "rss=", "-p", str(proc.pid)], capture_output=True, text=True)
+                    peak_kb = max(peak_kb, int(out.stdout.strip() or 0))
+                    if proc.poll() is not None:
+                        raise SystemExit(f"worker exited: see {out_dir / (name + '.log')}")
+        return time.monotonic() - started, peak_kb
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keys", type=int, default=10_000_000)
+    args = ap.parse_args()
+    out_dir = ROOT / "bench" / "out"
+    home = out_dir / f"state-{uuid.uuid4().hex[:6]}"
+    settings = Settings.from_env({"RUNONCE_HOME": str(home)})
+    broker = Broker(settings, progress=say)
+    settings = settings.with_(bootstrap=broker.start().bootstrap)
+    try:
+        create_topics(settings.bootstrap_servers(), settings.partitions)
+        baseline, _ = restore_seconds(settings, "empty", out_dir)
+        say(f"worker ready with an empty changelog in {baseline:.1f} s; writing {args.keys} keys")
+        fill(settings.bootstrap_servers(), args.keys, settings.partitions)
+        total, peak_kb = restore_seconds(settings, "restore", out_dir)
+        state = home / "state" / "restore"
+        disk_mb = sum(p.stat().st_size for p in state.rglob("*") if p.is_file()) / 1e6
+        result = {"live_keys": args.keys, "restore_s": round(total - baseline, 1),
+                  "worker_ready_s": round(total, 1), "worker_peak_rss_mb": round(peak_kb / 1024),
+                  "rocksdb_mb": round(disk_mb)}
+        print(json.dumps(result, indent=2))
+    finally:
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
