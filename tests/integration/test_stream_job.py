@@ -154,3 +154,19 @@ def test_the_oracle_accounts_for_every_record_so_far(broker: Settings, stream_wo
         report = verify(broker.bootstrap_servers())
     assert report.ok, report.summary()
     assert report.requested == report.accounted and report.requested > 0
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd", "snappy", "gzip"])
+def test_compressed_batches_from_agents_are_decided(broker: Settings, stream_worker: WorkerProcess,
+                                                    decision_log: DecisionWatcher, compression: str) -> None:
+    """Agents may compress; faust's client needs codecs for that (a missing one crashed the worker)."""
+    codec = Codec()
+    producer = Producer(clients.producer_config(broker.bootstrap_servers(), **{"compression.type": compression}))
+    records = [build_request("update_salesforce_field", {"record_id": uid(), "field": "f", "value": i},
+                             agent_id="it", idempotency_key=f"{compression}-{uid()}") for i in range(20)]
+    for r in records:
+        producer.produce(topics.REQUESTED, key=r["idempotency_key"].encode(), value=codec.encode("ActionRequested", r))
+    producer.flush(10)
+    d = decision_log.wait([r["action_id"] for r in records])
+    assert {x["reason"] for x in d.values()} == {"unique"}
+    assert stream_worker.alive()
