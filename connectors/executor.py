@@ -29,6 +29,7 @@ from runonce.connectors.runner import ActionRunner, Outcome, Status
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.settings import Settings
+from runonce.streams.records import dead_letter_headers
 
 log = logging.getLogger("runonce.executor")
 
@@ -62,7 +63,6 @@ class Executor:
         self.pending: dict[tuple[str, int], int] = {}
         self._pending_since = 0.0
         self.running = True
-        self.handled = 0
 
     def _new_producer(self) -> Producer:
         producer = Producer(clients.producer_config(self.bootstrap, **{
@@ -80,19 +80,15 @@ class Executor:
         self.pending.clear()
 
     # -- loop ------------------------------------------------------------------------
-    def run(self, max_idle_s: float | None = None) -> None:
+    def run(self) -> None:
         self.consumer.subscribe([self.source_topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
-        idle_since = time.monotonic()
         try:
             while self.running:
                 msg = self.consumer.poll(0.5)
                 if msg is None:
                     self._flush_pending(force=False)
-                    if max_idle_s is not None and time.monotonic() - idle_since > max_idle_s:
-                        return
                     continue
-                idle_since = time.monotonic()
                 if msg.error():
                     if msg.error().fatal():
                         raise FatalError(f"consumer: {msg.error()}")
@@ -108,9 +104,13 @@ class Executor:
         tp = (msg.topic(), msg.partition())
         try:
             _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
-        except InvalidInput as exc:  # the stream job only writes ActionDecisions; count and move on
+        except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", *tp, msg.offset(), exc)
-            self._skip(tp, msg.offset())
+            headers = dead_letter_headers(exc, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
+            if self._transact(None, None, None, {**self.pending, tp: msg.offset() + 1}, None,
+                              dead_letter=(msg.key(), msg.value() or b"", headers)):
+                self.pending.clear()
+                self._count("dead_lettered", "?")
             return
         request = decision["request"]
         if request["tool"] not in self.connector.tools:
@@ -123,7 +123,8 @@ class Executor:
         if prior is None and first_user is not None and first_user != call.action_id:
             # Second line of defence: approved carried another action with the same key.
             original = self.index.by_action[first_user]
-            outcome: Outcome | None = Outcome(original.status, original.vendor_ref,
+            status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
+            outcome: Outcome | None = Outcome(status, original.vendor_ref,
                                               f"not executed: duplicate of action {first_user}", 0)
             self._count("blocked_duplicate", call.tool)
         else:
@@ -147,7 +148,6 @@ class Executor:
         if self._transact(call, request, outcome, {**self.pending, tp: msg.offset() + 1}, msg.partition()):
             self.pending.clear()
             self._count(outcome.status.value, call.tool)
-            self.handled += 1
             self._failpoint("after_commit")
 
     def _skip(self, tp: tuple[str, int], offset: int) -> None:
@@ -163,11 +163,16 @@ class Executor:
 
     # -- transactions ----------------------------------------------------------------
     def _transact(self, call: ActionCall | None, request: dict[str, Any] | None, outcome: Outcome | None,
-                  offsets: dict[tuple[str, int], int], partition: int | None) -> bool:
-        """Commit (result, offsets) atomically. False means aborted and rewound: the record comes again."""
+                  offsets: dict[tuple[str, int], int], partition: int | None,
+                  dead_letter: tuple[bytes | None, bytes, list[tuple[str, bytes]]] | None = None) -> bool:
+        """Commit (result or dead letter, offsets) atomically. False means aborted and rewound:
+        the record comes again."""
         for attempt in range(1, 6):
             try:
                 self.producer.begin_transaction()
+                if dead_letter is not None:
+                    key, value, headers = dead_letter
+                    self.producer.produce(topics.DLQ, key=key, value=value, headers=headers)
                 if call is not None and outcome is not None and request is not None:
                     record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
                     self.producer.produce(topics.RESULTS, key=call.action_id.encode(), partition=partition,

@@ -119,8 +119,8 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
 def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settings,
                                                                    sandboxes: tuple[VendorServer, SmtpServer],
                                                                    tmp_path) -> None:
-    """actions.approved carries the same action twice, and another action with the same key:
-    the executor performs one side effect and records a result for each."""
+    """actions.approved carries the same action twice, another action with the same key, and a
+    record that is no decision: one side effect, a result for each action, a dead letter."""
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
     source = f"test.approved.{uuid.uuid4().hex[:8]}"
@@ -128,6 +128,9 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     admin.create_topics([NewTopic(source, 6, 1)])[source].result()
     key = f"twice-{uuid.uuid4().hex[:6]}"
     params = {"card": "tok", "amount_cents": 990}
+    junk = clients.producer(bootstrap)
+    junk.produce(source, key=key.encode(), value=b"not a decision", partition=partition_for(key.encode(), 6))
+    junk.flush(10)
     first = approve(bootstrap, source, "charge_payment", params, key)
     codec = Codec()
     producer = clients.producer(bootstrap)
@@ -151,3 +154,6 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     assert r1["status"] == r2["status"] == "succeeded" and r1["vendor_ref"] == r2["vendor_ref"]
     assert f"duplicate of action {first['action_id']}" in (r2["error"] or "")
     assert r1["history"].count("succeeded") == 1  # the doubled record was recognised, not re-run
+    dead = [r for r in read_all(bootstrap, topics.DLQ) if r.header("runonce.origin.topic") == source.encode()]
+    assert len(dead) == 1 and dead[0].value == b"not a decision"  # the foreign record: dead-lettered, not skipped
+    assert dead[0].header("runonce.error.type") == b"decode_error"
