@@ -109,6 +109,26 @@ def test_invalid_actions_are_dead_lettered(tool: str, params: dict[str, Any], na
     run(go())
 
 
+@pytest.mark.parametrize("record_changes, message", [
+    ({"params_json": '{"to": "' + "x" * 300_000 + '"}'}, "params_json is 300"),
+    ({"params_json": "[1, 2]"}, "params_json must be a JSON object"),
+    ({"params_json": "{not json"}, "params_json is not JSON"),
+    ({"idempotency_key": "   "}, "idempotency_key must be 1..512 non-blank chars"),
+    ({"action_id": ""}, "action_id is empty"),
+])
+def test_schema_valid_but_invalid_records_are_dead_lettered(record_changes: dict[str, Any], message: str) -> None:
+    from runonce.submit import build_request
+
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        record = {**build_request("send_email", {"to": "a"}, agent_id="t", idempotency_key="k"), **record_changes}
+        await pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=b"k", timestamp_ms=T0)
+        [(_, _, headers)] = pipe.outputs[topics.DLQ]
+        assert dict(headers)[rec.H_ERROR_TYPE] == b"invalid_action"
+        assert message in dict(headers)[rec.H_ERROR_MESSAGE].decode()
+    run(go())
+
+
 def test_budget_drop_carries_an_alert_header() -> None:
     async def go() -> None:
         pipe = MemoryPipeline()
