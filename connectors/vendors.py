@@ -19,6 +19,13 @@ def _digest(text: str, n: int = 24) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
+class _NoStateCheck:
+    """For connectors whose vendor cannot be asked whether an effect happened."""
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
 def _param(call: ActionCall, name: str) -> str:
     value = call.params.get(name)
     if value is None or value == "":
@@ -27,7 +34,7 @@ def _param(call: ActionCall, name: str) -> str:
 
 
 @dataclass
-class SmtpConnector:
+class SmtpConnector(_NoStateCheck):
     """Real SMTP. The Message-ID is derived from the vendor key, so a mail client threads a
     duplicate with its original; SMTP itself deduplicates nothing, hence Capability.NONE."""
 
@@ -53,12 +60,9 @@ class SmtpConnector:
         smtp_send(self.host, self.port, msg, self.timeout_s)
         return VendorResponse(msg["Message-ID"])
 
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
-
 
 @dataclass
-class WebhookConnector:
+class WebhookConnector(_NoStateCheck):
     """Generic HTTP POST with an ``Idempotency-Key`` header the receiver honours."""
 
     base_url: str
@@ -73,12 +77,9 @@ class WebhookConnector:
                         headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s)
         return VendorResponse(str(res.body.get("id")))
 
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
-
 
 @dataclass
-class PaymentsConnector:
+class PaymentsConnector(_NoStateCheck):
     """Stripe-style charges; the caller's key is the vendor's Idempotency-Key."""
 
     base_url: str
@@ -95,12 +96,9 @@ class PaymentsConnector:
                         headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s)
         return VendorResponse(str(res.body["id"]), "replayed" if res.body.get("idempotent_replayed") else "")
 
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
-
 
 @dataclass
-class SlackConnector:
+class SlackConnector(_NoStateCheck):
     """An incoming-webhook post. Slack deduplicates nothing: Capability.NONE."""
 
     base_url: str
@@ -114,9 +112,6 @@ class SlackConnector:
         res = http_json("POST", f"{self.base_url}/slack/{quote(channel)}", {"text": call.params.get("text", "")},
                         timeout_s=self.timeout_s)
         return VendorResponse(str(res.body.get("id")))
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
 
 
 @dataclass
@@ -147,7 +142,7 @@ class JiraConnector:
 
 
 @dataclass
-class CalendarConnector:
+class CalendarConnector(_NoStateCheck):
     """Events get a client-chosen id derived from the vendor key: inserting it twice is a no-op."""
 
     base_url: str
@@ -162,9 +157,6 @@ class CalendarConnector:
         res = http_json("PUT", f"{self.base_url}/calendar/{cal}/events/{event_id}", dict(call.params),
                         timeout_s=self.timeout_s)
         return VendorResponse(str(res.body["id"]), str(res.body.get("status", "")))
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
 
 
 @dataclass
