@@ -48,7 +48,7 @@ class Executor:
         self.codec = Codec()
         self.index = ResultIndex()
         self.metrics = metrics
-        self.bootstrap = settings.bootstrap_servers()
+        self.bootstrap = settings.kafka_access()
         self.group = group or f"runonce-exec-{connector.name}"
         #: actions.approved; another topic of ActionDecisions only for tests and replays
         self.source_topic = source_topic

@@ -11,6 +11,7 @@ from typing import Any
 from runonce.codec import Codec
 from runonce.connectors.runner import Outcome, Status
 from runonce.kafka import topics
+from runonce.kafka.access import Bootstrap
 from runonce.topic_reader import read_all
 
 
@@ -24,7 +25,7 @@ class ResultIndex:
         self.by_action[action_id] = outcome
         self.by_key.setdefault(vendor_key, action_id)
 
-    def restore(self, bootstrap: str, partitions: list[int], tools: frozenset[str], codec: Codec,
+    def restore(self, bootstrap: Bootstrap, partitions: list[int], tools: frozenset[str], codec: Codec,
                 timeout_s: float = 60.0) -> int:
         """Read results partitions to their end (read_committed); returns records applied."""
         if not partitions:

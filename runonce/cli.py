@@ -46,9 +46,38 @@ def cmd_broker(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_topics(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.kafka.topics import TOPICS, create_topics
 
-    outcome = create_topics(settings.bootstrap_servers(), args.partitions or settings.partitions)
+    outcome = create_topics(settings.kafka_access(), args.partitions or settings.partitions)
     for spec in TOPICS:
         print(f"{spec.name:<26} {outcome[spec.name]:<8} {spec.doc}")
+    return 0
+
+
+def cmd_acl(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from runonce.kafka import acls
+    from runonce.kafka.users import write_users
+
+    grants = acls.load(Path(args.file) if args.file else None)
+    if args.action == "users":
+        if not args.out:
+            _say("acl users needs --out FILE")
+            return 2
+        users = write_users(Path(args.out), acls.principals(grants))
+        print(f"wrote {len(users)} users ({', '.join(users)}) to {args.out} (mode 0600); "
+              f"start the broker with RUNONCE_BROKER_USERS={args.out}")
+        return 0
+    if args.action == "apply":
+        count, deleted = acls.apply(settings.kafka_access(), grants, prune=args.prune)
+        for grant in grants:
+            print(grant.describe())
+        print(f"{count} ACL bindings in place for {', '.join(acls.principals(grants))}"
+              + (f"; {deleted} other bindings removed" if args.prune else ""))
+        return 0
+    for binding in acls.current(settings.kafka_access(), acls.principals(grants)):
+        print(f"{binding.principal:<15} {binding.permission_type.name:<6} {binding.operation.name:<9} "
+              f"{binding.restype.name.lower()} {binding.name}"
+              f"{'*' if binding.resource_pattern_type.name == 'PREFIXED' else ''}")
     return 0
 
 
@@ -71,7 +100,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
         _say(f"metrics on http://127.0.0.1:{settings.metrics_port}/metrics")
     app = create_app(settings, policies, metrics)
-    _say(f"stream worker {settings.worker_name} on {settings.bootstrap_servers()} "
+    _say(f"stream worker {settings.worker_name} on {settings.kafka_access()} "
          f"({settings.processing_guarantee}, {len(policies.tools)} tool policies)")
     worker = faust.Worker(app, loglevel=args.loglevel, quiet=True)
     # faust's terminal spinner puts the root logger at DEBUG so it can spin on every record:
@@ -94,11 +123,11 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     if port:
         start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
     _say(f"executor {args.vendor}/{args.slot} for {', '.join(sorted(connector.tools))} "
-         f"({connector.capability.value}) on {settings.bootstrap_servers()}")
+         f"({connector.capability.value}) on {settings.kafka_access()}")
     if args.from_end:
         from runonce.kafka import groups, topics
 
-        groups.start_group_at_end(settings.bootstrap_servers(), args.group or f"runonce-exec-{args.vendor}",
+        groups.start_group_at_end(settings.kafka_access(), args.group or f"runonce-exec-{args.vendor}",
                                   topics.APPROVED)
     Executor(settings, connector, slot=args.slot, group=args.group, source_topic=args.source_topic,
              metrics=metrics).run()
@@ -157,7 +186,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         _say(f"--params is not JSON: {exc}")
         return 2
-    with Submitter(settings.bootstrap_servers(), agent_id=args.agent) as sub:
+    with Submitter(settings.kafka_access(), agent_id=args.agent) as sub:
         action_id = sub.submit(args.tool, params, idempotency_key=args.key, natural_id=args.natural_id)
     print(action_id)
     return 0
@@ -166,7 +195,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.tail import tail
 
-    return tail(settings.bootstrap_servers(), args.topic, follow=args.follow, limit=args.limit)
+    return tail(settings.kafka_access(), args.topic, follow=args.follow, limit=args.limit)
 
 
 def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
@@ -174,7 +203,7 @@ def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
 
     deadline = time.monotonic() + args.wait
     while True:
-        report = verify(settings.bootstrap_servers())
+        report = verify(settings.kafka_access())
         if report.ok or time.monotonic() >= deadline:
             break
         _say(f"{len(report.lost)} records not yet decided; waiting ...")
@@ -186,7 +215,7 @@ def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.stats import stats_table
 
-    print(stats_table(settings.bootstrap_servers()))
+    print(stats_table(settings.kafka_access()))
     return 0
 
 
@@ -223,6 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("topics", cmd_topics, "Create runonce's topics (idempotent).")
     p.add_argument("action", choices=["create"])
     p.add_argument("--partitions", type=int, default=None, help="partitions per topic (default 6)")
+    p = add("acl", cmd_acl, "Least-privilege ACLs from one file (default: runonce/kafka/acls.toml) on a "
+                            "secured broker; run as the admin principal (RUNONCE_SASL_USERNAME=admin).")
+    p.add_argument("action", choices=["apply", "list", "users"],
+                   help="apply: grant the file's rules; list: show the rules the broker holds for its "
+                        "principals; users: write a broker users file with random passwords (--out)")
+    p.add_argument("--file", help="ACL file (TOML, [[grant]] tables)")
+    p.add_argument("--prune", action="store_true", help="apply: also delete the principals' rules not in the file")
+    p.add_argument("--out", help="users: where to write name=password lines")
     p = add("worker", cmd_worker, "Run one stream worker (faust) in the foreground.")
     p.add_argument("--name", help="worker name; names its local RocksDB folder (default worker-0)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")

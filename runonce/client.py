@@ -29,6 +29,7 @@ from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, RunonceError
 from runonce.kafka import clients, topics
+from runonce.kafka.access import Bootstrap
 from runonce.submit import Submitter
 from runonce.watch import DecisionWatcher
 
@@ -48,7 +49,7 @@ class ActionOutcome:
 class ResultWatcher:
     """Tails actions.results (from its end at start-up) and indexes the final results."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: Bootstrap) -> None:
         self.codec = Codec()
         self.final: dict[str, dict[str, Any]] = {}
         self._cond = threading.Condition()
@@ -101,7 +102,7 @@ class Handle:
 
 
 class ActionClient:
-    def __init__(self, bootstrap: str, *, agent_id: str = "agent", policies: PolicyBook | None = None) -> None:
+    def __init__(self, bootstrap: Bootstrap, *, agent_id: str = "agent", policies: PolicyBook | None = None) -> None:
         self.policies = policies or PolicyBook.load()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id)

@@ -46,7 +46,7 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
     executors = _start_executors(local, run_id, progress)
     rows = []
     try:
-        bootstrap = settings.bootstrap_servers()
+        bootstrap = settings.kafka_access()
         with DecisionWatcher(bootstrap) as decisions, Submitter(bootstrap, agent_id="demo") as sub:
             results = ResultWatcher(bootstrap)
             try:
@@ -76,7 +76,7 @@ def _start_executors(settings: Settings, run_id: str, progress: Progress) -> lis
     for vendor in sorted(FACTORIES):
         group = f"runonce-demo-{run_id}-{vendor}"
         # Fresh groups for this run, starting at the current end: earlier approvals are not replayed here.
-        groups.start_group_at_end(settings.bootstrap_servers(), group, topics.APPROVED)
+        groups.start_group_at_end(settings.kafka_access(), group, topics.APPROVED)
         with open(log_dir / f"executor-{vendor}.log", "ab") as log:
             procs.append(subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor,
                                            "--group", group, "--slot", run_id], env=env, stdout=log,

@@ -14,6 +14,7 @@ caller should do about them::
     └── FatalError                    stop the process; a human must look
         ├── ConfigError               settings or policy file are wrong (names the field)
         ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
+        ├── AccessDenied              the broker refused this principal (authentication or ACL)
         └── InvariantViolation        state contradicts itself; continuing could double an action
 
 Foreign exceptions (confluent_kafka.KafkaException, fastavro errors, OSError from
@@ -64,6 +65,11 @@ class ConfigError(FatalError):
 
 class BrokerSetupError(FatalError):
     """The local broker could not be fetched, formatted or started."""
+
+
+class AccessDenied(FatalError):
+    """The broker refused this component's principal: wrong credentials, or an ACL it lacks.
+    Retrying cannot help; fix RUNONCE_SASL_* or the ACL file (``runonce acl apply``)."""
 
 
 class InvariantViolation(FatalError):

@@ -24,6 +24,7 @@ from typing import Iterable, Mapping
 from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
+from runonce.kafka.access import Bootstrap
 from runonce.topic_reader import Record, read_all
 from runonce.streams.records import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
@@ -143,7 +144,7 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
     return report
 
 
-def verify(bootstrap: str, codec: Codec | None = None) -> Report:
+def verify(bootstrap: Bootstrap, codec: Codec | None = None) -> Report:
     """Read the four topics to their current ends and account."""
     return account(read_all(bootstrap, topics.REQUESTED), read_all(bootstrap, topics.APPROVED),
                    read_all(bootstrap, topics.DROPPED), read_all(bootstrap, topics.DLQ), codec)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Mapping
 
 from runonce.errors import ConfigError
+from runonce.kafka.access import MECHANISMS, KafkaAccess
 
 DEFAULT_KAFKA_VERSION = "3.9.1"
 
@@ -46,6 +47,13 @@ class Settings:
     executor_failpoint: str | None = None
     #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
+    #: this component's SASL principal on a secured broker (None: connect unauthenticated)
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    sasl_mechanism: str = "PLAIN"
+    #: local broker only: a users file (``name=password`` lines) turns on SASL on every
+    #: listener, StandardAuthorizer and deny-by-default; ``admin`` is its super user
+    broker_users_file: Path | None = None
 
     @property
     def broker_dir(self) -> Path:
@@ -70,6 +78,10 @@ class Settings:
                 f"no broker address: set RUNONCE_BOOTSTRAP or start the local broker "
                 f"with `runonce broker start` (looked for {self.bootstrap_file})"
             ) from None
+
+    def kafka_access(self) -> KafkaAccess:
+        """Address and principal every Kafka client of this component connects with."""
+        return KafkaAccess(self.bootstrap_servers(), self.sasl_username, self.sasl_password, self.sasl_mechanism)
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -96,6 +108,13 @@ class Settings:
             kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
         if env.get("RUNONCE_GUARANTEE"):
             kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
+        if env.get("RUNONCE_SASL_USERNAME"):
+            kwargs["sasl_username"] = env["RUNONCE_SASL_USERNAME"]
+            kwargs["sasl_password"] = _password(env)
+        if env.get("RUNONCE_SASL_MECHANISM"):
+            kwargs["sasl_mechanism"] = env["RUNONCE_SASL_MECHANISM"]
+        if env.get("RUNONCE_BROKER_USERS"):
+            kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
                            ("RUNONCE_METRICS_PORT", "metrics_port")):
             if env.get(name):
@@ -115,7 +134,23 @@ class Settings:
         if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit"):
             raise ConfigError(f"executor_failpoint must be before_call, after_call or after_commit, "
                               f"got {self.executor_failpoint!r}")
+        if self.sasl_mechanism not in MECHANISMS:
+            raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):
             raise ConfigError(
                 f"processing_guarantee must be at_least_once or exactly_once, got {self.processing_guarantee!r}"
             )
+
+
+def _password(env: Mapping[str, str]) -> str:
+    """RUNONCE_SASL_PASSWORD, or the first line of RUNONCE_SASL_PASSWORD_FILE (keeps it out of `ps`)."""
+    if env.get("RUNONCE_SASL_PASSWORD"):
+        return env["RUNONCE_SASL_PASSWORD"]
+    path = env.get("RUNONCE_SASL_PASSWORD_FILE")
+    if not path:
+        raise ConfigError("RUNONCE_SASL_USERNAME is set but neither RUNONCE_SASL_PASSWORD "
+                          "nor RUNONCE_SASL_PASSWORD_FILE is")
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()[0].strip()
+    except (OSError, IndexError) as exc:
+        raise ConfigError(f"RUNONCE_SASL_PASSWORD_FILE {path!r} cannot be read: {exc}") from exc

@@ -46,7 +46,7 @@ class Stack:
     def up(self, with_executors: bool = True) -> BrokerStatus:
         status = Broker(self.settings, progress=self.progress).start()
         self.progress(status.describe())
-        create_topics(self.settings.bootstrap_servers(), self.settings.partitions)
+        create_topics(self.settings.kafka_access(), self.settings.partitions)
         self.pids.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "RUNONCE_HOME": str(self.settings.home),

@@ -7,10 +7,11 @@ from collections import Counter
 from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
+from runonce.kafka.access import Bootstrap
 from runonce.topic_reader import read_all
 
 
-def collect(bootstrap: str) -> dict[str, Counter[tuple[str, ...]]]:
+def collect(bootstrap: Bootstrap) -> dict[str, Counter[tuple[str, ...]]]:
     codec = Codec()
     counts: dict[str, Counter[tuple[str, ...]]] = {"decisions": Counter(), "unkeyed": Counter(),
                                                    "results": Counter(), "dlq": Counter(),
@@ -45,7 +46,7 @@ def collect(bootstrap: str) -> dict[str, Counter[tuple[str, ...]]]:
     return counts
 
 
-def stats_table(bootstrap: str) -> str:
+def stats_table(bootstrap: Bootstrap) -> str:
     counts = collect(bootstrap)
     rows = [f"{'tool':<26}{'outcome':<10}{'reason':<22}{'count':>7}"]
     for (tool, outcome, reason), n in sorted(counts["decisions"].items()):

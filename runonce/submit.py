@@ -10,12 +10,13 @@ import time
 import uuid
 from typing import Any, Mapping
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from runonce.codec import Codec
 from runonce.core.content import canonical_json
 from runonce.errors import BrokerUnavailable, InvalidAction
 from runonce.kafka import clients, topics
+from runonce.kafka.access import Bootstrap
 
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
@@ -37,13 +38,13 @@ def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempo
 
 
 class Submitter:
-    def __init__(self, bootstrap: str, *, agent_id: str = "agent", codec: Codec | None = None,
+    def __init__(self, bootstrap: Bootstrap, *, agent_id: str = "agent", codec: Codec | None = None,
                  timeout_s: float = 30.0) -> None:
         self.agent_id = agent_id
         self.codec = codec or Codec()
         self.timeout_s = timeout_s
         self._producer = clients.producer(bootstrap)
-        self._errors: list[str] = []
+        self._errors: list[KafkaError] = []
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
                natural_id: str | None = None, action_id: str | None = None) -> str:
@@ -65,7 +66,7 @@ class Submitter:
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
-            self._errors.append(str(err))
+            self._errors.append(err)
 
     def flush(self) -> None:
         try:
@@ -73,8 +74,11 @@ class Submitter:
         except KafkaException as exc:
             raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
         if left or self._errors:
-            raise BrokerUnavailable(f"{left} actions undelivered after {self.timeout_s:.0f} s; "
-                                    f"errors: {self._errors[:3]}")
+            errors, self._errors = self._errors, []
+            what = f"{left + len(errors)} actions undelivered after {self.timeout_s:.0f} s"
+            if errors:
+                raise clients.translate(KafkaException(errors[0]), f"{what}; first error") from None
+            raise BrokerUnavailable(what)
 
     def __enter__(self) -> Submitter:
         return self

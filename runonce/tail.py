@@ -7,6 +7,7 @@ from typing import Any
 from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
+from runonce.kafka.access import Bootstrap
 from runonce.topic_reader import read_all
 
 TOPIC_BY_NAME = {"dropped": topics.DROPPED, "approved": topics.APPROVED, "dlq": topics.DLQ,
@@ -45,7 +46,7 @@ def _decision_line(d: dict[str, Any]) -> str:
     return line
 
 
-def tail(bootstrap: str, which: str, *, follow: bool = False, limit: int = 0) -> int:
+def tail(bootstrap: Bootstrap, which: str, *, follow: bool = False, limit: int = 0) -> int:
     codec = Codec()
     topic = TOPIC_BY_NAME[which]
     shown = 0

@@ -11,10 +11,11 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from runonce.errors import BrokerUnavailable
 from runonce.kafka import clients
+from runonce.kafka.access import Bootstrap
 from runonce.kafka.record import Record
 
 
-def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
+def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
              follow: bool = False) -> Iterator[Record]:
     """Every record of ``topic`` (or of some of its partitions) from the beginning, until each
     partition reports EOF; with ``follow``, keep reading until the caller stops iterating."""
@@ -24,9 +25,11 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0, *, partitions:
             try:
                 meta = consumer.list_topics(topic, timeout=10)
             except KafkaException as exc:
-                raise BrokerUnavailable(f"cannot read {topic} at {bootstrap}: {exc}") from exc
+                raise clients.translate(exc, f"cannot read {topic} at {bootstrap}") from exc
             tmeta = meta.topics.get(topic)
-            if tmeta is None or tmeta.error is not None:
+            if tmeta is not None and tmeta.error is not None:
+                raise clients.translate(KafkaException(tmeta.error), f"cannot read {topic} at {bootstrap}")
+            if tmeta is None:
                 raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap}")
             partitions = tmeta.partitions
         numbers = sorted(partitions)
@@ -44,7 +47,7 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 60.0, *, partitions:
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
                     continue
-                raise BrokerUnavailable(f"reading {topic}: {msg.error()}")
+                raise clients.translate(KafkaException(msg.error()), f"reading {topic}")
             yield Record(topic, msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
                          tuple(msg.headers() or ()))
     finally:

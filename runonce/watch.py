@@ -13,11 +13,12 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from runonce.codec import Codec
 from runonce.kafka import clients, topics
+from runonce.kafka.access import Bootstrap
 from runonce.streams import records as rec
 
 
 class DecisionWatcher:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: Bootstrap) -> None:
         self.codec = Codec()
         self.by_action: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.dead: dict[tuple[int, int], dict[str, str]] = {}

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Set up, then run every test. The test session starts one Kafka broker of its own
-# (free ports, a temporary folder) and stops it at the end, whatever happens.
+# Set up, then run every test. Each pytest session starts one Kafka broker of its own
+# (free ports, a temporary folder) and stops it at the end, whatever happens: first the
+# main suite on a plaintext broker, then tests/security on a SASL + ACL broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== mypy (pure core) =="
 .venv/bin/mypy
-echo "== pytest =="
-exec .venv/bin/pytest "$@"
+echo "== pytest: main suite (plaintext broker) =="
+.venv/bin/pytest --ignore=tests/security "$@"
+echo "== pytest: security suite (SASL/PLAIN + StandardAuthorizer broker) =="
+.venv/bin/pytest tests/security "$@"

@@ -98,9 +98,16 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     n = settings.partitions
     datadir = settings.state_dir / settings.worker_name
     datadir.mkdir(parents=True, exist_ok=True)
+    access = settings.kafka_access()
+    credentials = (faust.SASLCredentials(username=access.username, password=access.password,
+                                         mechanism=access.mechanism) if access.secured else None)
     app = faust.App(
         APP_ID,
-        broker=f"kafka://{settings.bootstrap_servers()}",
+        broker=f"kafka://{access.bootstrap}",
+        broker_credentials=credentials,
+        # `runonce topics create` makes every topic, changelogs included: the worker's principal
+        # needs no CREATE right (see runonce/kafka/acls.toml).
+        topic_allow_declare=False,
         store="rocksdb://",
         datadir=str(datadir),
         topic_partitions=n,

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.errors import BrokerSetupError
+from runonce.kafka.access import KafkaAccess
+from runonce.kafka.users import admin_access, read_users, secured_properties
 from runonce.settings import Settings
 
 #: the transaction and offsets settings a one-node cluster needs for transactions to work
@@ -92,7 +94,7 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
+def _answers(bootstrap: KafkaAccess, timeout_s: float = 2.0) -> bool:
     """True when the broker answers a metadata request (not just a TCP accept)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
@@ -182,7 +184,7 @@ class Broker:
             return BrokerStatus(BrokerState.STOPPED, None, None, self.log_file)
         if not _pid_alive(pid):
             return BrokerStatus(BrokerState.CRASHED, pid, bootstrap, self.log_file)
-        if bootstrap and _answers(bootstrap):
+        if bootstrap and _answers(self._health_access(bootstrap)):
             return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
         return BrokerStatus(BrokerState.UNRESPONSIVE, pid, bootstrap, self.log_file)
 
@@ -207,6 +209,16 @@ class Broker:
             self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1]}))
             return ports
 
+    def _users(self) -> dict[str, str] | None:
+        """The SASL users when this broker runs secured (settings.broker_users_file), else None."""
+        if self.settings.broker_users_file is None:
+            return None
+        return read_users(self.settings.broker_users_file)
+
+    def _health_access(self, bootstrap: str) -> KafkaAccess:
+        users = self._users()
+        return admin_access(bootstrap, users) if users else KafkaAccess(bootstrap)
+
     def _write_properties(self, broker_port: int, controller_port: int) -> Path:
         props = dict(SERVER_DEFAULTS)
         props.update({
@@ -215,8 +227,13 @@ class Broker:
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
             "log.dirs": str((self.dir / "data").resolve()),
         })
+        users = self._users()
+        if users:
+            props.update(secured_properties(users, broker_port, controller_port))
         path = self.dir / "server.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it may hold passwords
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{k}={v}\n" for k, v in props.items()))
         return path
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
@@ -269,7 +286,7 @@ class Broker:
         while time.monotonic() < deadline:
             if not _pid_alive(pid):
                 raise BrokerSetupError(f"the broker exited while starting; last log lines:\n{self._log_tail()}")
-            if bootstrap and _answers(bootstrap, timeout_s=1.0):
+            if bootstrap and _answers(self._health_access(bootstrap), timeout_s=1.0):
                 return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
             time.sleep(0.3)
         raise BrokerSetupError(f"the broker did not answer within {timeout_s:.0f} s; last log lines:\n{self._log_tail()}")

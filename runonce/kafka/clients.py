@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+from runonce.errors import AccessDenied, BrokerUnavailable, RunonceError
+
+from runonce.kafka.access import Bootstrap, as_access
 
 #: librdkafka logs every refused connection; route its log through Python logging, quiet
 #: by default (failures surface as exceptions and timeouts; -v shows them).
@@ -13,11 +17,11 @@ LIBRDKAFKA_LOG = logging.getLogger("runonce.librdkafka")
 LIBRDKAFKA_LOG.addHandler(logging.NullHandler())  # no stderr fallback; root handlers still get it under -v
 
 
-def base_config(bootstrap: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOG}
+def base_config(bootstrap: Bootstrap) -> dict[str, Any]:
+    return {**as_access(bootstrap).librdkafka(), "logger": LIBRDKAFKA_LOG}
 
 
-def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+def producer_config(bootstrap: Bootstrap, **extra: Any) -> dict[str, Any]:
     return {
         **base_config(bootstrap),
         "enable.idempotence": True,
@@ -29,11 +33,11 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def producer(bootstrap: str, **extra: Any) -> Producer:
+def producer(bootstrap: Bootstrap, **extra: Any) -> Producer:
     return Producer(producer_config(bootstrap, **extra))
 
 
-def reader(bootstrap: str, group: str | None = None, **extra: Any) -> Consumer:
+def reader(bootstrap: Bootstrap, group: str | None = None, **extra: Any) -> Consumer:
     """A read_committed consumer; without a group it is for assign()-style reads that commit nothing."""
     return Consumer({
         **base_config(bootstrap),
@@ -44,3 +48,19 @@ def reader(bootstrap: str, group: str | None = None, **extra: Any) -> Consumer:
         "enable.partition.eof": True,
         **extra,
     })
+
+
+#: broker answers that mean "not this principal": never retried
+AUTH_ERRORS = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION,
+})
+
+
+def translate(exc: KafkaException, what: str) -> RunonceError:
+    """The runonce error for a confluent-kafka failure: refused principal, else unavailable."""
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if err is not None and err.code() in AUTH_ERRORS:
+        return AccessDenied(f"{what}: {err.str()} ({err.name()})")
+    return BrokerUnavailable(f"{what}: {exc}")

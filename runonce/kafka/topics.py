@@ -12,7 +12,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runonce.errors import BrokerUnavailable, ConfigError
-from runonce.kafka.clients import base_config
+from runonce.kafka.access import Bootstrap
+from runonce.kafka.clients import base_config, translate
 
 REQUESTED = "actions.requested"
 APPROVED = "actions.approved"
@@ -60,11 +61,11 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
-def admin_client(bootstrap: str) -> AdminClient:
+def admin_client(bootstrap: Bootstrap) -> AdminClient:
     return AdminClient(base_config(bootstrap))
 
 
-def create_topics(bootstrap: str, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
+def create_topics(bootstrap: Bootstrap, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
     """Create the missing topics; return {name: "created" | "exists"}.
 
     Raises ConfigError if a topic exists with another partition count: co-partitioning
@@ -74,7 +75,7 @@ def create_topics(bootstrap: str, partitions: int, timeout_s: float = 30.0) -> d
     try:
         existing = admin.list_topics(timeout=timeout_s).topics
     except KafkaException as exc:
-        raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+        raise translate(exc, f"cannot reach Kafka at {bootstrap}") from exc
     outcome: dict[str, str] = {}
     wanted = []
     for spec in TOPICS:
@@ -95,7 +96,7 @@ def create_topics(bootstrap: str, partitions: int, timeout_s: float = 30.0) -> d
                 if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     outcome[name] = "exists"  # a concurrent creator won; same specs
                 else:
-                    raise BrokerUnavailable(f"cannot create topic {name}: {exc}") from exc
+                    raise translate(exc, f"cannot create topic {name}") from exc
         _wait_for_leaders(admin, [t.topic for t in wanted], timeout_s)
     return outcome
 

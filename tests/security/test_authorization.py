@@ -1,0 +1,119 @@
+"""What an agent's principal cannot reach on the secured broker, each refusal with the
+broker's matching authorization error, and the positive control that it can do its job."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from runonce.errors import AccessDenied
+from runonce.kafka import acls, clients, topics
+from runonce.kafka.access import KafkaAccess
+from runonce.submit import Submitter
+from runonce.topic_reader import read_all
+from tests.security.conftest import SecuredCluster
+
+pytestmark = pytest.mark.broker
+
+
+def _produce(access: KafkaAccess, topic: str) -> KafkaError | None:
+    outcome: list[KafkaError | None] = []
+    p = clients.producer(access)
+    p.produce(topic, key=b"k", value=b"v", on_delivery=lambda err, _msg: outcome.append(err))
+    try:
+        p.flush(15)
+    except KafkaException as exc:  # a principal without any WRITE cannot even get a producer id
+        return exc.args[0]
+    assert outcome, "no delivery report within 15 s"
+    return outcome[0]
+
+
+def test_an_agent_can_write_requested_and_read_nothing(cluster: SecuredCluster) -> None:
+    agent = cluster.access("agent")
+    with Submitter(agent, agent_id="sec-agent") as sub:
+        sub.submit("send_email", {"to": "a@example.com", "subject": "s"}, idempotency_key="sec-1")
+    with pytest.raises(AccessDenied, match="(GROUP|TOPIC)_AUTHORIZATION_FAILED"):
+        list(read_all(agent, topics.REQUESTED, timeout_s=10))
+
+
+def test_an_agent_writing_approved_is_refused(cluster: SecuredCluster) -> None:
+    err = _produce(cluster.access("agent"), topics.APPROVED)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # ... and so is every other topic but requested
+    for topic in (topics.DROPPED, topics.RESULTS, topics.DLQ, topics.REKEY, topics.CHANGELOG_KEYS):
+        err = _produce(cluster.access("agent"), topic)
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
+
+
+def test_an_agent_joining_the_stream_jobs_group_is_refused(cluster: SecuredCluster) -> None:
+    consumer = Consumer({**clients.base_config(cluster.access("agent")), "group.id": "runonce",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topics.REQUESTED])
+    error = None
+    deadline = time.monotonic() + 20
+    try:
+        while error is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            assert msg is None or msg.error(), "the agent read a record through the stream job's group"
+            error = msg.error() if msg is not None else None
+    finally:
+        consumer.close()
+    assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+
+
+def test_an_agent_using_an_executors_transactional_id_is_refused(cluster: SecuredCluster) -> None:
+    producer = Producer(clients.producer_config(cluster.access("agent"),
+                                                **{"transactional.id": "runonce-exec-payments-0"}))
+    with pytest.raises(KafkaException) as caught:
+        producer.init_transactions(20)
+    assert caught.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_an_agent_creating_acls_is_refused(cluster: SecuredCluster) -> None:
+    widen = [acls.Grant("agent", "topic", topics.APPROVED, "literal", ("WRITE",))]
+    with pytest.raises(AccessDenied, match="CLUSTER_AUTHORIZATION_FAILED"):
+        acls.apply(cluster.access("agent"), widen)
+    assert _produce(cluster.access("agent"), topics.APPROVED) is not None  # still refused
+
+
+def test_an_unauthenticated_client_gets_nothing(cluster: SecuredCluster) -> None:
+    bootstrap = cluster.admin.bootstrap_servers()
+    with pytest.raises(KafkaException) as caught:
+        AdminClient(clients.base_config(bootstrap)).list_topics(timeout=5)  # no SASL at all
+    assert caught.value.args[0].code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+    errors: list[KafkaError] = []
+    wrong = AdminClient({**clients.base_config(cluster.access("agent", password="not-the-password")),
+                         "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=5)
+    wrong.poll(1)  # serves the error callback
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+def test_analysts_read_dropped_and_nothing_else(cluster: SecuredCluster) -> None:
+    analyst = cluster.access("analyst")
+    list(read_all(analyst, topics.DROPPED, timeout_s=20))  # allowed: no exception
+    for topic in (topics.APPROVED, topics.REQUESTED, topics.RESULTS):
+        with pytest.raises(AccessDenied, match="TOPIC_AUTHORIZATION_FAILED"):
+            list(read_all(analyst, topic, timeout_s=10))
+    err = _produce(analyst, topics.DROPPED)
+    assert err is not None and err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                              KafkaError.CLUSTER_AUTHORIZATION_FAILED), err
+
+
+def test_apply_prune_removes_a_grant_that_is_not_in_the_file(cluster: SecuredCluster) -> None:
+    admin = cluster.admin.kafka_access()
+    grants = acls.load()
+    stray = acls.Grant("agent", "topic", topics.APPROVED, "literal", ("WRITE",))
+    acls.apply(admin, [stray])
+    assert _produce(cluster.access("agent"), topics.APPROVED) is None  # the stray grant works ...
+    count, deleted = acls.apply(admin, grants, prune=True)
+    assert deleted == 1 and count == sum(len(g.operations) for g in grants)
+    held = {(b.principal, b.name, b.operation.name) for b in acls.current(admin, acls.principals(grants))}
+    assert ("User:agent", topics.APPROVED, "WRITE") not in held
+    assert held == {(f"User:{g.principal}", g.name, op) for g in grants for op in g.operations}
+    err = _produce(cluster.access("agent"), topics.APPROVED)  # ... and is gone again
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED

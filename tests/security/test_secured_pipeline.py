@@ -1,0 +1,61 @@
+"""The whole path on the secured broker, every component with its own least-privilege
+principal: an agent submits (with retries), the stream job decides, the payments executor
+charges once, an analyst reads the drops, and the oracle (admin) accounts for everything."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+from runonce.codec import Codec
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.kafka import topics
+from runonce.oracle import verify
+from runonce.submit import Submitter
+from runonce.topic_reader import read_all
+from tests.security.conftest import SecuredCluster
+from tests.support.worker import RunonceProcess, WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture()
+def vendors() -> Iterator[VendorServer]:
+    server = VendorServer().start()
+    yield server
+    server.stop()
+
+
+def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, vendors: VendorServer,
+                                                     tmp_path) -> None:
+    settings = cluster.admin
+    worker = WorkerProcess(settings, "sec-worker", tmp_path, cluster.env("stream"))
+    executor = RunonceProcess(settings, "sec-exec", ["executor", "--vendor", "payments"], tmp_path,
+                              {**cluster.env("executor"), "RUNONCE_VENDOR_URL": vendors.url})
+    worker.start()
+    executor.start()
+    key = f"charge-{uuid.uuid4().hex[:8]}"
+    try:
+        with Submitter(cluster.access("agent"), agent_id="sec-billing") as sub:
+            for _ in range(4):  # the seed's card charged four times: a framework retrying
+                sub.submit("charge_payment", {"card": "tok_visa", "amount_cents": 12900}, idempotency_key=key)
+        deadline = time.monotonic() + 120
+        while vendors.ledger.count("payments", key) == 0 and time.monotonic() < deadline:
+            assert worker.alive(), worker.log_tail()
+            assert executor.alive(), executor.log_tail()
+            time.sleep(0.5)
+        time.sleep(2)  # room for a wrong second charge to show up
+    finally:
+        executor.stop()
+        worker.stop()
+    assert vendors.ledger.count("payments", key) == 1, (worker.log_tail(), executor.log_tail())
+
+    codec = Codec()
+    drops = [codec.decode(r.value)[1] for r in read_all(cluster.access("analyst"), topics.DROPPED)]
+    ours = [d for d in drops if d["dedup_key"] == key]
+    assert len(ours) == 3 and {d["reason"] for d in ours} == {"duplicate_key"}
+    report = verify(settings.kafka_access())
+    assert report.ok, report.summary()
