@@ -110,8 +110,8 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
             approved_by_key[d["request"]["idempotency_key"]].add(action_id)
     for r in dlq:
         topic = r.header(H_ORIGIN_TOPIC)
-        if topic is not None and topic.decode() not in (topics.REQUESTED, topics.REKEY):
-            continue  # a dead letter from an internal topic: its requested record is decided elsewhere
+        if topic is not None and topic.decode("utf-8", "replace") != topics.REQUESTED:
+            continue  # a foreign record on an internal topic: no requested record stands behind it
         part, off = r.header(H_ORIGIN_PARTITION), r.header(H_ORIGIN_OFFSET)
         if part is None or off is None:
             continue

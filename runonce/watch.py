@@ -42,8 +42,9 @@ class DecisionWatcher:
                     continue
                 with self._lock:
                     if msg.topic() == topics.DLQ:
-                        h = {k: v.decode() for k, v in (msg.headers() or ())}
-                        self.dead[(int(h[rec.H_ORIGIN_PARTITION]), int(h[rec.H_ORIGIN_OFFSET]))] = h
+                        h = {k: (v or b"").decode("utf-8", "replace") for k, v in (msg.headers() or ())}
+                        if h.get(rec.H_ORIGIN_TOPIC) == topics.REQUESTED:  # not a foreign internal record
+                            self.dead[(int(h[rec.H_ORIGIN_PARTITION]), int(h[rec.H_ORIGIN_OFFSET]))] = h
                     else:
                         _, d = self.codec.decode(msg.value(), expect="ActionDecision")
                         self.by_action[d["request"]["action_id"]].append(d)

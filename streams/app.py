@@ -24,7 +24,9 @@ from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.settings import Settings
+from runonce.streams.faust_sink import FaustSink, SendFailureGuard
 from runonce.streams.metrics import StreamMetrics
+from runonce.streams.stop import stop_before_ack
 from runonce.streams.ports import Headers, Inbound
 from runonce.streams.processor import KeyStage, ScopeStage
 
@@ -66,18 +68,6 @@ class FaustTableStore:
             if len(out) >= limit:
                 break
         return out
-
-
-class FaustSink:
-    def __init__(self, app: faust.App, names: Iterable[str], partitions: int) -> None:
-        self._topics = {name: app.topic(name, key_type=bytes, value_type=bytes, partitions=partitions)
-                        for name in names}
-
-    async def send(self, topic: str, key: bytes | None, value: bytes, *, partition: int | None = None,
-                   headers: Headers = ()) -> None:
-        # Buffered, not awaited per record: faust flushes the producer before it commits offsets,
-        # so an output is durable before the input it came from is acknowledged.
-        self._topics[topic].send_soon(key=key, value=value, partition=partition, headers=list(headers) or None)
 
 
 def _inbound(event: EventT) -> Inbound:
@@ -124,10 +114,14 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
         # Throughput knobs (bench/RESULTS.md): batch produce requests for 5 ms instead of one
         # request per record, and do not drain the stream buffer before every commit.
         producer_linger=0.005,
+        # Room for the largest record the input topics accept (copied whole to the DLQ or rekey topic).
+        producer_max_request_size=topics.MAX_RECORD_BYTES + 1024 * 1024,
         stream_wait_empty=False,
         topic_disable_leader=True,
         table_standby_replicas=0,
     )
+    # A record faust cannot write must stop the worker, not be skipped (streams/faust_sink.py).
+    app.sensors.add(SendFailureGuard())
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                      help="stage 1: dedup key -> first claim")
@@ -145,15 +139,25 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
 
     # A crashed agent must take the worker down (and its supervisor restart it): faust's default
     # would log the crash and keep a live worker that decides nothing.
+    # A record that cannot be finished stops the worker before faust acknowledges it
+    # (streams/stop.py); a crash elsewhere in an agent still takes the worker down.
     @app.agent(requested, name="runonce.keys", supervisor_strategy=CrashingSupervisor)
     async def decide_keys(stream: Any) -> None:
         async for event in stream.events():
-            await key_stage.process(_inbound(event))
+            try:
+                await key_stage.process(_inbound(event))
+            except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
+                stop_before_ack(f"stage 1 could not finish {event.message.topic}[{event.message.partition}]"
+                                f"@{event.message.offset}: {exc!r}", exc)
 
     @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
         async for event in stream.events():
-            await scope_stage.process(_inbound(event))
+            try:
+                await scope_stage.process(_inbound(event))
+            except BaseException as exc:  # noqa: BLE001
+                stop_before_ack(f"stage 2 could not finish {event.message.topic}[{event.message.partition}]"
+                                f"@{event.message.offset}: {exc!r}", exc)
 
     app.runonce_metrics = metrics  # type: ignore[attr-defined]
     return app

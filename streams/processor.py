@@ -17,7 +17,7 @@ from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
-from runonce.errors import InvalidAction, InvalidInput
+from runonce.errors import DecodeError, InvalidAction, InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.streams import records as rec
@@ -30,7 +30,12 @@ _FINAL_TOPIC = {Outcome.APPROVE: topics.APPROVED, Outcome.DROP: topics.DROPPED}
 
 def _int_header(inbound: Inbound, name: str) -> int | None:
     raw = inbound.header(name)
-    return int(raw) if raw is not None else None
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise DecodeError(f"header {name} is not an integer: {raw[:40]!r}") from None
 
 
 class _Stage:
@@ -46,10 +51,14 @@ class _Stage:
         self.metrics = metrics
         self.sweeper = Sweeper(store, expires_at_ms)
 
-    async def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin) -> None:
-        topic = inbound.header(rec.H_ORIGIN_TOPIC)
-        headers = rec.dead_letter_headers(error, topic.decode() if topic else inbound.topic, origin.partition,
-                                          origin.offset, origin.event_time_ms)
+    async def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
+                          trust_origin_headers: bool = True) -> None:
+        # Origin headers are trusted only on the internal re-key topic, which only this job writes:
+        # on actions.requested they are whatever an agent put there.
+        topic = (inbound.header(rec.H_ORIGIN_TOPIC)
+                 if inbound.topic == topics.REKEY and trust_origin_headers else None)
+        headers = rec.dead_letter_headers(error, topic.decode("utf-8", "replace") if topic else inbound.topic,
+                                          origin.partition, origin.offset, origin.event_time_ms)
         await self.sink.send(topics.DLQ, inbound.key, inbound.value or b"", headers=headers)
         self.metrics.dead_letters.labels(error.kind).inc()
 
@@ -82,7 +91,12 @@ class KeyStage(_Stage):
 
     async def process(self, inbound: Inbound) -> None:
         started = time.perf_counter()
-        origin = self._origin(inbound)
+        try:
+            origin = self._origin(inbound)
+        except InvalidInput as exc:  # malformed headers on the re-key topic: a foreign writer
+            await self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms),
+                                   trust_origin_headers=False)
+            return
         try:
             _, record = self.codec.decode(inbound.value, expect="ActionRequested")
             action = Action.from_record(record)

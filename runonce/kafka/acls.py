@@ -101,14 +101,27 @@ def apply(bootstrap: Bootstrap, grants: list[Grant], *, prune: bool = False,
         if prune:
             keep = set(wanted)
             stale = [b for b in _bindings_of(admin, principals(grants), timeout_s) if b not in keep]
-            if stale:
-                filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host,
-                                            b.operation, b.permission_type) for b in stale]
-                for fut in admin.delete_acls(filters, request_timeout=timeout_s).values():
-                    deleted += len(fut.result())
+            deleted = _delete(admin, stale, timeout_s)
     except KafkaException as exc:
         raise translate(exc, f"cannot apply ACLs at {bootstrap}") from exc
     return len(wanted), deleted
+
+
+def revoke(bootstrap: Bootstrap, grants: list[Grant], timeout_s: float = 30.0) -> int:
+    """Delete exactly these grants' bindings; returns how many the broker removed."""
+    admin = AdminClient(base_config(bootstrap))
+    try:
+        return _delete(admin, [b for g in grants for b in g.bindings()], timeout_s)
+    except KafkaException as exc:
+        raise translate(exc, f"cannot revoke ACLs at {bootstrap}") from exc
+
+
+def _delete(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) -> int:
+    if not bindings:
+        return 0
+    filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host,
+                                b.operation, b.permission_type) for b in bindings]
+    return sum(len(fut.result()) for fut in admin.delete_acls(filters, request_timeout=timeout_s).values())
 
 
 def _bindings_of(admin: AdminClient, names: list[str], timeout_s: float) -> list[AclBinding]:

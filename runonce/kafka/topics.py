@@ -30,6 +30,12 @@ CHANGELOG_KEYS = "runonce-keys-changelog"
 CHANGELOG_SCOPES = "runonce-scopes-changelog"
 
 
+#: the largest record actions.requested accepts (the broker refuses bigger ones at produce time,
+#: a clear error for the agent); the topics a record is copied to whole accept it plus headers
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+_COPY_LIMIT = str(MAX_RECORD_BYTES + 64 * 1024)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
     name: str
@@ -43,7 +49,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(REQUESTED, "intended actions from agents",
               # LogAppendTime: windows run on the broker's clock, so an agent with a skewed
               # clock cannot open a window early, and a replay sees the same timestamps.
-              {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS}),
+              {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS,
+               "max.message.bytes": str(MAX_RECORD_BYTES)}),
     TopicSpec(APPROVED, "unique actions, for the executors", {"retention.ms": _WEEK_MS}),
     TopicSpec(DROPPED, "every drop with its reason and the action it repeats; analysts read it",
               {"retention.ms": str(30 * 24 * 3600 * 1000)}),
@@ -52,8 +59,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(RESULTS, "executor outcomes, keyed by action id",
               {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}),
     TopicSpec(DLQ, "undecodable or invalid input; the reason and origin are in headers",
-              {"retention.ms": str(30 * 24 * 3600 * 1000)}),
-    TopicSpec(REKEY, "internal: records re-keyed by idempotency key", {"retention.ms": _WEEK_MS}),
+              {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _COPY_LIMIT}),
+    TopicSpec(REKEY, "internal: records re-keyed by idempotency key",
+              {"retention.ms": _WEEK_MS, "max.message.bytes": _COPY_LIMIT}),
     TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope", {"retention.ms": _WEEK_MS}),
     # Compacted: the latest state per key; expired entries leave tombstones, which compaction drops.
     TopicSpec(CHANGELOG_KEYS, "internal: stage-1 state (dedup key -> first claim)", {"cleanup.policy": "compact"}),

@@ -1,0 +1,73 @@
+"""If actions.dlq cannot be written, the stream job stops after bounded retries instead of
+skipping the bad record; once the DLQ is writable again, the record is dead-lettered."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from runonce.kafka import acls, clients, topics
+from runonce.oracle import verify
+from runonce.streams import records as rec
+from runonce.streams.stop import EXIT_STOPPED_BEFORE_ACK
+from runonce.topic_reader import read_all
+from tests.security.conftest import SecuredCluster
+from tests.support.worker import WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+DLQ_WRITE = acls.Grant("stream", "topic", topics.DLQ, "literal", ("WRITE",))
+
+
+def _dead_letters_for(cluster: SecuredCluster, position: tuple[int, int]) -> list[object]:
+    return [r for r in read_all(cluster.admin.kafka_access(), topics.DLQ)
+            if (r.header(rec.H_ORIGIN_PARTITION), r.header(rec.H_ORIGIN_OFFSET))
+            == (str(position[0]).encode(), str(position[1]).encode())]
+
+
+def test_an_unwritable_dlq_stops_the_worker_and_the_record_waits(cluster: SecuredCluster, tmp_path) -> None:
+    admin = cluster.admin.kafka_access()
+    assert acls.revoke(admin, [DLQ_WRITE]) == 1
+    try:
+        _stop_then_recover(cluster, tmp_path)
+    finally:
+        acls.apply(admin, [DLQ_WRITE])
+
+
+def _stop_then_recover(cluster: SecuredCluster, tmp_path) -> None:
+    admin = cluster.admin.kafka_access()
+    landed: list[tuple[int, int]] = []
+    producer = Producer(clients.producer_config(cluster.access("agent")))
+    producer.produce(topics.REQUESTED, key=b"poison", value=b"not an action",
+                     on_delivery=lambda err, msg: landed.append((msg.partition(), msg.offset())))
+    assert producer.flush(15) == 0 and landed
+
+    worker = WorkerProcess(cluster.admin, "dlq-worker", tmp_path, cluster.env("stream"))
+    worker.start()
+    try:
+        code = worker.wait_exit(120)
+    except Exception:
+        worker.kill()
+        raise AssertionError(f"the worker kept running with an unwritable DLQ:\n{worker.log_tail()}") from None
+    log = worker.log_path.read_text(errors="replace")
+    assert code == EXIT_STOPPED_BEFORE_ACK, log[-3000:]
+    assert "refused a dead letter 3 times" in log, log[-3000:]
+    assert "TopicAuthorizationFailed" in log, log[-3000:]
+    assert _dead_letters_for(cluster, landed[0]) == []
+
+    acls.apply(admin, [DLQ_WRITE])  # the operator fixes the grant and restarts the worker
+    again = WorkerProcess(cluster.admin, "dlq-worker", tmp_path, cluster.env("stream"))
+    again.start()
+    try:
+        deadline = time.monotonic() + 120
+        found: list[object] = []
+        while not found and time.monotonic() < deadline:
+            assert again.alive(), again.log_tail()
+            time.sleep(1)
+            found = _dead_letters_for(cluster, landed[0])
+    finally:
+        again.stop()
+    assert len(found) == 1, "the record skipped while the DLQ was unwritable was never dead-lettered"
+    assert verify(admin).ok

@@ -1,0 +1,77 @@
+"""Credentials come from settings, the users file and the ACL file are checked, and a
+password never shows in a repr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runonce.errors import ConfigError
+from runonce.kafka import acls
+from runonce.kafka.clients import base_config
+from runonce.kafka.users import read_users, secured_properties, write_users
+from runonce.settings import Settings
+
+
+def test_sasl_settings_come_from_the_environment_and_reach_every_client(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    s = Settings.from_env({"RUNONCE_BOOTSTRAP": "h:1", "RUNONCE_SASL_USERNAME": "agent",
+                           "RUNONCE_SASL_PASSWORD_FILE": str(secret)})
+    config = base_config(s.kafka_access())
+    assert (config["sasl.username"], config["sasl.password"], config["security.protocol"]) == \
+        ("agent", "s3cret", "SASL_PLAINTEXT")
+    assert "s3cret" not in repr(s) and "s3cret" not in repr(s.kafka_access()) and "s3cret" not in str(s.kafka_access())
+    assert "security.protocol" not in base_config("h:1")  # unsecured broker: no SASL settings
+
+
+def test_a_username_without_a_password_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="RUNONCE_SASL_PASSWORD"):
+        Settings.from_env({"RUNONCE_SASL_USERNAME": "agent"})
+
+
+def test_users_file_round_trip_and_errors(tmp_path: Path) -> None:
+    path = tmp_path / "users"
+    written = write_users(path, ["agent", "stream"])
+    assert read_users(path) == written and list(written) == ["admin", "agent", "stream"]
+    assert path.stat().st_mode & 0o077 == 0
+    (tmp_path / "bad").write_text('admin=ok\nagent=has "quote"\n')
+    with pytest.raises(ConfigError, match="bad:2"):
+        read_users(tmp_path / "bad")
+    (tmp_path / "noadmin").write_text("agent=x\n")
+    with pytest.raises(ConfigError, match="no admin"):
+        read_users(tmp_path / "noadmin")
+
+
+def test_secured_broker_properties_cover_every_listener_and_deny_by_default() -> None:
+    props = secured_properties({"admin": "a", "agent": "b"}, 9092, 9093)
+    assert props["listener.security.protocol.map"] == "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+    assert props["allow.everyone.if.no.acl.found"] == "false" and props["super.users"] == "User:admin"
+    assert 'user_agent="b"' in props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert "user_agent" not in props["listener.name.controller.plain.sasl.jaas.config"]  # only the broker
+
+
+def test_the_shipped_acl_file_is_least_privilege() -> None:
+    grants = acls.load()
+    agent = [g for g in grants if g.principal == "agent"]
+    assert [(g.resource, g.name, set(g.operations)) for g in agent] == \
+        [("topic", "actions.requested", {"WRITE", "DESCRIBE"})]
+    analyst = {(g.resource, g.name) for g in grants if g.principal == "analyst" and "READ" in g.operations}
+    assert analyst == {("topic", "actions.dropped")}
+    assert not any("ALTER" in g.operations or "CREATE" in g.operations for g in grants)
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[grant]]\nprincipal="a"\nresource="cluster"\nname="x"\noperations=["READ"]\n', "resource must be"),
+    ('[[grant]]\nprincipal="a"\nresource="topic"\nname="x"\noperations=["ALL"]\n', "operations must be"),
+    ('[[grant]]\nprincipal="a"\nresource="topic"\nname="x"\n', "missing operations"),
+    ('[[grant]]\nprincipal="a"\nresource="topic"\nname="x"\noperations=["READ"]\npatern="prefixed"\n', "unknown field"),
+    ("", "grants nothing"),
+])
+def test_acl_file_errors_name_the_grant(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "acls.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=message):
+        acls.load(path)
+
