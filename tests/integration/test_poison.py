@@ -114,7 +114,9 @@ def test_valid_actions_around_poison_are_decided(broker: Settings, stream_worker
          "headers": [(rec.H_ORIGIN_PARTITION, b"abc"), ("x", None), ("bin", b"\xff")]},
     ])
     d = decision_log.wait([first["action_id"], again["action_id"], headed["action_id"]], timeout_s=90)
-    assert [d[a["action_id"]]["reason"] for a in (first, again, headed)] == ["unique", "duplicate_key", "unique"]
+    # Keyless records land on any partition, so which of the two comes first is not defined; one does.
+    assert sorted(d[a["action_id"]]["reason"] for a in (first, again)) == ["duplicate_key", "unique"]
+    assert d[headed["action_id"]]["reason"] == "unique"
 
 
 def test_a_foreign_record_with_malformed_headers_on_the_rekey_topic(broker: Settings, stream_worker: WorkerProcess,
