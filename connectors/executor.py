@@ -13,12 +13,14 @@ reconciles (same vendor key, state check, or in_doubt) instead of calling blindl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
+import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -28,12 +30,17 @@ from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
+from runonce.kafka.clients import translate
 from runonce.settings import Settings
 from runonce.streams.records import dead_letter_headers
 
 log = logging.getLogger("runonce.executor")
 
 TXN_TIMEOUT_S = 30.0
+#: how long a starting executor waits for the transaction coordinator (a restarting broker)
+INIT_TIMEOUT_S = 180.0
+#: exit status when a transactional call outlives its timeout (the supervisor restarts the executor)
+EXIT_STUCK = 75
 #: another instance owns our transactional.id: exit, never fight it
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
@@ -66,9 +73,19 @@ class Executor:
 
     def _new_producer(self) -> Producer:
         producer = Producer(clients.producer_config(self.bootstrap, **{
-            "transactional.id": self.transactional_id, "transaction.timeout.ms": 60000, "linger.ms": 0}))
-        producer.init_transactions(TXN_TIMEOUT_S)
-        return producer
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": self.settings.executor_txn_timeout_ms, "linger.ms": 0}))
+        deadline = time.monotonic() + INIT_TIMEOUT_S
+        while True:
+            try:
+                producer.init_transactions(TXN_TIMEOUT_S)
+                return producer
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                # librdkafka: a timed-out init is resumed by calling it again (e.g. the broker restarting)
+                if not err.retriable() or time.monotonic() > deadline:
+                    raise translate(exc, f"{self.transactional_id}: cannot initialise transactions") from exc
+                log.warning("%s: init_transactions: %s; retrying", self.transactional_id, err)
 
     # -- assignment ------------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -166,56 +183,79 @@ class Executor:
                   offsets: dict[tuple[str, int], int], partition: int | None,
                   dead_letter: tuple[bytes | None, bytes, list[tuple[str, bytes]]] | None = None) -> bool:
         """Commit (result or dead letter, offsets) atomically. False means aborted and rewound:
-        the record comes again."""
-        for attempt in range(1, 6):
-            try:
-                self.producer.begin_transaction()
-                if dead_letter is not None:
-                    key, value, headers = dead_letter
-                    self.producer.produce(topics.DLQ, key=key, value=value, headers=headers)
-                if call is not None and outcome is not None and request is not None:
-                    record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
-                    self.producer.produce(topics.RESULTS, key=call.action_id.encode(), partition=partition,
-                                          value=self.codec.encode("ActionResult", record))
-                if offsets:
+        the record comes again, after the main loop has polled (which a rebalance waits for)."""
+        try:
+            self.producer.begin_transaction()
+            if dead_letter is not None:
+                key, value, headers = dead_letter
+                self.producer.produce(topics.DLQ, key=key, value=value, headers=headers)
+            if call is not None and outcome is not None and request is not None:
+                record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
+                self.producer.produce(topics.RESULTS, key=call.action_id.encode(), partition=partition,
+                                      value=self.codec.encode("ActionResult", record))
+            if offsets:
+                with _watchdog(self.transactional_id, "send_offsets_to_transaction"):
                     self.producer.send_offsets_to_transaction(
                         [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                         self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
-                self.producer.commit_transaction(TXN_TIMEOUT_S)
-                if call is not None and outcome is not None:
-                    self.index.put(call.action_id, call.vendor_key, outcome)
-                return True
+        except KafkaException as exc:
+            # Never retry here in place: a rebalance (REBALANCE_IN_PROGRESS, a member that timed out
+            # while the broker was away) completes only once this consumer polls again.
+            return self._abandon(exc)
+        for attempt in range(1, 4):
+            try:
+                with _watchdog(self.transactional_id, "commit_transaction"):
+                    self.producer.commit_transaction(TXN_TIMEOUT_S)
+                break
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
-                if err.fatal():
-                    if err.code() in _FENCED:
-                        raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
-                    # e.g. a transaction that outlived transaction.timeout.ms: start over with a new producer
-                    log.warning("%s: fatal producer error, recreating the producer: %s", self.transactional_id, err)
-                    self.producer = self._new_producer()
-                    self._rewind()
-                    return False
-                if err.txn_requires_abort():
-                    log.warning("%s: aborting transaction: %s", self.transactional_id, err)
-                    self.producer.abort_transaction(TXN_TIMEOUT_S)
-                    self._rewind()
-                    return False
-                if err.retriable() and attempt < 5:
-                    time.sleep(0.2 * attempt)
-                    try:
-                        self.producer.abort_transaction(TXN_TIMEOUT_S)
-                    except KafkaException:
-                        pass
+                # librdkafka: a retriable commit error is resumed by calling commit again
+                if err.retriable() and not err.fatal() and not err.txn_requires_abort() and attempt < 3:
+                    log.warning("%s: commit_transaction: %s; retrying", self.transactional_id, err)
                     continue
-                raise FatalError(f"{self.transactional_id}: transaction failed: {err}") from exc
+                return self._abandon(exc)
+        if call is not None and outcome is not None:
+            self.index.put(call.action_id, call.vendor_key, outcome)
+        return True
+
+    def _abandon(self, exc: KafkaException) -> bool:
+        """The transaction cannot commit: abort it (or replace a dead producer) and rewind. Returns False."""
+        err: KafkaError = exc.args[0]
+        if err.code() in clients.AUTH_ERRORS:
+            raise translate(exc, f"{self.transactional_id}: transaction refused") from exc
+        if err.fatal():
+            if err.code() in _FENCED:  # another instance owns our transactional.id: never fight it
+                raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
+            # e.g. a transaction that outlived transaction.timeout.ms: start over with a new producer
+            log.warning("%s: fatal producer error, recreating the producer: %s", self.transactional_id, err)
+            self.producer = self._new_producer()
+        else:
+            log.warning("%s: aborting transaction: %s", self.transactional_id, err)
+            try:
+                with _watchdog(self.transactional_id, "abort_transaction"):
+                    self.producer.abort_transaction(TXN_TIMEOUT_S)
+            except KafkaException as abort_exc:
+                if abort_exc.args[0].code() in _FENCED:
+                    raise FatalError(f"{self.transactional_id}: fenced while aborting: {abort_exc}") from abort_exc
+                log.warning("%s: abort failed (%s); recreating the producer", self.transactional_id, abort_exc)
+                self.producer = self._new_producer()
+        self._rewind()
         return False
 
     def _rewind(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered."""
         self.pending.clear()
         assignment = self.consumer.assignment()
-        for tp in self.consumer.committed(assignment, timeout=10):
-            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        if not assignment:
+            return  # revoked meanwhile: the next owner starts from the committed offsets anyway
+        try:
+            committed = self.consumer.committed(assignment, timeout=10)
+            for tp in committed:
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        except KafkaException as exc:
+            # Without a seek the consumer would go on past the aborted record: leave instead, and
+            # let the supervisor start over from the committed offsets.
+            raise FatalError(f"{self.transactional_id}: cannot rewind after an abort: {exc}") from exc
 
     # -- hooks -----------------------------------------------------------------------
     def _failpoint(self, where: str) -> None:
@@ -226,6 +266,26 @@ class Executor:
     def _count(self, status: str, tool: str) -> None:
         if self.metrics is not None:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
+
+
+@contextlib.contextmanager
+def _watchdog(who: str, call: str, grace_s: float = 15.0) -> Iterator[None]:
+    """librdkafka can block in a transactional call past its timeout when the group coordinator
+    goes away (confluentinc/librdkafka#5456). A stuck executor holds its partitions and does
+    nothing, so leave instead: the open transaction is aborted by the broker, and the restarted
+    executor redoes the record from the committed offsets (its intent makes that safe)."""
+    def stuck() -> None:
+        log.critical("%s: %s still blocked after %.0f s; exiting for a restart", who, call, TXN_TIMEOUT_S + grace_s)
+        logging.shutdown()
+        os._exit(EXIT_STUCK)
+
+    timer = threading.Timer(TXN_TIMEOUT_S + grace_s, stuck)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 class _Rewound(Exception):

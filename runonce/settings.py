@@ -45,6 +45,9 @@ class Settings:
     smtp_address: str = "127.0.0.1:8025"
     #: executors only, for crash tests: SIGKILL itself at before_call | after_call | after_commit
     executor_failpoint: str | None = None
+    #: executors: how long the broker lets one of their transactions stay open before aborting it
+    #: (and fencing the producer); a paused executor past it is a zombie and is refused
+    executor_txn_timeout_ms: int = 60_000
     #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
     #: this component's SASL principal on a secured broker (None: connect unauthenticated)
@@ -116,7 +119,8 @@ class Settings:
         if env.get("RUNONCE_BROKER_USERS"):
             kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
-                           ("RUNONCE_METRICS_PORT", "metrics_port")):
+                           ("RUNONCE_METRICS_PORT", "metrics_port"),
+                           ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms")):
             if env.get(name):
                 try:
                     kwargs[attr] = int(env[name])
@@ -134,6 +138,9 @@ class Settings:
         if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit"):
             raise ConfigError(f"executor_failpoint must be before_call, after_call or after_commit, "
                               f"got {self.executor_failpoint!r}")
+        if not 1_000 <= self.executor_txn_timeout_ms <= 900_000:
+            raise ConfigError(f"executor_txn_timeout_ms must be within 1000..900000 (the broker's "
+                              f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")
         if self.sasl_mechanism not in MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):

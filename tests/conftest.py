@@ -14,6 +14,11 @@ from runonce.kafka.topics import create_topics
 from runonce.settings import Settings
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Fault tests kill and pause the session's broker: run them after everything else."""
+    items.sort(key=lambda item: item.get_closest_marker("faults") is not None)  # stable: order kept otherwise
+
+
 @pytest.fixture(scope="session")
 def session_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("runonce-home")

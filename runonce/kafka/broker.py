@@ -202,6 +202,10 @@ class Broker:
             ports = (int(saved["broker"]), int(saved["controller"]))
             for port in ports:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    # As the JVM binds: connections of a killed broker linger in TIME_WAIT for a
+                    # minute, and without this the probe would call the port taken and move the
+                    # broker to new ports that no running client knows.
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     sock.bind(("127.0.0.1", port))
             return ports
         except (FileNotFoundError, ValueError, KeyError, OSError):

@@ -75,3 +75,38 @@ class WorkerProcess(RunonceProcess):
 def start_group_at_end(bootstrap: str, group: str) -> None:
     """A new executor group starts at the earliest record; here, skip what earlier tests approved."""
     groups.start_group_at_end(bootstrap, group, topics.APPROVED)
+
+
+class Supervisor:
+    """What systemd or Kubernetes would do: restart a process that exited, and remember how it ended."""
+
+    def __init__(self, procs: list[RunonceProcess], interval_s: float = 0.5) -> None:
+        import threading
+
+        self.procs = procs
+        self.interval_s = interval_s
+        self.exits: list[tuple[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Supervisor:
+        for proc in self.procs:
+            proc.start()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            for proc in self.procs:
+                if proc.proc is not None and not proc.alive():
+                    self.exits.append((proc.name, proc.proc.returncode))
+                    proc.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for proc in self.procs:
+            if proc.alive():
+                assert proc.proc is not None
+                os.killpg(proc.proc.pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
+            proc.stop()

@@ -1,0 +1,231 @@
+"""Faults under load: the broker SIGKILLed and restarted; the broker SIGSTOPped past the
+session and transaction timeouts, then resumed; an executor paused past its transaction
+timeout (mid vendor call) and resumed. Throughout, an agent produces a mixed workload with
+planted repeats; stream workers and executors run under a supervisor that restarts
+whatever exits. Then the oracle and the sandbox ledgers must show nothing lost and
+nothing doubled.
+
+Collected last (marker ``faults``): it kills and pauses the session's broker.
+RUNONCE_FAULT_ACTIONS sets the size (default 4000, at RUNONCE_FAULT_RATE=50 actions/s)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any, Iterator
+
+import pytest
+
+from runonce.codec import Codec
+from runonce.connectors.sandbox.faults import Fault
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.kafka import groups, topics
+from runonce.kafka.broker import Broker, BrokerState
+from runonce.oracle import verify
+from runonce.settings import Settings
+from runonce.submit import Submitter
+from runonce.topic_reader import read_all
+from runonce.workload import check_families, generate
+from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
+
+#: tool -> (executor vendor, ledger vendor)
+EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
+TXN_TIMEOUT_MS = 15_000
+PAUSE_S = 25.0  # past the workers' (10 s) and executors' (10 s) sessions and the transaction timeout (15 s)
+
+
+@pytest.fixture()
+def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
+    vendors = VendorServer().start()
+    smtp = SmtpServer(vendors.ledger).start()
+    yield vendors, smtp
+    smtp.stop()
+    vendors.stop()
+
+
+class Load(threading.Thread):
+    """One agent producing families in order at a fixed rate (a broker outage just queues)."""
+
+    def __init__(self, bootstrap: str, records: list[dict[str, Any]], rate_per_s: float) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.records, self.rate_per_s = bootstrap, records, rate_per_s
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            started = time.monotonic()
+            with Submitter(self.bootstrap, agent_id="fault-agent", timeout_s=300) as sub:
+                for i, record in enumerate(self.records):
+                    sub.send(record)
+                    ahead = i / self.rate_per_s - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+        except BaseException as exc:  # noqa: BLE001  reported by the test
+            self.error = exc
+
+
+def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
+    pid = broker.status().pid
+    assert pid is not None
+    os.killpg(pid, sig)
+
+
+def _final_results(bootstrap: str, action_ids: set[str], codec: Codec) -> dict[str, str]:
+    latest: dict[str, str] = {}
+    for r in read_all(bootstrap, topics.RESULTS, timeout_s=120):
+        if r.value is not None and r.key is not None and r.key.decode() in action_ids:
+            latest[r.key.decode()] = codec.decode(r.value, expect="ActionResult")[1]["status"]
+    return latest
+
+
+def _explain(bootstrap: str, pending: list[str], results: dict[str, str], tool_of: dict[str, str],
+             executors: dict[str, RunonceProcess]) -> str:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from runonce.kafka import clients
+
+    codec = Codec()
+    where = {}
+    for r in read_all(bootstrap, topics.APPROVED):
+        d = codec.decode(r.value, expect="ActionDecision")[1]
+        if d["request"]["action_id"] in pending:
+            where[d["request"]["action_id"]] = (r.partition, r.offset)
+    lines = [f"{len(pending)} approved actions without a final result:"]
+    for a in pending[:8]:
+        lines.append(f"  {a} {tool_of[a]} status={results.get(a)} approved at {where.get(a)}")
+    by_tool = Counter(tool_of[a] for a in pending)
+    lines.append(f"  by tool: {dict(by_tool)}")
+    for name in sorted({n.rsplit('-', 1)[0] for n in executors}):
+        group = f"{executors[name + '-0'].argv[4]}"
+        c = Consumer({**clients.base_config(bootstrap), "group.id": group})
+        committed = c.committed([TopicPartition(topics.APPROVED, p) for p in range(6)], timeout=10)
+        ends = [c.get_watermark_offsets(TopicPartition(topics.APPROVED, p), timeout=10)[1] for p in range(6)]
+        c.close()
+        lines.append(f"  {group}: committed {[tp.offset for tp in committed]} ends {ends}")
+    for name, proc in executors.items():
+        lines.append(f"--- {name}\n{proc.log_tail(12)}")
+    return "\n".join(lines)
+
+
+def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
+        broker: Settings, sandboxes: tuple[VendorServer, SmtpServer], tmp_path) -> None:
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    n_actions = int(os.environ.get("RUNONCE_FAULT_ACTIONS", "4000"))
+    rate = float(os.environ.get("RUNONCE_FAULT_RATE", "50"))
+    run = uuid.uuid4().hex[:6]
+    families = generate(n_actions, repeat_ratio=0.1, seed=23, run_id=f"f{run}")
+    records = [m for fam in families for m, _ in fam.members]
+
+    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}",
+           "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS": str(TXN_TIMEOUT_MS)}
+    procs: list[RunonceProcess] = [WorkerProcess(broker, f"fault-w{i}", tmp_path) for i in range(2)]
+    executors: dict[str, RunonceProcess] = {}
+    for vendor, slots in (("payments", 2), ("smtp", 1), ("jira", 1)):
+        group = f"runonce-exec-fault-{run}-{vendor}"
+        groups.start_group_at_end(bootstrap, group, topics.APPROVED)  # earlier tests' approvals are not ours
+        for slot in range(slots):
+            executors[f"{vendor}-{slot}"] = RunonceProcess(
+                broker, f"fault-exec-{vendor}-{slot}",
+                ["executor", "--vendor", vendor, "--group", group, "--slot", str(slot)], tmp_path, env)
+    procs += executors.values()
+    supervisor = Supervisor(procs).start()
+    b = Broker(broker)
+    load = Load(bootstrap, records, rate)
+    timeline: list[str] = []
+
+    def note(what: str) -> None:
+        timeline.append(f"t={time.monotonic() - t0:5.1f}s {what}")
+
+    try:
+        time.sleep(10)  # groups form before the load arrives
+        t0 = time.monotonic()
+        load.start()
+        note(f"load: {len(records)} actions at {rate:.0f}/s")
+        time.sleep(15)
+
+        note("broker SIGKILL")
+        _broker_signal(b, signal.SIGKILL)
+        time.sleep(3)
+        assert b.status().state is BrokerState.CRASHED
+        assert b.start().bootstrap == bootstrap, "the broker came back on another port: no client could reach it"
+        note("broker restarted")
+        time.sleep(15)
+
+        note(f"broker SIGSTOP for {PAUSE_S:.0f} s")
+        _broker_signal(b, signal.SIGSTOP)
+        time.sleep(PAUSE_S)
+        _broker_signal(b, signal.SIGCONT)
+        note("broker SIGCONT")
+        time.sleep(15)
+
+        # Slow the payments vendor so the paused executor is mid-call, with its intent committed.
+        vendors.state.faults.add(Fault("/payments", delay_s=1.0))
+        zombie = executors["payments-0"]
+        assert zombie.proc is not None
+        time.sleep(2)
+        note(f"executor payments-0 SIGSTOP for {PAUSE_S:.0f} s (vendor answering in 1 s)")
+        os.killpg(zombie.proc.pid, signal.SIGSTOP)
+        time.sleep(PAUSE_S)
+        os.killpg(zombie.proc.pid, signal.SIGCONT)
+        note("executor payments-0 SIGCONT")
+        vendors.state.faults.clear()
+
+        load.join(timeout=max(60.0, n_actions / rate * 2))
+        assert not load.is_alive(), "the agent could not produce its workload"
+        assert load.error is None, f"the agent lost actions: {load.error!r}"
+        note("load done")
+
+        # Nothing lost: every requested record decided once, every repeat family as planted ...
+        wanted = {r["action_id"] for r in records}
+        deadline = time.monotonic() + 300
+        while True:
+            report = verify(bootstrap)
+            if wanted <= report.outcome_by_action.keys() and report.ok or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        note("oracle: decisions accounted")
+        assert wanted <= report.outcome_by_action.keys(), f"{len(wanted - report.outcome_by_action.keys())} undecided"
+        assert report.ok, report.summary()
+        problems = check_families(families, report.outcome_by_action)
+        assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"
+
+        # ... and every approved action for an executed tool has a final result.
+        codec = Codec()
+        tool_of = {r["action_id"]: r["tool"] for r in records}
+        approved = {a for a in wanted if report.outcome_by_action[a][0] == "APPROVED" and tool_of[a] in EXECUTED}
+        while True:
+            results = _final_results(bootstrap, approved, codec)
+            pending = [a for a in approved if results.get(a) in (None, "attempting")]
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        note("results: every approved action finished")
+    finally:
+        supervisor.stop()
+        if b.status().state is not BrokerState.RUNNING:
+            b.start()  # leave the session's broker running whatever happened
+
+    assert not pending, _explain(bootstrap, pending, results, tool_of, executors)
+    statuses = Counter(results[a] for a in approved)
+    effects = Counter((e.vendor, e.key) for e in vendors.ledger.effects())
+    doubled = [k for k, n in effects.items() if n > 1]
+    assert not doubled, f"side effects performed twice: {doubled[:5]}"
+    by_vendor = Counter(vendor for vendor, _ in effects)
+    approved_by_tool = Counter(tool_of[a] for a in approved)
+    succeeded_by_tool = Counter(tool_of[a] for a in approved if results[a] == "succeeded")
+    for tool, vendor in EXECUTED.items():
+        # every success is one effect; an in_doubt email may or may not have been sent, never twice
+        assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
+    assert statuses["failed"] == 0, statuses
+    print("\nfault test timeline:\n  " + "\n  ".join(timeline))
+    print(f"  {len(records)} actions, {len(approved)} approved for executors: {dict(statuses)}; "
+          f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
+          f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")
