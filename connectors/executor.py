@@ -112,10 +112,16 @@ class Executor:
                     log.warning("consumer: %s", msg.error())
                     continue
                 self._handle(msg)
+        except FatalError:
+            self.pending.clear()  # a fenced or broken producer cannot commit them; the next owner re-reads them
+            raise
         finally:
-            self._flush_pending(force=True)
+            try:
+                self._flush_pending(force=True)
+                self.producer.flush(10)
+            except KafkaException as exc:  # leaving anyway: uncommitted offsets are simply read again
+                log.warning("%s: on exit: %s", self.transactional_id, exc)
             self.consumer.close()
-            self.producer.flush(10)
 
     def _handle(self, msg: Any) -> None:
         tp = (msg.topic(), msg.partition())
