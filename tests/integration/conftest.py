@@ -4,6 +4,8 @@ from typing import Iterator
 
 import pytest
 
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.settings import Settings
 from runonce.submit import Submitter
 from runonce.watch import DecisionWatcher
@@ -33,3 +35,13 @@ def stream_worker(broker: Settings, decision_log: DecisionWatcher, tmp_path_fact
         yield worker
     finally:
         worker.stop()
+
+
+@pytest.fixture(scope="module")
+def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
+    """The HTTP vendors and the SMTP relay, sharing one ledger of side effects."""
+    vendors = VendorServer().start()
+    smtp = SmtpServer(vendors.ledger).start()
+    yield vendors, smtp
+    smtp.stop()
+    vendors.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -26,15 +26,6 @@ from runonce.kafka.topics import admin_client
 from tests.support.worker import RunonceProcess
 
 pytestmark = pytest.mark.broker
-
-
-@pytest.fixture(scope="module")
-def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
-    vendors = VendorServer().start()
-    smtp = SmtpServer(vendors.ledger).start()
-    yield vendors, smtp
-    smtp.stop()
-    vendors.stop()
 
 
 def approve(bootstrap: str, topic: str, tool: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:

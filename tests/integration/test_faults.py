@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -39,15 +39,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
 EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
 TXN_TIMEOUT_MS = 15_000
 PAUSE_S = 25.0  # past the workers' (10 s) and executors' (10 s) sessions and the transaction timeout (15 s)
-
-
-@pytest.fixture()
-def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
-    vendors = VendorServer().start()
-    smtp = SmtpServer(vendors.ledger).start()
-    yield vendors, smtp
-    smtp.stop()
-    vendors.stop()
 
 
 class Load(threading.Thread):
