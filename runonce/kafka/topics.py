@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from runonce.errors import BrokerUnavailable, ConfigError
 from runonce.kafka.access import Bootstrap
@@ -74,7 +74,8 @@ def admin_client(bootstrap: Bootstrap) -> AdminClient:
 
 
 def create_topics(bootstrap: Bootstrap, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
-    """Create the missing topics; return {name: "created" | "exists"}.
+    """Create the missing topics and bring existing ones to runonce's configs; return
+    {name: "created" | "exists" | "updated"}.
 
     Raises ConfigError if a topic exists with another partition count: co-partitioning
     of the stages (and of faust's changelogs) depends on every topic having the same.
@@ -92,7 +93,7 @@ def create_topics(bootstrap: Bootstrap, partitions: int, timeout_s: float = 30.0
             if have != partitions:
                 raise ConfigError(f"topic {spec.name} has {have} partitions, expected {partitions}; "
                                   f"every runonce topic must have the same count")
-            outcome[spec.name] = "exists"
+            outcome[spec.name] = "updated" if _reconcile(admin, spec, timeout_s) else "exists"
         else:
             wanted.append(NewTopic(spec.name, num_partitions=partitions, replication_factor=1, config=dict(spec.configs)))
     if wanted:
@@ -107,6 +108,24 @@ def create_topics(bootstrap: Bootstrap, partitions: int, timeout_s: float = 30.0
                     raise translate(exc, f"cannot create topic {name}") from exc
         _wait_for_leaders(admin, [t.topic for t in wanted], timeout_s)
     return outcome
+
+
+def _reconcile(admin: AdminClient, spec: TopicSpec, timeout_s: float) -> bool:
+    """Set the spec's configs a topic lacks (a home created by an older runonce); True if any changed."""
+    if not spec.configs:
+        return False
+    resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
+    try:
+        current = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result()
+        stale = {k: v for k, v in spec.configs.items() if k not in current or current[k].value != v}
+        if not stale:
+            return False
+        change = ConfigResource(ConfigResource.Type.TOPIC, spec.name, incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in stale.items()])
+        admin.incremental_alter_configs([change], request_timeout=timeout_s)[change].result()
+    except KafkaException as exc:
+        raise translate(exc, f"cannot bring topic {spec.name} to its configs") from exc
+    return True
 
 
 def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:

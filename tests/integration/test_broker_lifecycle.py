@@ -41,3 +41,28 @@ def test_start_twice_stop_status_and_crash(base_settings: Settings, tmp_path) ->
     finally:
         final = broker.stop()
     assert final.state is BrokerState.STOPPED
+
+
+def test_topics_create_brings_an_existing_topic_to_its_configs(broker: Settings) -> None:
+    """A home made by an older runonce keeps its topics; `topics create` updates their configs."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from runonce.kafka import topics
+
+    admin = topics.admin_client(broker.bootstrap_servers())
+    old = ConfigResource(ConfigResource.Type.TOPIC, topics.DLQ, incremental_configs=[
+        ConfigEntry("max.message.bytes", "1048588", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([old])[old].result()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topics.DLQ)
+    deadline = time.monotonic() + 20
+    while admin.describe_configs([resource])[resource].result()["max.message.bytes"].value != "1048588":
+        assert time.monotonic() < deadline, "the broker never showed the old config"
+        time.sleep(0.2)  # a config change reaches the broker's view through the metadata log
+    outcome = topics.create_topics(broker.bootstrap_servers(), broker.partitions)
+    assert outcome[topics.DLQ] == "updated"
+    assert {name for name, what in outcome.items() if what != "exists"} == {topics.DLQ}
+    wanted = next(spec for spec in topics.TOPICS if spec.name == topics.DLQ).configs["max.message.bytes"]
+    while admin.describe_configs([resource])[resource].result()["max.message.bytes"].value != wanted:
+        assert time.monotonic() < deadline + 20, "the update never took effect"
+        time.sleep(0.2)
+    assert topics.create_topics(broker.bootstrap_servers(), broker.partitions)[topics.DLQ] == "exists"
