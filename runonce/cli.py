@@ -157,7 +157,8 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     """Broker, topics, stream worker, sandbox vendors and executors in the background."""
     from runonce.stack import Stack
 
-    Stack(settings, progress=_say).up(with_executors=not getattr(args, "no_executors", False))
+    Stack(settings, progress=_say).up(with_executors=not getattr(args, "no_executors", False),
+                                      secure=getattr(args, "secure", False))
     return 0
 
 
@@ -277,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", cmd_up, "Start the local stack in the background: broker, topics, a stream worker, "
                           "the sandbox vendors and one executor per vendor.")
     p.add_argument("--no-executors", action="store_true", help="only the broker, topics and a stream worker")
+    p.add_argument("--secure", action="store_true",
+                   help="SASL on every listener and least-privilege ACLs, one principal per component; "
+                        "credentials in RUNONCE_HOME/credentials (a broker secured once stays secured)")
     add("down", cmd_down, "Stop everything `up` started.")
     add("status", cmd_status, "Show each part of the local stack: running, stopped or crashed.")
     p = add("submit", cmd_submit, "Publish one action to actions.requested; prints its action id.")

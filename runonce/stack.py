@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.registry import FACTORIES
@@ -22,11 +23,13 @@ from runonce.settings import Settings
 class Service:
     name: str
     argv: tuple[str, ...]
+    #: the SASL principal it connects as on a secured broker (runonce/kafka/acls.toml); None: no Kafka
+    principal: str | None = None
 
 
 def services() -> list[Service]:
-    out = [Service("sandbox", ("sandbox",)), Service("worker", ("worker", "--name", "worker-0"))]
-    out += [Service(f"executor-{v}", ("executor", "--vendor", v)) for v in sorted(FACTORIES)]
+    out = [Service("sandbox", ("sandbox",)), Service("worker", ("worker", "--name", "worker-0"), "stream")]
+    out += [Service(f"executor-{v}", ("executor", "--vendor", v), "executor") for v in sorted(FACTORIES)]
     return out
 
 
@@ -43,15 +46,59 @@ class Stack:
         except (FileNotFoundError, ValueError):
             return None
 
-    def up(self, with_executors: bool = True) -> BrokerStatus:
-        status = Broker(self.settings, progress=self.progress).start()
-        self.progress(status.describe())
-        create_topics(self.settings.kafka_access(), self.settings.partitions)
-        self.pids.mkdir(parents=True, exist_ok=True)
-        self.logs.mkdir(parents=True, exist_ok=True)
+    @property
+    def credentials(self) -> Path:
+        return self.settings.home / "credentials"
+
+    def _secure(self) -> Settings:
+        """Users with random passwords (once), one password file per principal; the admin's settings."""
+        from runonce.kafka import acls
+        from runonce.kafka.users import SUPER_USER, read_users, write_users
+
+        users_file = self.credentials / "users.properties"
+        users = (read_users(users_file) if users_file.exists()
+                 else write_users(users_file, acls.principals(acls.load())))
+        for name, password in users.items():
+            fd = os.open(self.credentials / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(password + "\n")
+        return self.settings.with_(broker_users_file=users_file, sasl_username=SUPER_USER,
+                                   sasl_password=users[SUPER_USER])
+
+    def env(self, svc: Service, secure: bool) -> dict[str, str]:
+        """A service's environment: on a secured broker its own principal, its password in a file."""
         env = {**os.environ, "RUNONCE_HOME": str(self.settings.home),
                "RUNONCE_BOOTSTRAP": self.settings.bootstrap_servers(),
                "RUNONCE_VENDOR_URL": self.settings.vendor_url, "RUNONCE_SMTP": self.settings.smtp_address}
+        for name in ("RUNONCE_SASL_USERNAME", "RUNONCE_SASL_PASSWORD", "RUNONCE_SASL_PASSWORD_FILE"):
+            env.pop(name, None)  # never hand the caller's principal down
+        if secure and svc.principal:
+            env.update({"RUNONCE_SASL_USERNAME": svc.principal,
+                        "RUNONCE_SASL_PASSWORD_FILE": str(self.credentials / svc.principal)})
+        return env
+
+    def up(self, with_executors: bool = True, secure: bool = False) -> BrokerStatus:
+        """Start what is not running. ``secure`` (or a broker secured before) runs SASL + ACLs with
+        one principal per component; credentials are written to ``<home>/credentials``."""
+        secure = secure or Broker(self.settings).secured
+        admin = self._secure() if secure else self.settings
+        status = Broker(admin, progress=self.progress).start()
+        self.progress(status.describe() + (" (SASL + ACLs)" if secure else ""))
+        create_topics(admin.kafka_access(), self.settings.partitions)
+        if secure:
+            from runonce.kafka import acls
+
+            from runonce.kafka import topics
+            from runonce.kafka.access import KafkaAccess
+
+            acls.apply(admin.kafka_access(), acls.load(), prune=True)
+            executor = KafkaAccess(admin.bootstrap_servers(), "executor",
+                                   (self.credentials / "executor").read_text().strip())
+            acls.wait_until_granted(executor, topics.APPROVED)  # before any component connects
+            self.progress(f"ACLs applied; clients connect as a principal from {self.credentials}, e.g. "
+                          f"RUNONCE_SASL_USERNAME=agent RUNONCE_SASL_PASSWORD_FILE={self.credentials / 'agent'}")
+        self.pids.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
         for svc in services():
             if not with_executors and svc.name != "worker":
                 continue
@@ -60,7 +107,8 @@ class Stack:
                 continue
             with open(self.logs / f"{svc.name}.log", "ab") as log:
                 proc = subprocess.Popen([sys.executable, "-m", "runonce", *svc.argv], stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=self.env(svc, secure),
                                         start_new_session=True)
             (self.pids / f"{svc.name}.pid").write_text(str(proc.pid))
             self.progress(f"{svc.name} started (pid {proc.pid}, log {self.logs / (svc.name + '.log')})")

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from runonce.errors import ConfigError
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import Bootstrap, KafkaAccess
 from runonce.kafka.clients import base_config, translate
 
 _RESOURCES = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP,
@@ -139,3 +139,23 @@ def current(bootstrap: Bootstrap, names: list[str], timeout_s: float = 30.0) -> 
         return _bindings_of(admin, names, timeout_s)
     except KafkaException as exc:
         raise translate(exc, f"cannot list ACLs at {bootstrap}") from exc
+
+
+def wait_until_granted(access: KafkaAccess, topic: str, timeout_s: float = 30.0) -> None:
+    """Return once ``access``'s principal sees ``topic``: new ACLs reach the broker's authorizer
+    through the metadata log a moment after CreateAcls returns."""
+    import time
+
+    admin = AdminClient(base_config(access))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException as exc:
+            raise translate(exc, f"cannot check the grants of {access}") from exc
+        if meta is not None and meta.error is None:
+            return
+        if time.monotonic() > deadline:
+            raise translate(KafkaException(meta.error), f"the grants of {access} on {topic} never took effect") \
+                if meta is not None and meta.error is not None else ConfigError(f"no topic {topic}")
+        time.sleep(0.2)

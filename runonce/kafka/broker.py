@@ -213,11 +213,29 @@ class Broker:
             self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1]}))
             return ports
 
+    @property
+    def users_file(self) -> Path:
+        """The broker's own copy of its users: once secured, a data dir stays secured."""
+        return self.dir / "users.properties"
+
     def _users(self) -> dict[str, str] | None:
-        """The SASL users when this broker runs secured (settings.broker_users_file), else None."""
-        if self.settings.broker_users_file is None:
-            return None
-        return read_users(self.settings.broker_users_file)
+        """The SASL users when this broker runs secured, else None.
+
+        ``settings.broker_users_file`` wins and is copied into the broker's folder; without it the
+        copy is used, so restarting a secured broker without RUNONCE_BROKER_USERS never starts it
+        open (its ACLs would then protect nothing)."""
+        if self.settings.broker_users_file is not None:
+            users = read_users(self.settings.broker_users_file)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.users_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.writelines(f"{name}={password}\n" for name, password in users.items())
+            return users
+        return read_users(self.users_file) if self.users_file.exists() else None
+
+    @property
+    def secured(self) -> bool:
+        return self.settings.broker_users_file is not None or self.users_file.exists()
 
     def _health_access(self, bootstrap: str) -> KafkaAccess:
         users = self._users()

@@ -8,14 +8,13 @@ component under test connects with its own principal from ``cluster.env(name)``.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from runonce.kafka import acls
+from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.broker import Broker
 from runonce.kafka.topics import create_topics
@@ -55,27 +54,10 @@ def cluster(base_settings: Settings) -> Iterator[SecuredCluster]:
         create_topics(admin.kafka_access(), admin.partitions)
         acls.apply(admin.kafka_access(), grants, prune=True)
         cluster = SecuredCluster(admin, users, secrets)
-        _wait_until_granted(cluster.access("agent"))
+        acls.wait_until_granted(cluster.access("agent"), topics.REQUESTED)
         yield cluster
     finally:
         b.stop()
-
-
-def _wait_until_granted(access: KafkaAccess, timeout_s: float = 30.0) -> None:
-    """New ACLs reach the broker's authorizer through the metadata log a moment after CreateAcls returns."""
-    from confluent_kafka.admin import AdminClient
-
-    from runonce.kafka import clients, topics
-
-    admin = AdminClient(clients.base_config(access))
-    deadline = time.monotonic() + timeout_s
-    while True:
-        meta = admin.list_topics(topics.REQUESTED, timeout=10).topics[topics.REQUESTED]
-        if meta.error is None:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the agent's ACLs never took effect: {meta.error}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")

@@ -75,3 +75,34 @@ def test_acl_file_errors_name_the_grant(tmp_path: Path, body: str, message: str)
     with pytest.raises(ConfigError, match=message):
         acls.load(path)
 
+
+
+def test_a_broker_secured_once_stays_secured(tmp_path: Path) -> None:
+    from runonce.kafka.broker import Broker
+
+    users_file = tmp_path / "users"
+    users = write_users(users_file, ["agent"])
+    home = tmp_path / "home"
+    Broker(Settings(home=home, broker_users_file=users_file))._users()  # as `broker start` does
+    again = Broker(Settings(home=home))  # restarted without RUNONCE_BROKER_USERS
+    assert again.secured and again._users() == users
+    assert again._health_access("h:1").username == "admin"
+    assert not Broker(Settings(home=tmp_path / "other")).secured
+
+
+def test_secured_stack_hands_each_component_its_own_principal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runonce.stack import Stack, services
+
+    monkeypatch.setenv("RUNONCE_SASL_USERNAME", "admin")  # the caller's principal must not leak down
+    monkeypatch.setenv("RUNONCE_SASL_PASSWORD", "caller-secret")
+    stack = Stack(Settings(home=tmp_path, bootstrap="h:1"))
+    admin = stack._secure()
+    assert admin.sasl_username == "admin" and admin.broker_users_file == tmp_path / "credentials" / "users.properties"
+    by_name = {svc.name: stack.env(svc, secure=True) for svc in services()}
+    assert by_name["worker"]["RUNONCE_SASL_USERNAME"] == "stream"
+    assert {by_name[n]["RUNONCE_SASL_USERNAME"] for n in by_name if n.startswith("executor-")} == {"executor"}
+    assert "RUNONCE_SASL_USERNAME" not in by_name["sandbox"]
+    assert all("RUNONCE_SASL_PASSWORD" not in env for env in by_name.values())
+    secret = Path(by_name["worker"]["RUNONCE_SASL_PASSWORD_FILE"])
+    assert secret.stat().st_mode & 0o077 == 0 and secret.read_text().strip() == read_users(admin.broker_users_file)["stream"]
+    assert "RUNONCE_SASL_USERNAME" not in stack.env(services()[1], secure=False)
