@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import uuid
 from typing import Any
 
@@ -131,7 +132,6 @@ def test_a_foreign_record_with_malformed_headers_on_the_rekey_topic(broker: Sett
         "partition": partition_for(key, broker.partitions),
         "headers": [(rec.H_ORIGIN_TOPIC, topics.REQUESTED.encode()), (rec.H_ORIGIN_PARTITION, b"zero"),
                     (rec.H_ORIGIN_OFFSET, b"1"), (rec.H_ORIGIN_TIMESTAMP, b"1")]}])
-    import time
     deadline = time.monotonic() + 60
     found: list[Any] = []
     while not found and time.monotonic() < deadline:
@@ -147,8 +147,6 @@ def test_a_foreign_record_with_malformed_headers_on_the_rekey_topic(broker: Sett
 
 
 def test_the_counts_reconcile(broker: Settings, stream_worker: WorkerProcess) -> None:
-    import time
-
     deadline = time.monotonic() + 60
     report = verify(broker.bootstrap_servers())
     while not report.ok and time.monotonic() < deadline:
