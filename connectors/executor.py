@@ -256,12 +256,20 @@ class Executor:
             return  # revoked meanwhile: the next owner starts from the committed offsets anyway
         try:
             committed = self.consumer.committed(assignment, timeout=10)
-            for tp in committed:
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
         except KafkaException as exc:
-            # Without a seek the consumer would go on past the aborted record: leave instead, and
-            # let the supervisor start over from the committed offsets.
-            raise FatalError(f"{self.transactional_id}: cannot rewind after an abort: {exc}") from exc
+            committed = []
+            failure = str(exc)
+        else:
+            unknown = [tp for tp in committed if tp.error is not None or tp.offset < 0]
+            failure = f"no committed offset for {unknown}" if unknown else ""
+        if failure:
+            # Never guess a position: "offset 0" once re-read all of actions.approved and performed
+            # actions approved before this group began (the fault test caught it). Without a seek the
+            # consumer would go on past the aborted record, so leave; a restarted executor resumes
+            # from what the group coordinator holds.
+            raise FatalError(f"{self.transactional_id}: cannot rewind after an abort: {failure}")
+        for tp in committed:
+            self.consumer.seek(tp)
 
     # -- hooks -----------------------------------------------------------------------
     def _failpoint(self, where: str) -> None:

@@ -21,14 +21,16 @@ from typing import Any
 import pytest
 
 from runonce.codec import Codec
+from runonce.connectors.base import ActionCall
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.vendors import SmtpConnector
 from runonce.kafka import groups, topics
 from runonce.kafka.broker import Broker, BrokerState
 from runonce.oracle import verify
 from runonce.settings import Settings
-from runonce.submit import Submitter
+from runonce.submit import Submitter, build_request
 from runonce.topic_reader import read_all
 from runonce.workload import check_families, generate
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
@@ -114,6 +116,23 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     run = uuid.uuid4().hex[:6]
     families = generate(n_actions, repeat_ratio=0.1, seed=23, run_id=f"f{run}")
     records = [m for fam in families for m, _ in fam.members]
+
+    # Approved before the executors' groups begin: they must never be performed (an executor that
+    # lost its place and re-read actions.approved from offset 0 once did exactly that).
+    before = [build_request("send_email", {"to": f"before-{run}-{i}@example.com", "subject": "s"},
+                            agent_id="fault-before", idempotency_key=f"before-{run}-{i}") for i in range(200)]
+    with Submitter(bootstrap, agent_id="fault-before") as sub:
+        for record in before:
+            sub.send(record)
+    early = WorkerProcess(broker, "fault-w0", tmp_path)
+    early.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not {r["action_id"] for r in before} <= verify(bootstrap).outcome_by_action.keys():
+            assert time.monotonic() < deadline, f"the early actions were never decided:\n{early.log_tail()}"
+            time.sleep(2)
+    finally:
+        early.stop()
 
     env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}",
            "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS": str(TXN_TIMEOUT_MS)}
@@ -209,6 +228,10 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     effects = Counter((e.vendor, e.key) for e in vendors.ledger.effects())
     doubled = [k for k, n in effects.items() if n > 1]
     assert not doubled, f"side effects performed twice: {doubled[:5]}"
+    early_mail = {SmtpConnector.message_id(ActionCall(r["action_id"], r["tool"], {}, r["idempotency_key"]))
+                  for r in before}
+    assert not early_mail & {key for vendor, key in effects if vendor == "smtp"}, \
+        "an executor performed actions approved before its group began"
     by_vendor = Counter(vendor for vendor, _ in effects)
     approved_by_tool = Counter(tool_of[a] for a in approved)
     succeeded_by_tool = Counter(tool_of[a] for a in approved if results[a] == "succeeded")
