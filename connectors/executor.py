@@ -30,7 +30,6 @@ from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
-from runonce.kafka.clients import translate
 from runonce.settings import Settings
 from runonce.streams.records import dead_letter_headers
 
@@ -65,6 +64,7 @@ class Executor:
             "auto.offset.reset": "earliest", "isolation.level": "read_committed",
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
         })
+        self.watchdog = _Watchdog(self.transactional_id)
         self.producer = self._new_producer()
         #: offsets (next to read) of records skipped since the last commit: other vendors' tools
         self.pending: dict[tuple[str, int], int] = {}
@@ -84,7 +84,7 @@ class Executor:
                 err: KafkaError = exc.args[0]
                 # librdkafka: a timed-out init is resumed by calling it again (e.g. the broker restarting)
                 if not err.retriable() or time.monotonic() > deadline:
-                    raise translate(exc, f"{self.transactional_id}: cannot initialise transactions") from exc
+                    raise clients.translate(exc, f"{self.transactional_id}: cannot initialise transactions") from exc
                 log.warning("%s: init_transactions: %s; retrying", self.transactional_id, err)
 
     # -- assignment ------------------------------------------------------------------
@@ -200,7 +200,7 @@ class Executor:
                 self.producer.produce(topics.RESULTS, key=call.action_id.encode(), partition=partition,
                                       value=self.codec.encode("ActionResult", record))
             if offsets:
-                with _watchdog(self.transactional_id, "send_offsets_to_transaction"):
+                with self.watchdog.guard("send_offsets_to_transaction"):
                     self.producer.send_offsets_to_transaction(
                         [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
                         self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
@@ -210,7 +210,7 @@ class Executor:
             return self._abandon(exc)
         for attempt in range(1, 4):
             try:
-                with _watchdog(self.transactional_id, "commit_transaction"):
+                with self.watchdog.guard("commit_transaction"):
                     self.producer.commit_transaction(TXN_TIMEOUT_S)
                 break
             except KafkaException as exc:
@@ -228,7 +228,7 @@ class Executor:
         """The transaction cannot commit: abort it (or replace a dead producer) and rewind. Returns False."""
         err: KafkaError = exc.args[0]
         if err.code() in clients.AUTH_ERRORS:
-            raise translate(exc, f"{self.transactional_id}: transaction refused") from exc
+            raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
         if err.fatal():
             if err.code() in _FENCED:  # another instance owns our transactional.id: never fight it
                 raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
@@ -238,7 +238,7 @@ class Executor:
         else:
             log.warning("%s: aborting transaction: %s", self.transactional_id, err)
             try:
-                with _watchdog(self.transactional_id, "abort_transaction"):
+                with self.watchdog.guard("abort_transaction"):
                     self.producer.abort_transaction(TXN_TIMEOUT_S)
             except KafkaException as abort_exc:
                 if abort_exc.args[0].code() in _FENCED:
@@ -282,24 +282,38 @@ class Executor:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
 
 
-@contextlib.contextmanager
-def _watchdog(who: str, call: str, grace_s: float = 15.0) -> Iterator[None]:
+class _Watchdog:
     """librdkafka can block in a transactional call past its timeout when the group coordinator
     goes away (confluentinc/librdkafka#5456). A stuck executor holds its partitions and does
     nothing, so leave instead: the open transaction is aborted by the broker, and the restarted
-    executor redoes the record from the committed offsets (its intent makes that safe)."""
-    def stuck() -> None:
-        log.critical("%s: %s still blocked after %.0f s; exiting for a restart", who, call, TXN_TIMEOUT_S + grace_s)
-        logging.shutdown()
-        os._exit(EXIT_STUCK)
+    executor redoes the record from the committed offsets (its intent makes that safe).
 
-    timer = threading.Timer(TXN_TIMEOUT_S + grace_s, stuck)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
+    One thread per executor watches a deadline that each guarded call sets and clears."""
+
+    def __init__(self, who: str, limit_s: float = TXN_TIMEOUT_S + 15.0) -> None:
+        self.who = who
+        self.limit_s = limit_s
+        self._call = ""
+        self._deadline: float | None = None
+        threading.Thread(target=self._watch, name="txn-watchdog", daemon=True).start()
+
+    @contextlib.contextmanager
+    def guard(self, call: str) -> Iterator[None]:
+        self._call, self._deadline = call, time.monotonic() + self.limit_s
+        try:
+            yield
+        finally:
+            self._deadline = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline:
+                log.critical("%s: %s still blocked after %.0f s; exiting for a restart",
+                             self.who, self._call, self.limit_s)
+                logging.shutdown()
+                os._exit(EXIT_STUCK)
 
 
 class _Rewound(Exception):

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.registry import FACTORIES
+from runonce.kafka import acls, topics
+from runonce.kafka.access import KafkaAccess
 from runonce.kafka.broker import Broker, BrokerStatus, _pid_alive
 from runonce.kafka.topics import create_topics
+from runonce.kafka.users import SUPER_USER, read_users, write_private, write_users
 from runonce.settings import Settings
 
 
@@ -50,20 +53,16 @@ class Stack:
     def credentials(self) -> Path:
         return self.settings.home / "credentials"
 
-    def _secure(self) -> Settings:
+    def _secure(self) -> tuple[Settings, dict[str, str]]:
         """Users with random passwords (once), one password file per principal; the admin's settings."""
-        from runonce.kafka import acls
-        from runonce.kafka.users import SUPER_USER, read_users, write_users
-
         users_file = self.credentials / "users.properties"
         users = (read_users(users_file) if users_file.exists()
                  else write_users(users_file, acls.principals(acls.load())))
         for name, password in users.items():
-            fd = os.open(self.credentials / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(password + "\n")
-        return self.settings.with_(broker_users_file=users_file, sasl_username=SUPER_USER,
-                                   sasl_password=users[SUPER_USER])
+            write_private(self.credentials / name, password + "\n")
+        admin = self.settings.with_(broker_users_file=users_file, sasl_username=SUPER_USER,
+                                    sasl_password=users[SUPER_USER])
+        return admin, users
 
     def env(self, svc: Service, secure: bool) -> dict[str, str]:
         """A service's environment: on a secured broker its own principal, its password in a file."""
@@ -81,19 +80,13 @@ class Stack:
         """Start what is not running. ``secure`` (or a broker secured before) runs SASL + ACLs with
         one principal per component; credentials are written to ``<home>/credentials``."""
         secure = secure or Broker(self.settings).secured
-        admin = self._secure() if secure else self.settings
+        admin, users = self._secure() if secure else (self.settings, {})
         status = Broker(admin, progress=self.progress).start()
         self.progress(status.describe() + (" (SASL + ACLs)" if secure else ""))
         create_topics(admin.kafka_access(), self.settings.partitions)
         if secure:
-            from runonce.kafka import acls
-
-            from runonce.kafka import topics
-            from runonce.kafka.access import KafkaAccess
-
             acls.apply(admin.kafka_access(), acls.load(), prune=True)
-            executor = KafkaAccess(admin.bootstrap_servers(), "executor",
-                                   (self.credentials / "executor").read_text().strip())
+            executor = KafkaAccess(admin.bootstrap_servers(), "executor", users["executor"])
             acls.wait_until_granted(executor, topics.APPROVED)  # before any component connects
             self.progress(f"ACLs applied; clients connect as a principal from {self.credentials}, e.g. "
                           f"RUNONCE_SASL_USERNAME=agent RUNONCE_SASL_PASSWORD_FILE={self.credentials / 'agent'}")

@@ -77,7 +77,7 @@ class Submitter:
             errors, self._errors = self._errors, []
             what = f"{left + len(errors)} actions undelivered after {self.timeout_s:.0f} s"
             if errors:
-                raise clients.translate(KafkaException(errors[0]), f"{what}; first error") from None
+                raise clients.translate(errors[0], f"{what}; first error") from None
             raise BrokerUnavailable(what)
 
     def __enter__(self) -> Submitter:

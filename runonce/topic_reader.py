@@ -28,7 +28,7 @@ def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, parti
                 raise clients.translate(exc, f"cannot read {topic} at {bootstrap}") from exc
             tmeta = meta.topics.get(topic)
             if tmeta is not None and tmeta.error is not None:
-                raise clients.translate(KafkaException(tmeta.error), f"cannot read {topic} at {bootstrap}")
+                raise clients.translate(tmeta.error, f"cannot read {topic} at {bootstrap}")
             if tmeta is None:
                 raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap}")
             partitions = tmeta.partitions
@@ -47,7 +47,7 @@ def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, parti
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
                     continue
-                raise clients.translate(KafkaException(msg.error()), f"reading {topic}")
+                raise clients.translate(msg.error(), f"reading {topic}")
             yield Record(topic, msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
                          tuple(msg.headers() or ()))
     finally:

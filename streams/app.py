@@ -80,6 +80,18 @@ def _inbound(event: EventT) -> Inbound:
                    headers=tuple(headers or ()))
 
 
+async def _run_stage(stage: KeyStage | ScopeStage, stream: Any) -> None:
+    """Feed a stage every event; a record it cannot finish stops the worker before faust
+    acknowledges it (streams/stop.py)."""
+    async for event in stream.events():
+        try:
+            await stage.process(_inbound(event))
+        except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
+            msg = event.message
+            stop_before_ack(f"stage {stage.name} could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}",
+                            exc)
+
+
 class _App(faust.App):  # type: ignore[misc]
     """faust's app without its Monitor sensor on the per-event path.
 
@@ -152,25 +164,13 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
 
     # A crashed agent must take the worker down (and its supervisor restart it): faust's default
     # would log the crash and keep a live worker that decides nothing.
-    # A record that cannot be finished stops the worker before faust acknowledges it
-    # (streams/stop.py); a crash elsewhere in an agent still takes the worker down.
     @app.agent(requested, name="runonce.keys", supervisor_strategy=CrashingSupervisor)
     async def decide_keys(stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await key_stage.process(_inbound(event))
-            except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
-                stop_before_ack(f"stage 1 could not finish {event.message.topic}[{event.message.partition}]"
-                                f"@{event.message.offset}: {exc!r}", exc)
+        await _run_stage(key_stage, stream)
 
     @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
-        async for event in stream.events():
-            try:
-                await scope_stage.process(_inbound(event))
-            except BaseException as exc:  # noqa: BLE001
-                stop_before_ack(f"stage 2 could not finish {event.message.topic}[{event.message.partition}]"
-                                f"@{event.message.offset}: {exc!r}", exc)
+        await _run_stage(scope_stage, stream)
 
     app.runonce_metrics = metrics  # type: ignore[attr-defined]
     return app

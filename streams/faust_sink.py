@@ -30,7 +30,6 @@ from runonce.streams.stop import stop_before_ack
 log = logging.getLogger("runonce.streams")
 
 
-
 class DeadLetterUnwritable(FatalError):
     """actions.dlq refused a dead letter after bounded retries; the worker stops."""
 

@@ -8,6 +8,7 @@ This module is the seam where confluent-kafka's admin errors become runonce erro
 
 from __future__ import annotations
 
+import time
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -144,8 +145,6 @@ def current(bootstrap: Bootstrap, names: list[str], timeout_s: float = 30.0) -> 
 def wait_until_granted(access: KafkaAccess, topic: str, timeout_s: float = 30.0) -> None:
     """Return once ``access``'s principal sees ``topic``: new ACLs reach the broker's authorizer
     through the metadata log a moment after CreateAcls returns."""
-    import time
-
     admin = AdminClient(base_config(access))
     deadline = time.monotonic() + timeout_s
     while True:
@@ -156,6 +155,6 @@ def wait_until_granted(access: KafkaAccess, topic: str, timeout_s: float = 30.0)
         if meta is not None and meta.error is None:
             return
         if time.monotonic() > deadline:
-            raise translate(KafkaException(meta.error), f"the grants of {access} on {topic} never took effect") \
+            raise translate(meta.error, f"the grants of {access} on {topic} never took effect") \
                 if meta is not None and meta.error is not None else ConfigError(f"no topic {topic}")
         time.sleep(0.2)

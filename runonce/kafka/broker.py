@@ -27,7 +27,7 @@ from typing import Callable
 
 from runonce.errors import BrokerSetupError
 from runonce.kafka.access import KafkaAccess
-from runonce.kafka.users import admin_access, read_users, secured_properties
+from runonce.kafka.users import admin_access, format_users, read_users, secured_properties, write_private
 from runonce.settings import Settings
 
 #: the transaction and offsets settings a one-node cluster needs for transactions to work
@@ -219,18 +219,11 @@ class Broker:
         return self.dir / "users.properties"
 
     def _users(self) -> dict[str, str] | None:
-        """The SASL users when this broker runs secured, else None.
-
-        ``settings.broker_users_file`` wins and is copied into the broker's folder; without it the
-        copy is used, so restarting a secured broker without RUNONCE_BROKER_USERS never starts it
-        open (its ACLs would then protect nothing)."""
+        """The SASL users when this broker runs secured, else None: ``settings.broker_users_file``,
+        else the copy a secured start left in the broker's folder, so restarting a secured broker
+        without RUNONCE_BROKER_USERS never starts it open (its ACLs would then protect nothing)."""
         if self.settings.broker_users_file is not None:
-            users = read_users(self.settings.broker_users_file)
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.users_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.writelines(f"{name}={password}\n" for name, password in users.items())
-            return users
+            return read_users(self.settings.broker_users_file)
         return read_users(self.users_file) if self.users_file.exists() else None
 
     @property
@@ -252,10 +245,9 @@ class Broker:
         users = self._users()
         if users:
             props.update(secured_properties(users, broker_port, controller_port))
+            write_private(self.users_file, format_users(users))
         path = self.dir / "server.properties"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it may hold passwords
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("".join(f"{k}={v}\n" for k, v in props.items()))
+        write_private(path, "".join(f"{k}={v}\n" for k, v in props.items()))  # it may hold passwords
         return path
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
@@ -305,10 +297,11 @@ class Broker:
     def _wait_ready(self, pid: int, timeout_s: float) -> BrokerStatus:
         deadline = time.monotonic() + timeout_s
         bootstrap = self._bootstrap_if_any()
+        access = self._health_access(bootstrap) if bootstrap else None
         while time.monotonic() < deadline:
             if not _pid_alive(pid):
                 raise BrokerSetupError(f"the broker exited while starting; last log lines:\n{self._log_tail()}")
-            if bootstrap and _answers(self._health_access(bootstrap), timeout_s=1.0):
+            if access is not None and _answers(access, timeout_s=1.0):
                 return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
             time.sleep(0.3)
         raise BrokerSetupError(f"the broker did not answer within {timeout_s:.0f} s; last log lines:\n{self._log_tail()}")

@@ -58,9 +58,11 @@ AUTH_ERRORS = frozenset({
 })
 
 
-def translate(exc: KafkaException, what: str) -> RunonceError:
-    """The runonce error for a confluent-kafka failure: refused principal, else unavailable."""
-    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+def translate(failure: KafkaException | KafkaError, what: str) -> RunonceError:
+    """The runonce error for a confluent-kafka failure (an exception, or the error a record or
+    metadata entry carries): refused principal, else unavailable."""
+    err = failure if isinstance(failure, KafkaError) else (
+        failure.args[0] if failure.args and isinstance(failure.args[0], KafkaError) else None)
     if err is not None and err.code() in AUTH_ERRORS:
         return AccessDenied(f"{what}: {err.str()} ({err.name()})")
-    return BrokerUnavailable(f"{what}: {exc}")
+    return BrokerUnavailable(f"{what}: {failure}")

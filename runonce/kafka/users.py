@@ -41,14 +41,23 @@ def read_users(path: Path) -> dict[str, str]:
     return users
 
 
-def write_users(path: Path, names: list[str]) -> dict[str, str]:
-    """A new users file with a random password per name (admin always included); mode 0600."""
-    users = {name: secrets.token_hex(16) for name in dict.fromkeys([SUPER_USER, *names])}
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds passwords), creating its folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("# runonce broker users: name=password (RUNONCE_BROKER_USERS points here)\n")
-        fh.writelines(f"{name}={password}\n" for name, password in users.items())
+        fh.write(text)
+
+
+def format_users(users: dict[str, str]) -> str:
+    return "# runonce broker users: name=password (RUNONCE_BROKER_USERS points here)\n" + "".join(
+        f"{name}={password}\n" for name, password in users.items())
+
+
+def write_users(path: Path, names: list[str]) -> dict[str, str]:
+    """A new users file with a random password per name (admin always included); mode 0600."""
+    users = {name: secrets.token_hex(16) for name in dict.fromkeys([SUPER_USER, *names])}
+    write_private(path, format_users(users))
     return users
 
 
