@@ -42,6 +42,10 @@ class Connector(Protocol):
         """Do the side effect once. Raises a ConnectorError subclass."""
         ...
 
+    #: STATE_CHECK connectors may also say ``check_lag_s``: how long after an effect ``check``
+    #: may still miss it (a search index's lag). The runner believes "absent" only after it.
+
     def check(self, call: ActionCall) -> VendorResponse | None:
-        """STATE_CHECK connectors: the effect if it already happened, else None."""
+        """STATE_CHECK connectors: the effect if it already happened, else None. Raises a
+        ConnectorError when it cannot tell: that is never taken for "absent"."""
         ...

@@ -9,25 +9,32 @@ transactional producer. Per approved action of its tools:
 
 A crash between 1 and 3 redelivers the action with its intent and no result: the runner
 reconciles (same vendor key, state check, or in_doubt) instead of calling blindly again.
+
+The executor never acts on a guess about *where* it is either: every partition starts at an
+explicit position (positions.py), the client's ``auto.offset.reset`` is "error", and a
+position that cannot be known is an exit for a restart.
+
+``create_executor`` builds one from settings; ``Executor`` itself takes its consumer,
+transactions and clock, so its protocol is tested without a broker.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import signal
-import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Connector
+from runonce.connectors.positions import Committed, StartPolicy, UnknownPosition, needs_watermarks, start_positions
 from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
+from runonce.connectors.transactions import TXN_TIMEOUT_S, Out, Transactions, Watchdog, init_producer
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.settings import Settings
@@ -35,66 +42,103 @@ from runonce.streams.records import dead_letter_headers
 
 log = logging.getLogger("runonce.executor")
 
-TXN_TIMEOUT_S = 30.0
-#: how long a starting executor waits for the transaction coordinator (a restarting broker)
-INIT_TIMEOUT_S = 180.0
-#: exit status when a transactional call outlives its timeout (the supervisor restarts the executor)
-EXIT_STUCK = 75
-#: another instance owns our transactional.id: exit, never fight it
-_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+#: how long a lookup of committed offsets or log bounds may take before the position is unknown
+LOOKUP_TIMEOUT_S = 10.0
+
+
+class Results(Protocol):
+    by_action: dict[str, Outcome]
+    by_key: dict[str, str]
+
+    def put(self, action_id: str, vendor_key: str, outcome: Outcome) -> None: ...
+
+    def restore(self, partitions: list[int]) -> int: ...
+
+
+def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
+    return {
+        **clients.base_config(settings.kafka_access()), "group.id": group, "enable.auto.commit": False,
+        # The client never picks a position: a missing or out-of-range offset is an error we see.
+        "auto.offset.reset": "error", "isolation.level": "read_committed",
+        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+    }
+
+
+def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
+                    source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
+                    runner: ActionRunner | None = None, metrics: Any = None) -> Executor:
+    group = group or f"runonce-exec-{connector.name}"
+    transactional_id = f"{group}-{slot}"
+    access = settings.kafka_access()
+    consumer = Consumer(consumer_config(settings, group))
+    producer_config = clients.producer_config(access, **{
+        "transactional.id": transactional_id,
+        "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
+    transactions = Transactions(transactional_id, lambda: init_producer(producer_config, transactional_id),
+                                consumer.consumer_group_metadata, Watchdog(transactional_id))
+    return Executor(connector, consumer=consumer, transactions=transactions,
+                    index=ResultIndex(access, connector.tools), source_topic=source_topic, start=start,
+                    runner=runner, metrics=metrics, failpoint=settings.executor_failpoint)
 
 
 class Executor:
-    def __init__(self, settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
-                 source_topic: str = topics.APPROVED, runner: ActionRunner | None = None,
-                 metrics: Any = None) -> None:
-        self.settings = settings
+    def __init__(self, connector: Connector, *, consumer: Any, transactions: Any, index: Results,
+                 source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
+                 runner: ActionRunner | None = None, metrics: Any = None, failpoint: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.connector = connector
-        self.runner = runner or ActionRunner(connector)
-        self.codec = Codec()
-        self.index = ResultIndex()
-        self.metrics = metrics
-        self.bootstrap = settings.kafka_access()
-        self.group = group or f"runonce-exec-{connector.name}"
+        self.consumer = consumer
+        self.transactions = transactions
+        self.index = index
         #: actions.approved; another topic of ActionDecisions only for tests and replays
         self.source_topic = source_topic
-        self.transactional_id = f"{self.group}-{slot}"
-        self.consumer = Consumer({
-            **clients.base_config(self.bootstrap), "group.id": self.group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-        })
-        self.watchdog = _Watchdog(self.transactional_id)
-        self.producer = self._new_producer()
-        #: offsets (next to read) of records skipped since the last commit: other vendors' tools
+        self.start = start
+        self.runner = runner or ActionRunner(connector)
+        self.metrics = metrics
+        self.failpoint = failpoint
+        self.clock = clock
+        self.codec = Codec()
+        self.who: str = transactions.transactional_id
+        #: offsets (next to read) not yet committed: records skipped (other vendors' tools) and
+        #: start positions decided for a new group
         self.pending: dict[tuple[str, int], int] = {}
         self._pending_since = 0.0
+        #: start positions chosen for partitions without a committed offset, until one commits
+        self.decided: dict[int, int] = {}
         self.running = True
 
-    def _new_producer(self) -> Producer:
-        producer = Producer(clients.producer_config(self.bootstrap, **{
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": self.settings.executor_txn_timeout_ms, "linger.ms": 0}))
-        deadline = time.monotonic() + INIT_TIMEOUT_S
-        while True:
-            try:
-                producer.init_transactions(TXN_TIMEOUT_S)
-                return producer
-            except KafkaException as exc:
-                err: KafkaError = exc.args[0]
-                # librdkafka: a timed-out init is resumed by calling it again (e.g. the broker restarting)
-                if not err.retriable() or time.monotonic() > deadline:
-                    raise clients.translate(exc, f"{self.transactional_id}: cannot initialise transactions") from exc
-                log.warning("%s: init_transactions: %s; retrying", self.transactional_id, err)
-
     # -- assignment ------------------------------------------------------------------
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        numbers = [tp.partition for tp in partitions]
-        applied = self.index.restore(self.bootstrap, numbers, self.connector.tools, self.codec)
-        log.info("%s assigned %s; restored %d results", self.transactional_id, numbers, applied)
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Start each partition at an explicit position (positions.py), never the client's."""
+        try:
+            answered = consumer.committed(partitions, timeout=LOOKUP_TIMEOUT_S)
+        except KafkaException as exc:
+            raise UnknownPosition(f"{self.who}: cannot fetch the group's committed offsets: {exc}") from exc
+        committed = [Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None)
+                     for tp in answered]
+        watermarks = {}
+        for p in needs_watermarks(committed):
+            try:
+                watermarks[p] = consumer.get_watermark_offsets(TopicPartition(self.source_topic, p),
+                                                               timeout=LOOKUP_TIMEOUT_S, cached=False)
+            except KafkaException as exc:
+                raise UnknownPosition(f"{self.who}: cannot read the bounds of {self.source_topic}[{p}]: "
+                                      f"{exc}") from exc
+        starts = start_positions(committed, watermarks, self.start)
+        numbers = [s.partition for s in starts]
+        applied = self.index.restore(numbers)
+        consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
+        for s in starts:
+            if s.decided:  # durable at the next commit, so no later owner decides again
+                self.pending[(self.source_topic, s.partition)] = s.offset
+                self.decided[s.partition] = s.offset
+                self._pending_since = 0.0
+        log.info("%s assigned %s; restored %d results; starts: %s", self.who, numbers, applied,
+                 "; ".join(f"[{s.partition}] {s.why}" for s in starts))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self.pending.clear()
+        self.decided.clear()
 
     # -- loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -102,26 +146,34 @@ class Executor:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
         try:
             while self.running:
-                msg = self.consumer.poll(0.5)
-                if msg is None:
-                    self._flush_pending(force=False)
-                    continue
-                if msg.error():
-                    if msg.error().fatal():
-                        raise FatalError(f"consumer: {msg.error()}")
-                    log.warning("consumer: %s", msg.error())
-                    continue
-                self._handle(msg)
+                self.step()
         except FatalError:
             self.pending.clear()  # a fenced or broken producer cannot commit them; the next owner re-reads them
             raise
         finally:
             try:
                 self._flush_pending(force=True)
-                self.producer.flush(10)
-            except KafkaException as exc:  # leaving anyway: uncommitted offsets are simply read again
-                log.warning("%s: on exit: %s", self.transactional_id, exc)
+            except FatalError as exc:
+                log.warning("%s: on exit: %s", self.who, exc)
+            self.transactions.close()
             self.consumer.close()
+
+    def step(self) -> None:
+        """One poll: handle a record, or commit what is pending when idle."""
+        msg = self.consumer.poll(0.5)
+        if msg is None:
+            self._flush_pending(force=False)
+            return
+        if msg.error():
+            err: KafkaError = msg.error()
+            if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                # The fetch position is not in the log (out of range): never let the client move us.
+                raise UnknownPosition(f"{self.who}: {msg.topic()}[{msg.partition()}]: {err.str()}")
+            if err.fatal():
+                raise FatalError(f"consumer: {err}")
+            log.warning("consumer: %s", err)
+            return
+        self._handle(msg)
 
     def _handle(self, msg: Any) -> None:
         tp = (msg.topic(), msg.partition())
@@ -129,10 +181,7 @@ class Executor:
             _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", *tp, msg.offset(), exc)
-            headers = dead_letter_headers(exc, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
-            if self._transact(None, None, None, {**self.pending, tp: msg.offset() + 1}, None,
-                              dead_letter=(msg.key(), msg.value() or b"", headers)):
-                self.pending.clear()
+            if self._commit_dead_letter(msg, exc, {**self.pending, tp: msg.offset() + 1}):
                 self._count("dead_lettered", "?")
             return
         request = decision["request"]
@@ -152,11 +201,8 @@ class Executor:
             self._count("blocked_duplicate", call.tool)
         else:
             def write_intent() -> None:
-                intent = Outcome(Status.ATTEMPTING, attempts=0)
-                offsets = {**self.pending, tp: msg.offset()}
-                if not self._transact(call, request, intent, offsets, msg.partition()):
+                if not self._commit_intent(call, request, {**self.pending, tp: msg.offset()}, msg.partition()):
                     raise _Rewound()
-                self.pending.clear()
                 self._failpoint("before_call")
 
             try:
@@ -168,85 +214,53 @@ class Executor:
             self._count("already_done", call.tool)
             self._skip(tp, msg.offset())
             return
-        if self._transact(call, request, outcome, {**self.pending, tp: msg.offset() + 1}, msg.partition()):
-            self.pending.clear()
+        if self._commit_result(call, request, outcome, {**self.pending, tp: msg.offset() + 1}, msg.partition()):
             self._count(outcome.status.value, call.tool)
             self._failpoint("after_commit")
 
     def _skip(self, tp: tuple[str, int], offset: int) -> None:
         if not self.pending:
-            self._pending_since = time.monotonic()
+            self._pending_since = self.clock()
         self.pending[tp] = offset + 1
         self._flush_pending(force=False)
 
     def _flush_pending(self, force: bool) -> None:
-        if self.pending and (force or time.monotonic() - self._pending_since > 1.0):
-            if self._transact(None, None, None, dict(self.pending), None):
-                self.pending.clear()
+        if self.pending and (force or self.clock() - self._pending_since > 1.0):
+            self._commit_offsets(dict(self.pending))
 
-    # -- transactions ----------------------------------------------------------------
-    def _transact(self, call: ActionCall | None, request: dict[str, Any] | None, outcome: Outcome | None,
-                  offsets: dict[tuple[str, int], int], partition: int | None,
-                  dead_letter: tuple[bytes | None, bytes, list[tuple[str, bytes]]] | None = None) -> bool:
-        """Commit (result or dead letter, offsets) atomically. False means aborted and rewound:
-        the record comes again, after the main loop has polled (which a rebalance waits for)."""
-        try:
-            self.producer.begin_transaction()
-            if dead_letter is not None:
-                key, value, headers = dead_letter
-                self.producer.produce(topics.DLQ, key=key, value=value, headers=headers)
-            if call is not None and outcome is not None and request is not None:
-                record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
-                self.producer.produce(topics.RESULTS, key=call.action_id.encode(), partition=partition,
-                                      value=self.codec.encode("ActionResult", record))
-            if offsets:
-                with self.watchdog.guard("send_offsets_to_transaction"):
-                    self.producer.send_offsets_to_transaction(
-                        [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                        self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
-        except KafkaException as exc:
-            # Never retry here in place: a rebalance (REBALANCE_IN_PROGRESS, a member that timed out
-            # while the broker was away) completes only once this consumer polls again.
-            return self._abandon(exc)
-        for attempt in range(1, 4):
-            try:
-                with self.watchdog.guard("commit_transaction"):
-                    self.producer.commit_transaction(TXN_TIMEOUT_S)
-                break
-            except KafkaException as exc:
-                err: KafkaError = exc.args[0]
-                # librdkafka: a retriable commit error is resumed by calling commit again
-                if err.retriable() and not err.fatal() and not err.txn_requires_abort() and attempt < 3:
-                    log.warning("%s: commit_transaction: %s; retrying", self.transactional_id, err)
-                    continue
-                return self._abandon(exc)
-        if call is not None and outcome is not None:
-            self.index.put(call.action_id, call.vendor_key, outcome)
+    # -- the four commits ------------------------------------------------------------
+    def _commit_intent(self, call: ActionCall, request: dict[str, Any], offsets: dict[tuple[str, int], int],
+                       partition: int) -> bool:
+        """``attempting`` for this action, with the offsets of the records before it."""
+        return self._commit([self._result_record(call, request, Outcome(Status.ATTEMPTING), partition)], offsets)
+
+    def _commit_result(self, call: ActionCall, request: dict[str, Any], outcome: Outcome,
+                       offsets: dict[tuple[str, int], int], partition: int) -> bool:
+        """The final outcome and this record's offset, together."""
+        if not self._commit([self._result_record(call, request, outcome, partition)], offsets):
+            return False
+        self.index.put(call.action_id, call.vendor_key, outcome)
         return True
 
-    def _abandon(self, exc: KafkaException) -> bool:
-        """The transaction cannot commit: abort it (or replace a dead producer) and rewind. Returns False."""
-        err: KafkaError = exc.args[0]
-        if err.code() in clients.AUTH_ERRORS:
-            raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
-        if err.fatal():
-            if err.code() in _FENCED:  # another instance owns our transactional.id: never fight it
-                raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
-            # e.g. a transaction that outlived transaction.timeout.ms: start over with a new producer
-            log.warning("%s: fatal producer error, recreating the producer: %s", self.transactional_id, err)
-            self.producer = self._new_producer()
-        else:
-            log.warning("%s: aborting transaction: %s", self.transactional_id, err)
-            try:
-                with self.watchdog.guard("abort_transaction"):
-                    self.producer.abort_transaction(TXN_TIMEOUT_S)
-            except KafkaException as abort_exc:
-                if abort_exc.args[0].code() in _FENCED:
-                    raise FatalError(f"{self.transactional_id}: fenced while aborting: {abort_exc}") from abort_exc
-                log.warning("%s: abort failed (%s); recreating the producer", self.transactional_id, abort_exc)
-                self.producer = self._new_producer()
+    def _commit_offsets(self, offsets: dict[tuple[str, int], int]) -> bool:
+        """Only offsets: skipped records, decided start positions."""
+        return self._commit([], offsets)
+
+    def _commit_dead_letter(self, msg: Any, exc: InvalidInput, offsets: dict[tuple[str, int], int]) -> bool:
+        headers = dead_letter_headers(exc, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
+        return self._commit([Out(topics.DLQ, msg.key(), msg.value() or b"", headers=headers)], offsets)
+
+    def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int]) -> bool:
+        if self.transactions.commit(records, offsets):
+            self.pending.clear()
+            self.decided.clear()  # every commit carries the pending start positions
+            return True
         self._rewind()
         return False
+
+    def _result_record(self, call: ActionCall, request: dict[str, Any], outcome: Outcome, partition: int) -> Out:
+        record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
+        return Out(topics.RESULTS, call.action_id.encode(), self.codec.encode("ActionResult", record), partition)
 
     def _rewind(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered."""
@@ -255,25 +269,31 @@ class Executor:
         if not assignment:
             return  # revoked meanwhile: the next owner starts from the committed offsets anyway
         try:
-            committed = self.consumer.committed(assignment, timeout=10)
+            answered = self.consumer.committed(assignment, timeout=LOOKUP_TIMEOUT_S)
         except KafkaException as exc:
-            committed = []
-            failure = str(exc)
-        else:
-            unknown = [tp for tp in committed if tp.error is not None or tp.offset < 0]
-            failure = f"no committed offset for {unknown}" if unknown else ""
-        if failure:
-            # Never guess a position: "offset 0" once re-read all of actions.approved and performed
-            # actions approved before this group began (the fault test caught it). Without a seek the
-            # consumer would go on past the aborted record, so leave; a restarted executor resumes
-            # from what the group coordinator holds.
-            raise FatalError(f"{self.transactional_id}: cannot rewind after an abort: {failure}")
-        for tp in committed:
-            self.consumer.seek(tp)
+            raise UnknownPosition(f"{self.who}: cannot rewind after an abort: {exc}") from exc
+        committed = [Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None)
+                     for tp in answered]
+        # Never guess a position: "offset 0" once re-read all of actions.approved and performed
+        # actions approved before this group began. Without a seek the consumer would go on past
+        # the aborted record, so an unknown offset is an exit; the restarted executor resumes from
+        # what the group coordinator holds. A start this executor decided (new group) is known.
+        try:
+            missing = [p for p in needs_watermarks(committed) if p not in self.decided]
+        except UnknownPosition as exc:
+            raise UnknownPosition(f"{self.who}: cannot rewind after an abort: {exc}") from exc
+        if missing:
+            raise UnknownPosition(f"{self.who}: cannot rewind after an abort: no committed offset for "
+                                  f"partitions {missing}")
+        for c in committed:
+            offset = c.offset if c.offset >= 0 else self.decided[c.partition]
+            self.consumer.seek(TopicPartition(self.source_topic, c.partition, offset))
+            if c.offset < 0:
+                self.pending[(self.source_topic, c.partition)] = offset  # still to be made durable
 
     # -- hooks -----------------------------------------------------------------------
     def _failpoint(self, where: str) -> None:
-        if self.settings.executor_failpoint == where:
+        if self.failpoint == where:
             log.warning("failpoint %s: SIGKILL", where)
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -282,39 +302,8 @@ class Executor:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
 
 
-class _Watchdog:
-    """librdkafka can block in a transactional call past its timeout when the group coordinator
-    goes away (confluentinc/librdkafka#5456). A stuck executor holds its partitions and does
-    nothing, so leave instead: the open transaction is aborted by the broker, and the restarted
-    executor redoes the record from the committed offsets (its intent makes that safe).
-
-    One thread per executor watches a deadline that each guarded call sets and clears."""
-
-    def __init__(self, who: str, limit_s: float = TXN_TIMEOUT_S + 15.0) -> None:
-        self.who = who
-        self.limit_s = limit_s
-        self._call = ""
-        self._deadline: float | None = None
-        threading.Thread(target=self._watch, name="txn-watchdog", daemon=True).start()
-
-    @contextlib.contextmanager
-    def guard(self, call: str) -> Iterator[None]:
-        self._call, self._deadline = call, time.monotonic() + self.limit_s
-        try:
-            yield
-        finally:
-            self._deadline = None
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(1.0)
-            deadline = self._deadline
-            if deadline is not None and time.monotonic() > deadline:
-                log.critical("%s: %s still blocked after %.0f s; exiting for a restart",
-                             self.who, self._call, self.limit_s)
-                logging.shutdown()
-                os._exit(EXIT_STUCK)
-
-
 class _Rewound(Exception):
     """The intent transaction aborted; the record will be redelivered."""
+
+
+__all__ = ["Executor", "create_executor", "StartPolicy", "TXN_TIMEOUT_S"]

@@ -21,7 +21,7 @@ FACTORIES: dict[str, Callable[[Settings], Connector]] = {
     "webhook": lambda s: WebhookConnector(s.vendor_url, hook="ops"),
     "payments": lambda s: PaymentsConnector(s.vendor_url),
     "slack": lambda s: SlackConnector(s.vendor_url),
-    "jira": lambda s: JiraConnector(s.vendor_url),
+    "jira": lambda s: JiraConnector(s.vendor_url, check_lag_s=s.jira_search_lag_ms / 1000),
     "calendar": lambda s: CalendarConnector(s.vendor_url),
     "salesforce": lambda s: SalesforceConnector(s.vendor_url),
 }

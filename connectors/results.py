@@ -16,7 +16,12 @@ from runonce.topic_reader import read_all
 
 
 class ResultIndex:
-    def __init__(self) -> None:
+    def __init__(self, bootstrap: Bootstrap, tools: frozenset[str], codec: Codec | None = None,
+                 timeout_s: float = 60.0) -> None:
+        self.bootstrap = bootstrap
+        self.tools = tools
+        self.codec = codec or Codec()
+        self.timeout_s = timeout_s
         self.by_action: dict[str, Outcome] = {}
         #: vendor key -> the action id that first used it (second line of defense)
         self.by_key: dict[str, str] = {}
@@ -25,17 +30,16 @@ class ResultIndex:
         self.by_action[action_id] = outcome
         self.by_key.setdefault(vendor_key, action_id)
 
-    def restore(self, bootstrap: Bootstrap, partitions: list[int], tools: frozenset[str], codec: Codec,
-                timeout_s: float = 60.0) -> int:
+    def restore(self, partitions: list[int]) -> int:
         """Read results partitions to their end (read_committed); returns records applied."""
         if not partitions:
             return 0
         applied = 0
-        for record in read_all(bootstrap, topics.RESULTS, timeout_s, partitions=partitions):
+        for record in read_all(self.bootstrap, topics.RESULTS, self.timeout_s, partitions=partitions):
             if record.value is None:
                 continue
-            _, r = codec.decode(record.value, expect="ActionResult")
-            if r["tool"] in tools:
+            _, r = self.codec.decode(record.value, expect="ActionResult")
+            if r["tool"] in self.tools:
                 self.put(r["action_id"], r["idempotency_key"] or r["action_id"], from_record(r))
                 applied += 1
         return applied

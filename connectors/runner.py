@@ -1,6 +1,7 @@
 """The per-action protocol of an executor, apart from Kafka: intent before effect, retries
 with the same vendor key, and reconciliation of an action whose intent exists without a
-result. A timeout is "outcome unknown", never "failed"."""
+result. A timeout is "outcome unknown", never "failed"; a state check that cannot answer is
+an unknown too, never an absence: nothing is performed on a guess."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from runonce.connectors.base import ActionCall, Capability, Connector
+from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
 from runonce.connectors.errors import ConnectorError, OutcomeUnknown, PermanentVendorError, TransientVendorError
 
 
@@ -37,17 +38,30 @@ class RetryPolicy:
     max_attempts: int = 5
     base_backoff_s: float = 0.2
     max_backoff_s: float = 5.0
+    #: a state check that errors is asked again this many times in all before the action is in_doubt
+    check_attempts: int = 4
+    #: while a vendor's check may still lag behind an effect, look again this often
+    lag_poll_s: float = 1.0
 
     def backoff_s(self, attempt: int) -> float:
         return float(min(self.max_backoff_s, self.base_backoff_s * 2 ** (attempt - 1)))
 
 
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What a state check said: found (``response``), absent, or no answer (``unanswered``)."""
+
+    response: VendorResponse | None = None
+    unanswered: str | None = None
+
+
 class ActionRunner:
     def __init__(self, connector: Connector, retry: RetryPolicy = RetryPolicy(),
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.connector = connector
         self.retry = retry
         self.sleep = sleep
+        self.clock = clock
 
     def run(self, call: ActionCall, prior: Outcome | None, write_intent: Callable[[], None]) -> Outcome | None:
         """The outcome to record, or None when a final result already exists (nothing to do)."""
@@ -65,16 +79,42 @@ class ActionRunner:
                            f"{self.connector.name} cannot tell whether it happened, so it was not repeated",
                            attempts=attempts_before)
         if capability is Capability.STATE_CHECK:
-            found = self._check(call)
-            if found is not None:
-                return Outcome(Status.SUCCEEDED, found.vendor_ref, attempts=attempts_before)
+            # Any earlier attempt was made by a process that is gone: before now.
+            look = self.look(call, attempted_at=self.clock())
+            if look.unanswered is not None:
+                return self._in_doubt(look, attempts_before)
+            if look.response is not None:
+                return Outcome(Status.SUCCEEDED, look.response.vendor_ref, attempts=attempts_before)
         return self._perform(call, attempts_before)  # VENDOR_KEY: the vendor replays a repeat
 
-    def _check(self, call: ActionCall) -> object | None:
-        try:
-            return self.connector.check(call)
-        except ConnectorError:
-            return None
+    def look(self, call: ActionCall, attempted_at: float) -> Look:
+        """Ask the vendor whether the effect exists. An error is asked again (bounded), then is an
+        unanswered look. "Absent" counts only from an answer given ``check_lag_s`` after
+        ``attempted_at`` (the latest moment an earlier attempt can have had its effect): a search
+        index may not show a ticket created a moment ago."""
+        settled_at = attempted_at + float(getattr(self.connector, "check_lag_s", 0.0))
+        failures = 0
+        while True:
+            asked_at = self.clock()
+            try:
+                found = self.connector.check(call)
+            except PermanentVendorError as exc:  # asking again cannot help
+                return Look(unanswered=f"state check refused: {exc}")
+            except (ConnectorError, TimeoutError) as exc:
+                failures += 1
+                if failures >= self.retry.check_attempts:
+                    return Look(unanswered=f"state check unanswered after {failures} tries: "
+                                           f"{type(exc).__name__}: {exc}")
+                self.sleep(self.retry.backoff_s(failures))
+                continue
+            if found is not None:
+                return Look(response=found)
+            if asked_at >= settled_at:
+                return Look()
+            self.sleep(min(self.retry.lag_poll_s, settled_at - asked_at))
+
+    def _in_doubt(self, look: Look, attempts: int) -> Outcome:
+        return Outcome(Status.IN_DOUBT, error=f"not performed: {look.unanswered}", attempts=attempts)
 
     def _perform(self, call: ActionCall, attempts_before: int) -> Outcome:
         unknown: str | None = None
@@ -91,9 +131,11 @@ class ActionRunner:
                 if self.connector.capability is Capability.NONE:
                     return Outcome(Status.IN_DOUBT, error=str(exc), attempts=attempts_before + attempt)
                 if self.connector.capability is Capability.STATE_CHECK:
-                    found = self._check(call)
-                    if found is not None:
-                        return Outcome(Status.SUCCEEDED, getattr(found, "vendor_ref", None),
+                    look = self.look(call, attempted_at=self.clock())
+                    if look.unanswered is not None:
+                        return self._in_doubt(look, attempts_before + attempt)
+                    if look.response is not None:
+                        return Outcome(Status.SUCCEEDED, look.response.vendor_ref,
                                        attempts=attempts_before + attempt)
             except TransientVendorError as exc:
                 last_error = str(exc)

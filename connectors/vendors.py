@@ -22,6 +22,8 @@ def _digest(text: str, n: int = 24) -> str:
 class _NoStateCheck:
     """For connectors whose vendor cannot be asked whether an effect happened."""
 
+    check_lag_s = 0.0
+
     def check(self, call: ActionCall) -> VendorResponse | None:
         return None
 
@@ -116,10 +118,16 @@ class SlackConnector(_NoStateCheck):
 
 @dataclass
 class JiraConnector:
-    """Creates an issue labelled with the vendor key, so a state check can find it."""
+    """Creates an issue labelled with the vendor key, so a state check can find it.
+
+    Jira's search is eventually consistent: an issue created a moment ago may not be found
+    yet. ``check_lag_s`` is the bound assumed on that lag; "not found" is believed only from a
+    search made that long after the last attempt could have created the issue (the runner
+    looks again until then). Set it with RUNONCE_JIRA_SEARCH_LAG_MS to your instance's."""
 
     base_url: str
     timeout_s: float = 30.0
+    check_lag_s: float = 10.0
     name = "jira"
     tools = frozenset({"create_jira_ticket"})
     capability = Capability.STATE_CHECK
@@ -166,6 +174,7 @@ class SalesforceConnector:
 
     base_url: str
     timeout_s: float = 30.0
+    check_lag_s = 0.0  # a record read by id is consistent
     name = "salesforce"
     tools = frozenset({"update_salesforce_field"})
     capability = Capability.STATE_CHECK

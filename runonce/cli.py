@@ -110,13 +110,18 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+_LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
+           "debug": logging.DEBUG}
+
+
 def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
-    from runonce.connectors.executor import Executor
+    from runonce.connectors.executor import StartPolicy, create_executor
     from runonce.connectors.metrics import ExecutorMetrics
     from runonce.connectors.registry import build
 
+    logging.getLogger("runonce").setLevel(_LEVELS[args.loglevel])
     connector = build(args.vendor, settings)
     metrics = ExecutorMetrics()
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
@@ -124,13 +129,9 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
         start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
     _say(f"executor {args.vendor}/{args.slot} for {', '.join(sorted(connector.tools))} "
          f"({connector.capability.value}) on {settings.kafka_access()}")
-    if args.from_end:
-        from runonce.kafka import groups, topics
-
-        groups.start_group_at_end(settings.kafka_access(), args.group or f"runonce-exec-{args.vendor}",
-                                  topics.APPROVED)
-    Executor(settings, connector, slot=args.slot, group=args.group, source_topic=args.source_topic,
-             metrics=metrics).run()
+    start = StartPolicy.END if args.from_end else StartPolicy.EARLIEST
+    create_executor(settings, connector, slot=args.slot, group=args.group, source_topic=args.source_topic,
+                    start=start, metrics=metrics).run()
     return 0
 
 
@@ -272,8 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source-topic", default="actions.approved",
                    help="where approved actions come from (another topic only for tests and replays)")
     p.add_argument("--from-end", action="store_true",
-                   help="commit the group's offsets at the end of actions.approved first (skip the backlog)")
+                   help="where the group has no committed offset yet, start at the end of actions.approved "
+                        "instead of its earliest record (skip the backlog); committed offsets always win")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--loglevel", default="warn", choices=list(_LEVELS),
+                   help="info also logs where each assigned partition starts and why")
     add("sandbox", cmd_sandbox, "Run the local vendor sandboxes (HTTP vendors and SMTP) in the foreground.")
     p = add("up", cmd_up, "Start the local stack in the background: broker, topics, a stream worker, "
                           "the sandbox vendors and one executor per vendor.")

@@ -48,6 +48,9 @@ class Settings:
     #: executors: how long the broker lets one of their transactions stay open before aborting it
     #: (and fencing the producer); a paused executor past it is a zombie and is refused
     executor_txn_timeout_ms: int = 60_000
+    #: the jira connector's bound on its search index's lag: "no such ticket" is believed only
+    #: from a search made this long after the last attempt that could have created it
+    jira_search_lag_ms: int = 10_000
     #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
     #: this component's SASL principal on a secured broker (None: connect unauthenticated)
@@ -120,7 +123,8 @@ class Settings:
             kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
-                           ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms")):
+                           ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
+                           ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms")):
             if env.get(name):
                 try:
                     kwargs[attr] = int(env[name])
@@ -141,6 +145,8 @@ class Settings:
         if not 1_000 <= self.executor_txn_timeout_ms <= 900_000:
             raise ConfigError(f"executor_txn_timeout_ms must be within 1000..900000 (the broker's "
                               f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")
+        if not 0 <= self.jira_search_lag_ms <= 600_000:
+            raise ConfigError(f"jira_search_lag_ms must be within 0..600000, got {self.jira_search_lag_ms}")
         if self.sasl_mechanism not in MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):

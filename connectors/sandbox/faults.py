@@ -1,4 +1,5 @@
-"""Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s."""
+"""Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s, and a
+search index that lags behind writes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ class Fault:
     drop_response: int = 0
     #: answer 500 without performing anything (this many times)
     fail_500: int = 0
+    #: a search under this prefix does not see what was created in the last this many seconds
+    #: (a real Jira's search index is eventually consistent)
+    index_lag_s: float = 0.0
 
 
 class Faults:
@@ -32,6 +36,10 @@ class Faults:
     def delay_for(self, path: str) -> float:
         with self._lock:
             return max((f.delay_s for f in self._faults if path.startswith(f.prefix)), default=0.0)
+
+    def index_lag_for(self, path: str) -> float:
+        with self._lock:
+            return max((f.index_lag_s for f in self._faults if path.startswith(f.prefix)), default=0.0)
 
     def take(self, path: str, kind: str) -> bool:
         """Consume one 'drop_response' or 'fail_500' for this path, if any is left."""

@@ -4,7 +4,8 @@
   saved response, a key still in flight answers 409, a key reused with other parameters 400.
 * webhook   ``POST /webhook/<name>`` honours ``Idempotency-Key`` (replays, no second effect).
 * slack     ``POST /slack/<channel>`` an incoming webhook: no idempotency at all.
-* jira      ``POST /jira/rest/api/2/issue`` creates; ``GET /jira/rest/api/2/search?label=L`` finds.
+* jira      ``POST /jira/rest/api/2/issue`` creates; ``GET /jira/rest/api/2/search?label=L`` finds
+  (optionally lagging: a ``Fault`` with ``index_lag_s`` hides new issues from search for a while).
 * calendar  ``PUT /calendar/<calendar>/events/<event_id>``: the client-chosen id makes it idempotent.
 * salesforce ``GET|PATCH /salesforce/sobjects/<object>/<id>``: plain read and write.
 
@@ -137,15 +138,18 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST" and rest == ["issue"]:
             fields = (body or {}).get("fields", {})
             with self.state.lock:
-                issue = {"key": f"SUP-{len(self.state.issues) + 1}", "fields": fields}
+                issue = {"key": f"SUP-{len(self.state.issues) + 1}", "fields": fields,
+                         "indexed_at": time.monotonic()}
                 self.state.issues.append(issue)
             labels = fields.get("labels") or [""]
             self.state.ledger.record(Effect("jira", labels[0], "issue created", {"ref": issue["key"]}))
             return 201, {"key": issue["key"]}
         if method == "GET" and rest == ["search"]:
             label = parse_qs(urlsplit(self.path).query).get("label", [""])[0]
+            visible_before = time.monotonic() - self.state.faults.index_lag_for("/jira/rest/api/2/search")
             with self.state.lock:
-                found = [i for i in self.state.issues if label in (i["fields"].get("labels") or [])]
+                found = [i for i in self.state.issues
+                         if label in (i["fields"].get("labels") or []) and i["indexed_at"] <= visible_before]
             return 200, {"issues": [{"key": i["key"]} for i in found]}
         return 404, {"error": "no such jira route"}
 

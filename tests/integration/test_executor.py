@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from runonce.codec import Codec
+from runonce.connectors.base import ActionCall
+from runonce.connectors.sandbox.faults import Fault
+from runonce.connectors.vendors import JiraConnector
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.settings import Settings
@@ -148,3 +151,40 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     dead = [r for r in read_all(bootstrap, topics.DLQ) if r.header("runonce.origin.topic") == source.encode()]
     assert len(dead) == 1 and dead[0].value == b"not a decision"  # the foreign record: dead-lettered, not skipped
     assert dead[0].header("runonce.error.type") == b"decode_error"
+
+
+def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
+                                                           sandboxes: tuple[VendorServer, SmtpServer],
+                                                           tmp_path) -> None:
+    """Jira's search hides new issues for 5 s; the executor is SIGKILLed after the vendor created
+    the ticket and before its result committed. The restarted executor's first searches find
+    nothing, and it does not believe them until its lag bound (8 s) has passed: one ticket."""
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    source = f"test.approved.{uuid.uuid4().hex[:8]}"
+    admin_client(bootstrap).create_topics([NewTopic(source, 6, 1)])[source].result()
+    key = f"jira-lag-{uuid.uuid4().hex[:6]}"
+    request = approve(bootstrap, source, "create_jira_ticket",
+                      {"project": "SUP", "customer_id": "c", "description": key}, key)
+    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_JIRA_SEARCH_LAG_MS": "8000"}
+    argv = ["executor", "--vendor", "jira", "--source-topic", source, "--group", f"g-{key}"]
+    vendors.state.faults.add(Fault("/jira/rest/api/2/search", index_lag_s=5.0))
+    try:
+        doomed = RunonceProcess(broker, "exec-jira-lag", argv, tmp_path,
+                                {**env, "RUNONCE_EXECUTOR_FAILPOINT": "after_call"})
+        doomed.start()
+        assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
+        created = [e for e in vendors.ledger.effects("jira") if e.key == JiraConnector.label(
+            ActionCall(request["action_id"], "create_jira_ticket", {}, key))]
+        assert len(created) == 1  # the vendor did create it before the kill
+        again = RunonceProcess(broker, "exec-jira-lag", argv, tmp_path, env)
+        again.start()
+        try:
+            result = final_result(bootstrap, request["action_id"], timeout_s=90)
+        finally:
+            again.stop()
+    finally:
+        vendors.state.faults.clear()
+    tickets = [e for e in vendors.ledger.effects("jira") if e.key == created[0].key]
+    assert len(tickets) == 1, (tickets, again.log_tail())
+    assert (result["status"], result["vendor_ref"]) == ("succeeded", created[0].detail["ref"]), result

@@ -107,6 +107,37 @@ def _explain(bootstrap: str, pending: list[str], results: dict[str, str], tool_o
     return "\n".join(lines)
 
 
+def _committed(bootstrap: str, group: str) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from runonce.kafka import clients
+
+    c = Consumer({**clients.base_config(bootstrap), "group.id": group})
+    try:
+        return [tp.offset for tp in c.committed([TopicPartition(topics.APPROVED, p) for p in range(6)], timeout=10)]
+    finally:
+        c.close()
+
+
+def _explain_early(bootstrap: str, before: list[dict[str, Any]], sent: set[str], starts: dict[str, list[int]],
+                   executors: dict[str, RunonceProcess]) -> str:
+    """Where the planted emails that were sent sit in actions.approved, against the group's start."""
+    codec = Codec()
+    ids = {r["action_id"]: SmtpConnector.message_id(ActionCall(r["action_id"], r["tool"], {}, r["idempotency_key"]))
+           for r in before}
+    lines = [f"an executor performed {len(sent)} actions approved before its group began; "
+             f"smtp group started at {starts.get('smtp')}"]
+    for r in read_all(bootstrap, topics.APPROVED):
+        d = codec.decode(r.value, expect="ActionDecision")[1]
+        a = d["request"]["action_id"]
+        if a in ids and ids[a] in sent:
+            lines.append(f"  approval of {a} at partition {r.partition} offset {r.offset}")
+            if len(lines) > 20:
+                break
+    lines.append(f"--- smtp-0\n{executors['smtp-0'].log_tail(60)}")
+    return "\n".join(lines)
+
+
 def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         broker: Settings, sandboxes: tuple[VendorServer, SmtpServer], tmp_path) -> None:
     vendors, smtp = sandboxes
@@ -138,13 +169,16 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
            "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS": str(TXN_TIMEOUT_MS)}
     procs: list[RunonceProcess] = [WorkerProcess(broker, f"fault-w{i}", tmp_path) for i in range(2)]
     executors: dict[str, RunonceProcess] = {}
+    starts: dict[str, list[int]] = {}
     for vendor, slots in (("payments", 2), ("smtp", 1), ("jira", 1)):
         group = f"runonce-exec-fault-{run}-{vendor}"
         groups.start_group_at_end(bootstrap, group, topics.APPROVED)  # earlier tests' approvals are not ours
+        starts[vendor] = _committed(bootstrap, group)
         for slot in range(slots):
             executors[f"{vendor}-{slot}"] = RunonceProcess(
                 broker, f"fault-exec-{vendor}-{slot}",
-                ["executor", "--vendor", vendor, "--group", group, "--slot", str(slot)], tmp_path, env)
+                ["executor", "--vendor", vendor, "--group", group, "--slot", str(slot), "--loglevel", "info"],
+                tmp_path, env)
     procs += executors.values()
     supervisor = Supervisor(procs).start()
     b = Broker(broker)
@@ -230,8 +264,8 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     assert not doubled, f"side effects performed twice: {doubled[:5]}"
     early_mail = {SmtpConnector.message_id(ActionCall(r["action_id"], r["tool"], {}, r["idempotency_key"]))
                   for r in before}
-    assert not early_mail & {key for vendor, key in effects if vendor == "smtp"}, \
-        "an executor performed actions approved before its group began"
+    early_sent = early_mail & {key for vendor, key in effects if vendor == "smtp"}
+    assert not early_sent, _explain_early(bootstrap, before, early_sent, starts, executors)
     by_vendor = Counter(vendor for vendor, _ in effects)
     approved_by_tool = Counter(tool_of[a] for a in approved)
     succeeded_by_tool = Counter(tool_of[a] for a in approved if results[a] == "succeeded")

@@ -22,6 +22,9 @@ class Scripted:
     effects: int = 0
     found: bool = False
     calls: int = 0
+    #: errors the state check raises in turn before it answers
+    check_errors: list[Exception] = field(default_factory=list)
+    checks: int = 0
     name = "scripted"
     tools = frozenset({"t"})
 
@@ -38,7 +41,24 @@ class Scripted:
         return VendorResponse("ref-1")
 
     def check(self, call: ActionCall) -> VendorResponse | None:
+        self.checks += 1
+        if self.check_errors:
+            raise self.check_errors.pop(0)
         return VendorResponse("ref-found") if self.found else None
+
+
+class FakeClock:
+    """Monotonic time that only sleeping moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.now += seconds
 
 
 def runner(c: Scripted) -> ActionRunner:
@@ -99,3 +119,81 @@ def test_redelivery_with_intent_and_no_result_is_reconciled(capability: Capabili
 def test_a_final_result_means_nothing_to_do() -> None:
     c = Scripted(Capability.VENDOR_KEY)
     assert runner(c).run(CALL, Outcome(Status.SUCCEEDED, "r"), lambda: None) is None and c.calls == 0
+
+
+UNANSWERED = [TransientVendorError("search answered 500"), OutcomeUnknown("search: no answer in 30 s"),
+              TimeoutError("timed out")]
+
+
+@pytest.mark.parametrize("error", UNANSWERED, ids=lambda e: type(e).__name__)
+def test_an_unanswered_check_on_redelivery_is_in_doubt_never_a_second_perform(error: Exception) -> None:
+    c = Scripted(Capability.STATE_CHECK, found=True, check_errors=[error] * 10)
+    out = runner(c).run(CALL, Outcome(Status.ATTEMPTING, attempts=1), lambda: None)
+    assert out is not None and out.status is Status.IN_DOUBT
+    assert c.calls == 0 and c.checks == 4  # asked again, bounded, then left to a human
+    assert str(error) in (out.error or "") and type(error).__name__ in (out.error or "")
+
+
+@pytest.mark.parametrize("error", UNANSWERED, ids=lambda e: type(e).__name__)
+def test_an_unanswered_check_after_an_unknown_perform_is_in_doubt(error: Exception) -> None:
+    c = Scripted(Capability.STATE_CHECK, [OutcomeUnknown("no answer in 30 s")], check_errors=[error] * 10)
+    out = runner(c).run(CALL, None, lambda: None)
+    assert out is not None and out.status is Status.IN_DOUBT and str(error) in (out.error or "")
+    assert c.calls == 1 and c.effects == 1  # the one effect that happened, never a second
+
+
+def test_a_check_that_recovers_within_its_retries_answers() -> None:
+    c = Scripted(Capability.STATE_CHECK, found=True, check_errors=[TransientVendorError("500")] * 3)
+    out = runner(c).run(CALL, Outcome(Status.ATTEMPTING), lambda: None)
+    assert out == Outcome(Status.SUCCEEDED, "ref-found") and c.calls == 0 and c.checks == 4
+
+
+def test_a_refused_check_is_not_asked_again() -> None:
+    c = Scripted(Capability.STATE_CHECK, found=True, check_errors=[PermanentVendorError("403")])
+    out = runner(c).run(CALL, Outcome(Status.ATTEMPTING), lambda: None)
+    assert out is not None and out.status is Status.IN_DOUBT and c.checks == 1 and c.calls == 0
+
+
+@dataclass
+class LaggingSearch(Scripted):
+    """A state check backed by a search index that shows an effect only ``check_lag_s`` after it."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    check_lag_s: float = 5.0
+    effect_at: float | None = None
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.effect_at = self.clock.now
+        return super().perform(call)
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        self.checks += 1
+        if self.effect_at is not None and self.clock.now >= self.effect_at + self.check_lag_s:
+            return VendorResponse("ref-found")
+        return None
+
+
+def lagging_runner(c: LaggingSearch) -> ActionRunner:
+    return ActionRunner(c, RetryPolicy(max_attempts=4, base_backoff_s=0.5), sleep=c.clock.sleep, clock=c.clock)
+
+
+def test_a_lagging_search_is_waited_out_before_absent_is_believed_after_an_unknown_perform() -> None:
+    c = LaggingSearch(Capability.STATE_CHECK, [OutcomeUnknown("dropped response")])
+    out = lagging_runner(c).run(CALL, None, lambda: None)
+    assert out == Outcome(Status.SUCCEEDED, "ref-found", attempts=1)
+    assert c.effects == 1 and c.checks > 1  # the first searches saw nothing, and were not believed
+
+
+def test_a_lagging_search_is_waited_out_on_redelivery() -> None:
+    c = LaggingSearch(Capability.STATE_CHECK)
+    c.effect_at, c.found = c.clock.now - 1.0, True  # the crashed process created it a second ago
+    out = lagging_runner(c).run(CALL, Outcome(Status.ATTEMPTING, attempts=1), lambda: None)
+    assert out == Outcome(Status.SUCCEEDED, "ref-found", attempts=1) and c.calls == 0
+
+
+def test_absent_after_the_lag_bound_is_performed_once() -> None:
+    c = LaggingSearch(Capability.STATE_CHECK)
+    started = c.clock.now
+    out = lagging_runner(c).run(CALL, Outcome(Status.ATTEMPTING, attempts=1), lambda: None)
+    assert out == Outcome(Status.SUCCEEDED, "ref-1", attempts=2) and c.calls == 1
+    assert c.effect_at is not None and c.effect_at >= started + c.check_lag_s

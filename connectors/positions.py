@@ -1,0 +1,82 @@
+"""Where an executor starts reading each partition it is assigned: decided here, never by the
+Kafka client. ``auto.offset.reset`` is "error", so the client cannot pick a position of its
+own; this module turns the group's committed offsets into explicit ones.
+
+- a committed offset: start there, always;
+- no committed offset (the group is new on this partition): the start policy decides,
+  the earliest approved record (the default) or the end (``--from-end``), and the decision
+  is logged and committed so that no later owner decides again;
+- an offset that could not be fetched: unknown, which is an exit for a restart.
+
+Pure: no Kafka client here, so every case is a unit test."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from runonce.errors import FatalError
+
+#: librdkafka's "no committed offset" (OFFSET_INVALID)
+NO_OFFSET = -1001
+
+
+class StartPolicy(enum.Enum):
+    EARLIEST = "earliest"
+    END = "end"
+
+
+class UnknownPosition(FatalError):
+    """A partition's committed offset could not be read: starting anywhere would be a guess."""
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What the group coordinator answered for one partition."""
+
+    partition: int
+    offset: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    partition: int
+    offset: int
+    #: True when no committed offset existed and the policy chose ``offset`` (commit it)
+    decided: bool
+    why: str
+
+
+def needs_watermarks(committed: Sequence[Committed]) -> list[int]:
+    """Partitions without a committed offset: only these need the log's bounds."""
+    check(committed)
+    return [c.partition for c in committed if c.offset < 0]
+
+
+def check(committed: Sequence[Committed]) -> None:
+    unknown = [c for c in committed if c.error is not None or (c.offset < 0 and c.offset != NO_OFFSET)]
+    if unknown:
+        raise UnknownPosition("committed offsets unknown for " + ", ".join(
+            f"partition {c.partition} ({c.error or f'offset {c.offset}'})" for c in unknown))
+
+
+def start_positions(committed: Sequence[Committed], watermarks: Mapping[int, tuple[int, int]],
+                    policy: StartPolicy) -> list[Start]:
+    """One explicit start per partition. ``watermarks`` maps a partition without a committed
+    offset to its (low, high) offsets."""
+    check(committed)
+    starts = []
+    for c in committed:
+        if c.offset >= 0:
+            starts.append(Start(c.partition, c.offset, False, f"committed offset {c.offset}"))
+            continue
+        if c.partition not in watermarks:
+            raise UnknownPosition(f"partition {c.partition} has no committed offset and its bounds are unknown")
+        low, high = watermarks[c.partition]
+        if policy is StartPolicy.EARLIEST:
+            starts.append(Start(c.partition, low, True, f"new group: earliest record, offset {low}"))
+        else:
+            starts.append(Start(c.partition, high, True, f"new group: --from-end, offset {high}"))
+    return starts

@@ -1,0 +1,170 @@
+"""One executor slot's transactional producer: records and consumer offsets commit together
+(``send_offsets_to_transaction`` with the group's metadata: KIP-447 fencing), or not at all.
+
+``commit`` answers True (committed) or False (aborted: the caller rewinds to the committed
+offsets). It raises FatalError when going on could double an action: fenced by another
+instance of the same transactional.id, or refused by the broker's ACLs."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from runonce.errors import FatalError
+from runonce.kafka import clients
+
+log = logging.getLogger("runonce.executor")
+
+TXN_TIMEOUT_S = 30.0
+#: how long a starting executor waits for the transaction coordinator (a restarting broker)
+INIT_TIMEOUT_S = 180.0
+#: exit status when a transactional call outlives its timeout (the supervisor restarts the executor)
+EXIT_STUCK = 75
+#: another instance owns our transactional.id: exit, never fight it
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    """One record to write inside a transaction."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    partition: int | None = None
+    headers: Sequence[tuple[str, bytes]] | None = None
+
+
+def init_producer(config: Mapping[str, Any], transactional_id: str,
+                  clock: Callable[[], float] = time.monotonic) -> Producer:
+    """A transactional producer, initialised (which fences and aborts a previous instance's
+    open transaction). A timed-out init is resumed by calling it again (a restarting broker)."""
+    producer = Producer(dict(config))
+    deadline = clock() + INIT_TIMEOUT_S
+    while True:
+        try:
+            producer.init_transactions(TXN_TIMEOUT_S)
+            return producer
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if not err.retriable() or clock() > deadline:
+                raise clients.translate(exc, f"{transactional_id}: cannot initialise transactions") from exc
+            log.warning("%s: init_transactions: %s; retrying", transactional_id, err)
+
+
+class Transactions:
+    def __init__(self, transactional_id: str, new_producer: Callable[[], Producer],
+                 group_metadata: Callable[[], Any], watchdog: Watchdog) -> None:
+        self.transactional_id = transactional_id
+        self._new_producer = new_producer
+        self._group_metadata = group_metadata
+        self.watchdog = watchdog
+        self.producer = new_producer()
+
+    def commit(self, records: Sequence[Out], offsets: Mapping[tuple[str, int], int]) -> bool:
+        """Write ``records`` and commit ``offsets`` (next offset to read, per topic partition)
+        in one transaction. False: aborted, nothing of it is visible."""
+        try:
+            self.producer.begin_transaction()
+            for r in records:
+                kwargs: dict[str, Any] = {"key": r.key, "value": r.value}
+                if r.partition is not None:
+                    kwargs["partition"] = r.partition
+                if r.headers is not None:
+                    kwargs["headers"] = list(r.headers)
+                self.producer.produce(r.topic, **kwargs)
+            if offsets:
+                with self.watchdog.guard("send_offsets_to_transaction"):
+                    self.producer.send_offsets_to_transaction(
+                        [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                        self._group_metadata(), TXN_TIMEOUT_S)
+        except KafkaException as exc:
+            # Never retry here in place: a rebalance (REBALANCE_IN_PROGRESS, a member that timed out
+            # while the broker was away) completes only once the consumer polls again.
+            return self._abandon(exc)
+        for attempt in range(1, 4):
+            try:
+                with self.watchdog.guard("commit_transaction"):
+                    self.producer.commit_transaction(TXN_TIMEOUT_S)
+                return True
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                # librdkafka: a retriable commit error is resumed by calling commit again
+                if err.retriable() and not err.fatal() and not err.txn_requires_abort() and attempt < 3:
+                    log.warning("%s: commit_transaction: %s; retrying", self.transactional_id, err)
+                    continue
+                return self._abandon(exc)
+        return False  # unreachable: the last attempt returns or abandons
+
+    def _abandon(self, exc: KafkaException) -> bool:
+        """The transaction cannot commit: abort it (or replace a dead producer). Returns False."""
+        err: KafkaError = exc.args[0]
+        if err.code() in clients.AUTH_ERRORS:
+            raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
+        if err.fatal():
+            if err.code() in _FENCED:
+                raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
+            # e.g. a transaction that outlived transaction.timeout.ms: start over with a new producer
+            log.warning("%s: fatal producer error, recreating the producer: %s", self.transactional_id, err)
+            self.producer = self._new_producer()
+            return False
+        log.warning("%s: aborting transaction: %s", self.transactional_id, err)
+        try:
+            with self.watchdog.guard("abort_transaction"):
+                self.producer.abort_transaction(TXN_TIMEOUT_S)
+        except KafkaException as abort_exc:
+            if abort_exc.args[0].code() in _FENCED:
+                raise FatalError(f"{self.transactional_id}: fenced while aborting: {abort_exc}") from abort_exc
+            log.warning("%s: abort failed (%s); recreating the producer", self.transactional_id, abort_exc)
+            self.producer = self._new_producer()
+        return False
+
+    def close(self) -> None:
+        try:
+            self.producer.flush(10)
+        except KafkaException as exc:  # leaving anyway: uncommitted offsets are simply read again
+            log.warning("%s: on exit: %s", self.transactional_id, exc)
+
+
+class Watchdog:
+    """librdkafka can block in a transactional call past its timeout when the group coordinator
+    goes away (confluentinc/librdkafka#5456). A stuck executor holds its partitions and does
+    nothing, so leave instead: the open transaction is aborted by the broker, and the restarted
+    executor redoes the record from the committed offsets (its intent makes that safe).
+
+    One thread per executor watches a deadline that each guarded call sets and clears."""
+
+    def __init__(self, who: str, limit_s: float = TXN_TIMEOUT_S + 15.0,
+                 clock: Callable[[], float] = time.monotonic, start: bool = True) -> None:
+        self.who = who
+        self.limit_s = limit_s
+        self.clock = clock
+        self._call = ""
+        self._deadline: float | None = None
+        if start:
+            threading.Thread(target=self._watch, name="txn-watchdog", daemon=True).start()
+
+    @contextlib.contextmanager
+    def guard(self, call: str) -> Iterator[None]:
+        self._call, self._deadline = call, self.clock() + self.limit_s
+        try:
+            yield
+        finally:
+            self._deadline = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            deadline = self._deadline
+            if deadline is not None and self.clock() > deadline:
+                log.critical("%s: %s still blocked after %.0f s; exiting for a restart",
+                             self.who, self._call, self.limit_s)
+                logging.shutdown()
+                os._exit(EXIT_STUCK)

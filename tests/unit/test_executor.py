@@ -1,0 +1,278 @@
+"""The executor's Kafka protocol without a broker: an injected consumer and transactions.
+
+Where it starts reading (never a position the client picks), what it does after an aborted
+transaction (back to the committed offsets, never a guess), and which commits carry what."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from runonce.codec import Codec
+from runonce.connectors.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.executor import Executor, consumer_config
+from runonce.connectors.positions import (NO_OFFSET, Committed, StartPolicy, UnknownPosition, start_positions)
+from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
+from runonce.core.decision import Decision, Origin, Reason
+from runonce.core.decision import Outcome as Verdict
+from runonce.kafka import topics
+from runonce.settings import Settings
+from runonce.streams.records import H_ERROR_TYPE, decision_record
+from runonce.submit import build_request
+
+T = topics.APPROVED
+
+
+def tp(partition: int, offset: int = NO_OFFSET, error: KafkaError | None = None) -> Any:
+    if error is not None:  # what committed() returns for a partition it could not look up
+        return SimpleNamespace(topic=T, partition=partition, offset=offset, error=error)
+    return TopicPartition(T, partition, offset)
+
+
+class FakeConsumer:
+    def __init__(self, committed: list[Any], watermarks: dict[int, tuple[int, int]] | None = None) -> None:
+        self._committed = committed
+        self.watermarks = watermarks or {}
+        self.assigned: list[tuple[int, int]] = []
+        self.seeks: list[tuple[int, int]] = []
+        self.messages: list[Any] = []
+
+    def committed(self, partitions: Any, timeout: float) -> list[Any]:
+        if isinstance(self._committed, Exception):
+            raise self._committed
+        return self._committed
+
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        return self.watermarks[partition.partition]
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned = [(p.partition, p.offset) for p in partitions]
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(T, p) for p, _ in self.assigned] or [TopicPartition(T, c.partition)
+                                                                     for c in self._committed]
+
+    def seek(self, partition: TopicPartition) -> None:
+        self.seeks.append((partition.partition, partition.offset))
+
+    def poll(self, timeout: float) -> Any:
+        return self.messages.pop(0) if self.messages else None
+
+
+@dataclass
+class FakeTransactions:
+    answers: list[bool] = field(default_factory=list)
+    commits: list[tuple[list[Any], dict[tuple[str, int], int]]] = field(default_factory=list)
+    transactional_id: str = "runonce-exec-test-0"
+
+    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int]) -> bool:
+        self.commits.append((list(records), dict(offsets)))
+        return self.answers.pop(0) if self.answers else True
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeIndex:
+    by_action: dict[str, Outcome] = field(default_factory=dict)
+    by_key: dict[str, str] = field(default_factory=dict)
+    restored: list[list[int]] = field(default_factory=list)
+
+    def put(self, action_id: str, vendor_key: str, outcome: Outcome) -> None:
+        self.by_action[action_id] = outcome
+        self.by_key.setdefault(vendor_key, action_id)
+
+    def restore(self, partitions: list[int]) -> int:
+        self.restored.append(partitions)
+        return 0
+
+
+@dataclass
+class Mailer:
+    sent: list[str] = field(default_factory=list)
+    name = "mailer"
+    tools = frozenset({"send_email"})
+    capability = Capability.NONE
+    check_lag_s = 0.0
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.sent.append(call.action_id)
+        return VendorResponse(f"msg-{call.action_id}")
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+def executor(consumer: FakeConsumer, transactions: FakeTransactions | None = None,
+             start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None) -> Executor:
+    connector = connector or Mailer()
+    return Executor(connector, consumer=consumer, transactions=transactions or FakeTransactions(),
+                    index=FakeIndex(), start=start,
+                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
+
+
+class Msg:
+    def __init__(self, partition: int, offset: int, value: bytes | None = None,
+                 error: KafkaError | None = None) -> None:
+        self._partition, self._offset, self._value, self._error = partition, offset, value, error
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def topic(self) -> str:
+        return T
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def key(self) -> bytes | None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def approved(action_id: str, tool: str = "send_email") -> bytes:
+    request = build_request(tool, {"to": "x@y"}, agent_id="a", action_id=action_id)
+    record = decision_record(request, Decision(Verdict.APPROVE, Reason.UNIQUE), dedup_key=None,
+                             content_hash="h", unkeyed=True, origin=Origin(0, 0, 0))
+    return Codec().encode("ActionDecision", record)
+
+
+# -- where it starts ---------------------------------------------------------------------
+
+def test_the_client_never_picks_a_position() -> None:
+    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g")["auto.offset.reset"] == "error"
+
+
+def test_committed_offsets_always_win_whatever_the_policy() -> None:
+    committed = [Committed(0, 120), Committed(1, 0)]
+    for policy in StartPolicy:
+        starts = start_positions(committed, {}, policy)
+        assert [(s.partition, s.offset, s.decided) for s in starts] == [(0, 120, False), (1, 0, False)]
+
+
+def test_a_new_group_starts_where_its_policy_says_and_says_so() -> None:
+    committed = [Committed(0, 120), Committed(1, NO_OFFSET)]
+    earliest = start_positions(committed, {1: (3, 40)}, StartPolicy.EARLIEST)
+    end = start_positions(committed, {1: (3, 40)}, StartPolicy.END)
+    assert (earliest[1].offset, earliest[1].decided, end[1].offset) == (3, True, 40)
+    assert "earliest" in earliest[1].why and "end" in end[1].why
+
+
+@pytest.mark.parametrize("bad", [Committed(1, 5, error="COORDINATOR_NOT_AVAILABLE"), Committed(1, -1)])
+def test_an_offset_that_could_not_be_read_is_unknown(bad: Committed) -> None:
+    with pytest.raises(UnknownPosition, match="partition 1"):
+        start_positions([Committed(0, 120), bad], {1: (0, 40)}, StartPolicy.EARLIEST)
+
+
+def test_assignment_starts_every_partition_at_an_explicit_offset_and_commits_a_decided_start() -> None:
+    consumer = FakeConsumer([tp(0, 120), tp(1)], watermarks={1: (7, 40)})
+    txns = FakeTransactions()
+    ex = executor(consumer, txns, start=StartPolicy.END)
+    ex._on_assign(consumer, [TopicPartition(T, 0), TopicPartition(T, 1)])
+    assert consumer.assigned == [(0, 120), (1, 40)]
+    ex.step()  # idle: the decided start is committed, so no later owner decides again
+    assert txns.commits == [([], {(T, 1): 40})]
+
+
+@pytest.mark.parametrize("committed", [
+    [tp(0, 120), tp(1, 5, error=KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))],
+    KafkaException(KafkaError(KafkaError._TIMED_OUT)),
+])
+def test_assignment_with_an_unknown_position_exits_for_a_restart(committed: Any) -> None:
+    consumer = FakeConsumer(committed)
+    with pytest.raises(UnknownPosition):
+        executor(consumer)._on_assign(consumer, [TopicPartition(T, 0), TopicPartition(T, 1)])
+    assert consumer.assigned == []
+
+
+def test_an_offset_reset_from_the_client_is_an_exit_not_a_new_position() -> None:
+    consumer = FakeConsumer([tp(0, 120)])
+    consumer.messages = [Msg(0, 0, error=KafkaError(KafkaError._AUTO_OFFSET_RESET, "offset out of range"))]
+    with pytest.raises(UnknownPosition, match="out of range"):
+        executor(consumer).step()
+
+
+# -- after an abort ----------------------------------------------------------------------
+
+def test_rewind_seeks_to_the_committed_offsets() -> None:
+    consumer = FakeConsumer([tp(0, 120), tp(1, 7)])
+    ex = executor(consumer)
+    ex.pending = {(T, 0): 9}
+    ex._rewind()
+    assert consumer.seeks == [(0, 120), (1, 7)] and ex.pending == {}
+
+
+@pytest.mark.parametrize("bad", [tp(1), tp(1, 5, error=KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))])
+def test_rewind_never_guesses_a_position(bad: Any) -> None:
+    consumer = FakeConsumer([tp(0, 120), bad])
+    with pytest.raises(UnknownPosition, match="cannot rewind"):
+        executor(consumer)._rewind()
+    assert consumer.seeks == []  # no partition moved, least of all to offset 0
+
+
+def test_rewind_returns_to_a_start_it_decided_but_could_not_commit_yet() -> None:
+    consumer = FakeConsumer([tp(0)], watermarks={0: (0, 40)})
+    ex = executor(consumer, FakeTransactions(answers=[False]), start=StartPolicy.END)
+    ex._on_assign(consumer, [TopicPartition(T, 0)])
+    consumer._committed = [tp(0)]  # the abort left the group without an offset
+    consumer.messages = [Msg(0, 40, approved("a1"))]
+    ex.step()  # the intent transaction aborts
+    assert consumer.seeks == [(0, 40)] and ex.pending == {(T, 0): 40}
+
+
+# -- the commits -------------------------------------------------------------------------
+
+def test_intent_then_result_each_with_the_offsets_it_owns() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions()
+    mailer = Mailer()
+    ex = executor(consumer, txns, connector=mailer)
+    consumer.messages = [Msg(0, 3, approved("a1"))]
+    ex.step()
+    (intent, intent_offsets), (result, result_offsets) = txns.commits
+    codec = Codec()
+    assert codec.decode(intent[0].value, expect="ActionResult")[1]["status"] == "attempting"
+    assert codec.decode(result[0].value, expect="ActionResult")[1]["status"] == "succeeded"
+    assert (intent_offsets, result_offsets) == ({(T, 0): 3}, {(T, 0): 4}) and mailer.sent == ["a1"]
+
+
+def test_an_aborted_intent_performs_nothing() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    mailer = Mailer()
+    ex = executor(consumer, FakeTransactions(answers=[False]), connector=mailer)
+    consumer.messages = [Msg(0, 3, approved("a1"))]
+    ex.step()
+    assert mailer.sent == [] and consumer.seeks == [(0, 3)]
+
+
+def test_a_record_no_decision_is_dead_lettered_with_its_offset() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions()
+    consumer.messages = [Msg(0, 3, b"not avro")]
+    executor(consumer, txns).step()
+    (records, offsets), = txns.commits
+    assert records[0].topic == topics.DLQ and offsets == {(T, 0): 4}
+    assert dict(records[0].headers)[H_ERROR_TYPE] == b"decode_error"
+
+
+def test_redelivered_result_is_not_performed_again() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    mailer = Mailer()
+    ex = executor(consumer, connector=mailer)
+    ex.index.put("a1", "a1", Outcome(Status.SUCCEEDED, "msg-a1"))
+    consumer.messages = [Msg(0, 3, approved("a1"))]
+    ex.step()
+    assert mailer.sent == [] and ex.pending == {(T, 0): 4}
