@@ -34,9 +34,10 @@ from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.positions import Committed, StartPolicy, UnknownPosition, needs_watermarks, start_positions
 from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
-from runonce.connectors.transactions import TXN_TIMEOUT_S, Out, Transactions, Watchdog, init_producer
+from runonce.connectors.transactions import TXN_TIMEOUT_S, Transactions, Watchdog, init_producer
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
+from runonce.kafka.record import Out
 from runonce.settings import Settings
 from runonce.streams.records import dead_letter_headers
 
@@ -248,7 +249,7 @@ class Executor:
 
     def _commit_dead_letter(self, msg: Any, exc: InvalidInput, offsets: dict[tuple[str, int], int]) -> bool:
         headers = dead_letter_headers(exc, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
-        return self._commit([Out(topics.DLQ, msg.key(), msg.value() or b"", headers=headers)], offsets)
+        return self._commit([Out(topics.DLQ, msg.key(), msg.value() or b"", headers=tuple(headers))], offsets)
 
     def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int]) -> bool:
         if self.transactions.commit(records, offsets):

@@ -12,13 +12,13 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runonce.errors import FatalError
 from runonce.kafka import clients
+from runonce.kafka.record import Out
 
 log = logging.getLogger("runonce.executor")
 
@@ -29,17 +29,6 @@ INIT_TIMEOUT_S = 180.0
 EXIT_STUCK = 75
 #: another instance owns our transactional.id: exit, never fight it
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-
-
-@dataclass(frozen=True, slots=True)
-class Out:
-    """One record to write inside a transaction."""
-
-    topic: str
-    key: bytes | None
-    value: bytes
-    partition: int | None = None
-    headers: Sequence[tuple[str, bytes]] | None = None
 
 
 def init_producer(config: Mapping[str, Any], transactional_id: str,
@@ -77,7 +66,7 @@ class Transactions:
                 kwargs: dict[str, Any] = {"key": r.key, "value": r.value}
                 if r.partition is not None:
                     kwargs["partition"] = r.partition
-                if r.headers is not None:
+                if r.headers:
                     kwargs["headers"] = list(r.headers)
                 self.producer.produce(r.topic, **kwargs)
             if offsets:

@@ -51,7 +51,13 @@ class Settings:
     #: the jira connector's bound on its search index's lag: "no such ticket" is believed only
     #: from a search made this long after the last attempt that could have created it
     jira_search_lag_ms: int = 10_000
-    #: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
+    #: the stream job's runtime: "transactional" (exactly-once, confluent-kafka) or "faust"
+    runtime: str = "transactional"
+    #: transactional runtime: a transaction commits after this many records, or ...
+    txn_max_records: int = 2000
+    #: ... once this long has passed waiting for more (the latency a quiet stream pays)
+    txn_max_wait_ms: int = 20
+    #: faust runtime: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
     #: this component's SASL principal on a secured broker (None: connect unauthenticated)
     sasl_username: str | None = None
@@ -112,6 +118,8 @@ class Settings:
                 kwargs[attr] = env[name]
         if env.get("RUNONCE_WORKER_NAME"):
             kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
+        if env.get("RUNONCE_RUNTIME"):
+            kwargs["runtime"] = env["RUNONCE_RUNTIME"]
         if env.get("RUNONCE_GUARANTEE"):
             kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
         if env.get("RUNONCE_SASL_USERNAME"):
@@ -124,7 +132,9 @@ class Settings:
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
-                           ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms")):
+                           ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms"),
+                           ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
+                           ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms")):
             if env.get(name):
                 try:
                     kwargs[attr] = int(env[name])
@@ -147,12 +157,22 @@ class Settings:
                               f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")
         if not 0 <= self.jira_search_lag_ms <= 600_000:
             raise ConfigError(f"jira_search_lag_ms must be within 0..600000, got {self.jira_search_lag_ms}")
+        if self.runtime not in RUNTIMES:
+            raise ConfigError(f"runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}")
+        if not 1 <= self.txn_max_records <= 100_000:
+            raise ConfigError(f"txn_max_records must be within 1..100000, got {self.txn_max_records}")
+        if not 1 <= self.txn_max_wait_ms <= 10_000:
+            raise ConfigError(f"txn_max_wait_ms must be within 1..10000, got {self.txn_max_wait_ms}")
         if self.sasl_mechanism not in MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):
             raise ConfigError(
                 f"processing_guarantee must be at_least_once or exactly_once, got {self.processing_guarantee!r}"
             )
+
+
+#: the stream job's runtimes; the first is the default
+RUNTIMES = ("transactional", "faust")
 
 
 def _password(env: Mapping[str, str]) -> str:

@@ -38,7 +38,7 @@ class Sweeper:
         entries = list(self._store.scan(partition, self._cursor.get(partition), limit))
         expired = [key for key, value in entries if self._expires_at_ms(value) <= event_time_ms]
         for key in expired:
-            self._store.delete(key)
+            self._store.delete(partition, key)
         # Wrap around at the end of the partition's keys.
         self._cursor[partition] = entries[-1][0] if len(entries) == limit else None
         self.deleted += len(expired)

@@ -1,30 +1,25 @@
-"""The two seams between the stream job's logic and its runtime (faust in production,
-plain dictionaries in unit tests): where state is kept, and where records are sent."""
+"""The seam between the stream job's logic and its runtime: where state is kept. (What a
+stage writes it returns, as ``Out`` records; the runtime sends them.)"""
 
 from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from runonce.kafka.record import Headers, Record
+from runonce.kafka.record import Record
 
 
 class StateStore(Protocol):
-    """One table's state for the partitions this worker owns."""
+    """One table's state for the partitions this worker owns, one partition at a time."""
 
-    def get(self, key: bytes) -> bytes | None: ...
+    def get(self, partition: int, key: bytes) -> bytes | None: ...
 
-    def put(self, key: bytes, value: bytes) -> None: ...
+    def put(self, partition: int, key: bytes, value: bytes) -> None: ...
 
-    def delete(self, key: bytes) -> None: ...
+    def delete(self, partition: int, key: bytes) -> None: ...
 
     def scan(self, partition: int, after: bytes | None, limit: int) -> Iterable[tuple[bytes, bytes]]:
         """Up to ``limit`` entries of one partition with keys > ``after``, in key order."""
         ...
-
-
-class Sink(Protocol):
-    async def send(self, topic: str, key: bytes | None, value: bytes, *, partition: int | None = None,
-                   headers: Headers = ()) -> None: ...
 
 
 #: one consumed record, runtime-neutral (the same type the topic reader yields)

@@ -1,6 +1,8 @@
 """The stream job's logic, runtime-neutral: decode, validate, load state, call the pure
-core (``runonce.core.decide``), store its new state, and emit exactly one record per
-decision. ``streams/app.py`` runs these two stages under faust.
+core (``runonce.core.decide``), store its new state, and return exactly one record per
+decision. Synchronous and I/O-free: a stage reads and writes a ``StateStore`` and returns
+the records to write; the runtime (streams/eos/ by default, streams/faust_app.py, the
+in-memory harness of the tests) writes them. ``Pipeline`` routes a record to its stage.
 
 Stage 1 (keys):  actions.requested and the rekey topic -> keys table ->
                  approved | dropped | dlq | scoped (stage 2) | rekey
@@ -23,7 +25,8 @@ from runonce.kafka.partitioner import partition_for
 from runonce.streams import records as rec
 from runonce.streams.expiry import Sweeper
 from runonce.streams.metrics import StreamMetrics
-from runonce.streams.ports import Inbound, Sink, StateStore
+from runonce.kafka.record import Out
+from runonce.streams.ports import Inbound, StateStore
 
 _FINAL_TOPIC = {Outcome.APPROVE: topics.APPROVED, Outcome.DROP: topics.DROPPED}
 
@@ -42,31 +45,30 @@ class _Stage:
     name = "?"
 
     def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, store: StateStore,
-                 sink: Sink, metrics: StreamMetrics, expires_at_ms: Any) -> None:
+                 metrics: StreamMetrics, expires_at_ms: Any) -> None:
         self.codec = codec
         self.policies = policies
         self.partitions = partitions
         self.store = store
-        self.sink = sink
         self.metrics = metrics
         self.sweeper = Sweeper(store, expires_at_ms)
 
-    async def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
-                          trust_origin_headers: bool = True) -> None:
+    def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
+                    trust_origin_headers: bool = True) -> Out:
         # Origin headers are trusted only on the internal re-key topic, which only this job writes:
         # on actions.requested they are whatever an agent put there.
         topic = (inbound.header(rec.H_ORIGIN_TOPIC)
                  if inbound.topic == topics.REKEY and trust_origin_headers else None)
         headers = rec.dead_letter_headers(error, topic.decode("utf-8", "replace") if topic else inbound.topic,
                                           origin.partition, origin.offset, origin.event_time_ms)
-        await self.sink.send(topics.DLQ, inbound.key, inbound.value or b"", headers=headers)
         self.metrics.dead_letters.labels(error.kind).inc()
+        return Out(topics.DLQ, inbound.key, inbound.value or b"", headers=tuple(headers))
 
-    async def emit_final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
-                         extra_headers: rec.Headers = ()) -> None:
-        await self.sink.send(_FINAL_TOPIC[outcome], rec.output_key(record),
-                             self.codec.encode("ActionDecision", record), headers=extra_headers)
+    def final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
+              extra_headers: rec.Headers = ()) -> Out:
         self.metrics.decisions.labels(outcome.value, reason.value, tool).inc()
+        return Out(_FINAL_TOPIC[outcome], rec.output_key(record), self.codec.encode("ActionDecision", record),
+                   headers=tuple(extra_headers))
 
     def sweep(self, partition: int, event_time_ms: int) -> None:
         deleted = self.sweeper.tick(partition, event_time_ms)
@@ -89,31 +91,30 @@ class KeyStage(_Stage):
                           _int_header(inbound, rec.H_ORIGIN_TIMESTAMP) or inbound.timestamp_ms)
         return Origin(inbound.partition, inbound.offset, inbound.timestamp_ms)
 
-    async def process(self, inbound: Inbound) -> None:
+    def process(self, inbound: Inbound) -> Out:
+        """The one record this input becomes: a decision, a stage-2 hand-off, a re-key or a dead letter."""
         started = time.perf_counter()
         try:
             origin = self._origin(inbound)
         except InvalidInput as exc:  # malformed headers on the re-key topic: a foreign writer
-            await self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms),
-                                   trust_origin_headers=False)
-            return
+            return self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms),
+                                    trust_origin_headers=False)
         try:
             _, record = self.codec.decode(inbound.value, expect="ActionRequested")
             action = Action.from_record(record)
             policy = self.policies.for_tool(action.tool)
             scope, natural_id = _scope_of(action, policy)  # validates params before any state changes
         except InvalidInput as exc:
-            await self.dead_letter(inbound, exc, origin)
-            return
+            return self.dead_letter(inbound, exc, origin)
         key = dedup_key(action, policy)
         if key is not None and partition_for(key, self.partitions) != inbound.partition:
-            await self._rekey(inbound, key, origin)
-            return
-        prior_raw = self.store.get(key.encode()) if key is not None else None
+            return self._rekey(inbound, key, origin)
+        p = inbound.partition
+        prior_raw = self.store.get(p, key.encode()) if key is not None else None
         prior = KeyState.from_bytes(prior_raw) if prior_raw is not None else None
         decision = decide_key(action, prior, policy=policy, key=key, origin=origin)
         if decision.new_state is not None and key is not None:
-            self.store.put(key.encode(), decision.new_state.to_bytes())
+            self.store.put(p, key.encode(), decision.new_state.to_bytes())
         if decision.replay:
             self.metrics.replays.labels(self.name).inc()
         unkeyed = action.idempotency_key is None
@@ -121,25 +122,26 @@ class KeyStage(_Stage):
                                   unkeyed=unkeyed, origin=origin)
         if decision.outcome is Outcome.PASS:
             assert scope is not None
-            await self.sink.send(topics.SCOPED, scope.encode(), self.codec.encode("ActionDecision", out),
-                                 partition=partition_for(scope, self.partitions))
+            result = Out(topics.SCOPED, scope.encode(), self.codec.encode("ActionDecision", out),
+                         partition=partition_for(scope, self.partitions))
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
-            await self.emit_final(out, decision.outcome, decision.reason, action.tool)
+            result = self.final(out, decision.outcome, decision.reason, action.tool)
         self.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
+        return result
 
-    async def _rekey(self, inbound: Inbound, key: str, origin: Origin) -> None:
+    def _rekey(self, inbound: Inbound, key: str, origin: Origin) -> Out:
         headers = [
             (rec.H_ORIGIN_TOPIC, inbound.topic.encode()),
             (rec.H_ORIGIN_PARTITION, str(origin.partition).encode()),
             (rec.H_ORIGIN_OFFSET, str(origin.offset).encode()),
             (rec.H_ORIGIN_TIMESTAMP, str(origin.event_time_ms).encode()),
         ]
-        await self.sink.send(topics.REKEY, key.encode(), inbound.value or b"",
-                             partition=partition_for(key, self.partitions), headers=headers)
         self.metrics.rekeyed.inc()
+        return Out(topics.REKEY, key.encode(), inbound.value or b"", partition=partition_for(key, self.partitions),
+                   headers=tuple(headers))
 
 
 class ScopeStage(_Stage):
@@ -150,39 +152,64 @@ class ScopeStage(_Stage):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(expires_at_ms=lambda raw: ScopeState.from_bytes(raw).expires_at_ms, **kwargs)
 
-    async def process(self, inbound: Inbound) -> None:
+    def process(self, inbound: Inbound) -> Out:
+        """The final decision for a stage-1 pass (or a dead letter)."""
         started = time.perf_counter()
         try:
             _, record = self.codec.decode(inbound.value, expect="ActionDecision")
             action = Action.from_record(record["request"])
         except InvalidInput as exc:  # only a foreign writer on an internal topic could cause this
-            await self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
-            return
+            return self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
         origin = Origin(record["source_partition"], record["source_offset"], record["event_time_ms"])
         policy = self.policies.for_tool(action.tool)
         try:
             scope, natural_id = _scope_of(action, policy)
         except InvalidInput as exc:  # the policy file changed between the stages
-            await self.dead_letter(inbound, exc, origin)
-            return
+            return self.dead_letter(inbound, exc, origin)
         if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
             record.update(outcome=Outcome.APPROVE.value)
-            await self.emit_final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
-            return
-        raw = self.store.get(scope.encode())
+            return self.final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
+        p = inbound.partition
+        raw = self.store.get(p, scope.encode())
         prior = ScopeState.from_bytes(raw) if raw is not None else None
         decision = decide_scope(action, prior, policy=policy, scope=scope, natural_id=natural_id, origin=origin)
         if decision.new_state is not None:
-            self.store.put(scope.encode(), decision.new_state.to_bytes())
+            self.store.put(p, scope.encode(), decision.new_state.to_bytes())
         if decision.replay:
             self.metrics.replays.labels(self.name).inc()
         elif record["unkeyed"]:
             self.metrics.unkeyed.labels(action.tool).inc()
         out = rec.carry_on(record, decision)
         alert = [(rec.H_ALERT, b"budget_exhausted")] if decision.reason is Reason.BUDGET_EXHAUSTED else []
-        await self.emit_final(out, decision.outcome, decision.reason, action.tool, alert)
+        result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
         self.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
+        return result
+
+
+class Pipeline:
+    """Both stages over their two stores: the stream job as one function of a record.
+    Every runtime (the transactional one, faust, the tests' in-memory one) calls this."""
+
+    #: the topics stage 1 and stage 2 consume
+    KEY_INPUTS = (topics.REQUESTED, topics.REKEY)
+    SCOPE_INPUTS = (topics.SCOPED,)
+
+    def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, keys: StateStore,
+                 scopes: StateStore, metrics: StreamMetrics) -> None:
+        common: dict[str, Any] = dict(codec=codec, policies=policies, partitions=partitions, metrics=metrics)
+        self.keys = KeyStage(store=keys, **common)
+        self.scopes = ScopeStage(store=scopes, **common)
+
+    def stage_for(self, topic: str) -> KeyStage | ScopeStage:
+        return self.scopes if topic == topics.SCOPED else self.keys
+
+    def process(self, inbound: Inbound) -> Out:
+        return self.stage_for(inbound.topic).process(inbound)
+
+    def process_batch(self, batch: list[Inbound]) -> list[Out]:
+        """One output per input, in input order (state changes apply in that order too)."""
+        return [self.process(inbound) for inbound in batch]
 
 
 def _scope_of(action: Action, policy: Policy) -> tuple[str | None, str | None]:

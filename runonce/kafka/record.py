@@ -28,3 +28,15 @@ def find_header(headers: Headers, name: str) -> bytes | None:
         if k == name:
             return v
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    """One record to write: what the stream job's stages and the executors hand their runtime."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    #: None lets the producer's partitioner choose (murmur2 of the key, as Java and faust)
+    partition: int | None = None
+    headers: Headers = ()

@@ -162,7 +162,8 @@ def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
     source = f"test.approved.{uuid.uuid4().hex[:8]}"
-    admin_client(bootstrap).create_topics([NewTopic(source, 6, 1)])[source].result()
+    admin = admin_client(bootstrap)  # held: a collected client cancels its own futures
+    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
     key = f"jira-lag-{uuid.uuid4().hex[:6]}"
     request = approve(bootstrap, source, "create_jira_ticket",
                       {"project": "SUP", "customer_id": "c", "description": key}, key)

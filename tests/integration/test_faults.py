@@ -127,13 +127,18 @@ def _explain_early(bootstrap: str, before: list[dict[str, Any]], sent: set[str],
            for r in before}
     lines = [f"an executor performed {len(sent)} actions approved before its group began; "
              f"smtp group started at {starts.get('smtp')}"]
+    approvals: dict[str, list[tuple[int, int]]] = {}
     for r in read_all(bootstrap, topics.APPROVED):
         d = codec.decode(r.value, expect="ActionDecision")[1]
         a = d["request"]["action_id"]
         if a in ids and ids[a] in sent:
-            lines.append(f"  approval of {a} at partition {r.partition} offset {r.offset}")
-            if len(lines) > 20:
-                break
+            approvals.setdefault(a, []).append((r.partition, r.offset))
+    start = starts.get("smtp") or [0] * 6
+    again = {a: [pos for pos in where if pos[1] >= start[pos[0]]] for a, where in approvals.items()}
+    lines.append(f"  {sum(1 for a in again.values() if a)} of them were approved again after the group's start "
+                 f"(a re-emitted decision); {sum(1 for a in again.values() if not a)} only before it")
+    for a, where in list(approvals.items())[:10]:
+        lines.append(f"  {a}: approvals at {where}")
     lines.append(f"--- smtp-0\n{executors['smtp-0'].log_tail(60)}")
     return "\n".join(lines)
 

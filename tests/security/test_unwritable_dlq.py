@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from runonce.kafka import acls, clients, topics
 from runonce.oracle import verify
 from runonce.streams import records as rec
-from runonce.streams.stop import EXIT_STOPPED_BEFORE_ACK
+from runonce.streams.faust_runtime.stop import EXIT_STOPPED_BEFORE_ACK
 from runonce.topic_reader import read_all
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import WorkerProcess

@@ -1,6 +1,6 @@
-"""In-memory runtime for the stream job's logic: the same KeyStage/ScopeStage that faust
-runs, over dict stores and a list sink, for fast unit tests (no Kafka is mocked: the
-integration tests run the real job against the real broker)."""
+"""In-memory runtime for the stream job's logic: the same ``Pipeline`` every runtime runs,
+over dict stores, routing the internal topics as Kafka would, for fast unit tests (no
+Kafka is mocked: the integration tests run the real job against the real broker)."""
 
 from __future__ import annotations
 
@@ -12,24 +12,24 @@ from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.streams.metrics import StreamMetrics
-from runonce.streams.ports import Headers, Inbound
-from runonce.streams.processor import KeyStage, ScopeStage
+from runonce.kafka.record import Headers
+from runonce.streams.ports import Inbound
+from runonce.streams.processor import Pipeline
 from runonce.submit import build_request
 
 
 class MemoryStore:
     def __init__(self) -> None:
         self.parts: dict[int, dict[bytes, bytes]] = defaultdict(dict)
-        self.current = 0  # the partition of the record being processed, as faust's event context
 
-    def get(self, key: bytes) -> bytes | None:
-        return self.parts[self.current].get(key)
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        return self.parts[partition].get(key)
 
-    def put(self, key: bytes, value: bytes) -> None:
-        self.parts[self.current][key] = value
+    def put(self, partition: int, key: bytes, value: bytes) -> None:
+        self.parts[partition][key] = value
 
-    def delete(self, key: bytes) -> None:
-        self.parts[self.current].pop(key, None)
+    def delete(self, partition: int, key: bytes) -> None:
+        self.parts[partition].pop(key, None)
 
     def scan(self, partition: int, after: bytes | None, limit: int) -> Iterable[tuple[bytes, bytes]]:
         keys = sorted(k for k in self.parts[partition] if after is None or k > after)[:limit]
@@ -39,27 +39,16 @@ class MemoryStore:
         return sum(len(p) for p in self.parts.values())
 
 
-class ListSink:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes | None, bytes, int | None, Headers]] = []
-
-    async def send(self, topic: str, key: bytes | None, value: bytes, *, partition: int | None = None,
-                   headers: Headers = ()) -> None:
-        self.sent.append((topic, key, value, partition, tuple(headers)))
-
-
 class MemoryPipeline:
     """Feeds requests through both stages, routing internal topics like Kafka would."""
 
     def __init__(self, partitions: int = 6, policies: PolicyBook | None = None) -> None:
         self.partitions = partitions
         self.codec = Codec()
-        self.sink = ListSink()
         self.keys, self.scopes = MemoryStore(), MemoryStore()
-        common: dict[str, Any] = dict(codec=self.codec, policies=policies or PolicyBook.load(), partitions=partitions,
-                                      sink=self.sink, metrics=StreamMetrics())
-        self.key_stage = KeyStage(store=self.keys, **common)
-        self.scope_stage = ScopeStage(store=self.scopes, **common)
+        self.pipeline = Pipeline(codec=self.codec, policies=policies or PolicyBook.load(), partitions=partitions,
+                                 keys=self.keys, scopes=self.scopes, metrics=StreamMetrics())
+        self.key_stage, self.scope_stage = self.pipeline.keys, self.pipeline.scopes
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)
         self._last_decision: dict[str, dict[str, Any]] = {}
@@ -96,21 +85,16 @@ class MemoryPipeline:
         queue = [first]
         while queue:
             inbound = queue.pop(0)
-            stage = self.scope_stage if inbound.topic == topics.SCOPED else self.key_stage
-            store = self.scopes if stage is self.scope_stage else self.keys
-            store.current = inbound.partition
-            before = len(self.sink.sent)
-            await stage.process(inbound)
-            for topic, key, value, partition, headers in self.sink.sent[before:]:
-                if topic in (topics.REKEY, topics.SCOPED):
-                    assert partition is not None
-                    queue.append(Inbound(topic, partition, self._next_offset(topic, partition), inbound.timestamp_ms,
-                                         key, value, headers))
-                else:
-                    self.outputs[topic].append((key, value, headers))
-                    if topic in (topics.APPROVED, topics.DROPPED):
-                        decision = self.codec.decode(value, expect="ActionDecision")[1]
-                        self._last_decision[decision["request"]["action_id"]] = decision
+            out = self.pipeline.process(inbound)
+            if out.topic in (topics.REKEY, topics.SCOPED):
+                assert out.partition is not None
+                queue.append(Inbound(out.topic, out.partition, self._next_offset(out.topic, out.partition),
+                                     inbound.timestamp_ms, out.key, out.value, out.headers))
+                continue
+            self.outputs[out.topic].append((out.key, out.value, out.headers))
+            if out.topic in (topics.APPROVED, topics.DROPPED):
+                decision = self.codec.decode(out.value, expect="ActionDecision")[1]
+                self._last_decision[decision["request"]["action_id"]] = decision
 
     def decisions(self, topic: str = topics.APPROVED) -> list[dict[str, Any]]:
         return [self.codec.decode(value, expect="ActionDecision")[1] for _, value, _ in self.outputs[topic]]

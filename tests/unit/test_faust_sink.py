@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from runonce.kafka import topics
-from runonce.streams.faust_sink import DeadLetterUnwritable, FaustSink, SendFailureGuard
+from runonce.kafka.record import Out
+from runonce.streams.faust_runtime.sink import DeadLetterUnwritable, FaustSink, SendFailureGuard
 
 
 class FakeTopic:
@@ -49,20 +50,20 @@ def _sink(failures: int) -> tuple[FaustSink, FakeApp]:
 
 def test_a_dead_letter_is_retried_until_written() -> None:
     sink, app = _sink(failures=2)
-    asyncio.run(sink.send(topics.DLQ, b"k", b"poison"))
+    asyncio.run(sink.send(Out(topics.DLQ, b"k", b"poison")))
     assert app.topics[topics.DLQ].sent == [b"poison"]
 
 
 def test_an_unwritable_dlq_stops_after_bounded_retries() -> None:
     sink, app = _sink(failures=10)
     with pytest.raises(DeadLetterUnwritable, match="refused a dead letter 3 times"):
-        asyncio.run(sink.send(topics.DLQ, b"k", b"poison"))
+        asyncio.run(sink.send(Out(topics.DLQ, b"k", b"poison")))
     assert app.topics[topics.DLQ].failures == 7  # exactly three attempts, then stop
 
 
 def test_decisions_are_buffered_not_awaited() -> None:
     sink, app = _sink(failures=0)
-    asyncio.run(sink.send(topics.APPROVED, b"k", b"decision"))
+    asyncio.run(sink.send(Out(topics.APPROVED, b"k", b"decision")))
     assert app.topics[topics.APPROVED].buffered == [b"decision"] and app.topics[topics.APPROVED].sent == []
 
 

@@ -9,7 +9,7 @@ changelog entry would be gone without a trace. Two guards close that:
   from the last commit and the input is decided again (harmless by design).
 * Dead letters are rare and are the last place a bad record can go, so ``FaustSink``
   awaits each one and retries a definite failure a bounded number of times; then it
-  raises ``DeadLetterUnwritable`` and the worker stops (``streams/stop.py``) rather
+  raises ``DeadLetterUnwritable`` and the worker stops (``streams/faust_runtime/stop.py``) rather
   than skip the record.
 """
 
@@ -24,8 +24,8 @@ from faust.sensors import Sensor
 
 from runonce.errors import FatalError
 from runonce.kafka import topics
-from runonce.streams.ports import Headers
-from runonce.streams.stop import stop_before_ack
+from runonce.kafka.record import Headers, Out
+from runonce.streams.faust_runtime.stop import stop_before_ack
 
 log = logging.getLogger("runonce.streams")
 
@@ -59,14 +59,14 @@ class FaustSink:
         self.dead_letter_timeout_s = dead_letter_timeout_s
         self.backoff_s = backoff_s
 
-    async def send(self, topic: str, key: bytes | None, value: bytes, *, partition: int | None = None,
-                   headers: Headers = ()) -> None:
-        if topic == topics.DLQ:
-            await self._dead_letter(key, value, partition, headers)
+    async def send(self, out: Out) -> None:
+        if out.topic == topics.DLQ:
+            await self._dead_letter(out.key, out.value, out.partition, out.headers)
             return
-        # Buffered, not awaited per record: faust flushes the producer before it commits offsets,
-        # so an output is durable before the input it came from is acknowledged.
-        self._topics[topic].send_soon(key=key, value=value, partition=partition, headers=list(headers) or None)
+        # Buffered, not awaited per record: the producer is drained and acknowledged before
+        # faust commits offsets (drain.py), so an output is durable before its input is.
+        self._topics[out.topic].send_soon(key=out.key, value=out.value, partition=out.partition,
+                                          headers=list(out.headers) or None)
 
     async def _dead_letter(self, key: bytes | None, value: bytes, partition: int | None, headers: Headers) -> None:
         last: BaseException | None = None

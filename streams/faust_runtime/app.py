@@ -1,13 +1,14 @@
-"""The faust-streaming application: two agents over two RocksDB (rocksdict) tables.
+"""The faust-streaming runtime (``runonce worker --runtime faust``): two agents over two
+RocksDB (rocksdict) tables, running the same ``Pipeline`` as the default runtime.
 
 ``create_app(settings)`` is the only place faust is wired; the logic lives in
 ``streams/processor.py`` and the decision in ``runonce/core/decide.py``.
 
-Guarantee: by default at-least-once, made harmless by design. faust flushes the
-producer (changelog and output records) before it commits offsets, so restored state
-is never *behind* the committed offset; records after it are decided again, and state
-remembers which action claimed each key, so a redelivered action gets the same outcome
-(re-emitted with the same action_id; executors never act twice on one action_id).
+Guarantee: at-least-once, made harmless by design. The producer (changelog and output
+records) is drained and acknowledged before faust commits offsets (``drain.py`` closes
+faust's own flush gap), so restored state is never *behind* the committed offset; records
+after it are decided again, and state remembers which action claimed each key, so a
+redelivered action gets the same outcome (re-emitted with the same action_id).
 ``RUNONCE_GUARANTEE=exactly_once`` turns on faust's transactional mode instead.
 """
 
@@ -24,11 +25,12 @@ from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.settings import Settings
-from runonce.streams.faust_sink import FaustSink, SendFailureGuard
+from runonce.streams.faust_runtime.drain import drain_before_commit
+from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
+from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
-from runonce.streams.stop import stop_before_ack
-from runonce.streams.ports import Headers, Inbound
-from runonce.streams.processor import KeyStage, ScopeStage
+from runonce.streams.ports import Inbound
+from runonce.streams.processor import Pipeline
 
 log = logging.getLogger("runonce.streams")
 
@@ -41,14 +43,16 @@ class FaustTableStore:
     def __init__(self, table: Any) -> None:
         self.table = table
 
-    def get(self, key: bytes) -> bytes | None:
+    # faust's Table picks the partition from the event being processed, which is the one
+    # the stage names: stage 1 re-keys first, and stage 2's input is keyed by its scope.
+    def get(self, partition: int, key: bytes) -> bytes | None:
         value = self.table.get(key)
         return bytes(value) if value is not None else None
 
-    def put(self, key: bytes, value: bytes) -> None:
+    def put(self, partition: int, key: bytes, value: bytes) -> None:
         self.table[key] = value
 
-    def delete(self, key: bytes) -> None:
+    def delete(self, partition: int, key: bytes) -> None:
         self.table.pop(key, None)
         # faust's RocksDB store remembers every key it touched (key -> partition) and never
         # forgets a deleted one: without this, expiry would bound the disk but not the memory.
@@ -80,16 +84,15 @@ def _inbound(event: EventT) -> Inbound:
                    headers=tuple(headers or ()))
 
 
-async def _run_stage(stage: KeyStage | ScopeStage, stream: Any) -> None:
-    """Feed a stage every event; a record it cannot finish stops the worker before faust
-    acknowledges it (streams/stop.py)."""
+async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any) -> None:
+    """Feed the pipeline every event and send what it returns; a record it cannot finish
+    stops the worker before faust acknowledges it (streams/faust_runtime/stop.py)."""
     async for event in stream.events():
         try:
-            await stage.process(_inbound(event))
+            await sink.send(pipeline.process(_inbound(event)))
         except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
             msg = event.message
-            stop_before_ack(f"stage {stage.name} could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}",
-                            exc)
+            stop_before_ack(f"could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}", exc)
 
 
 class _App(faust.App):  # type: ignore[misc]
@@ -145,8 +148,10 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
         topic_disable_leader=True,
         table_standby_replicas=0,
     )
-    # A record faust cannot write must stop the worker, not be skipped (streams/faust_sink.py).
+    # A record faust cannot write must stop the worker, not be skipped (streams/faust_runtime/sink.py).
     app.sensors.add(SendFailureGuard())
+    # Outputs and changelog writes are acknowledged before any offset commit (drain.py).
+    drain_before_commit()
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                      help="stage 1: dedup key -> first claim")
@@ -155,9 +160,8 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     for table, name in ((keys, topics.CHANGELOG_KEYS), (scopes, topics.CHANGELOG_SCOPES)):
         assert table.changelog_topic.get_topic_name() == name, "runonce.kafka.topics must create this changelog"
     sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED), n)
-    common = dict(codec=codec, policies=policies, partitions=n, sink=sink, metrics=metrics)
-    key_stage = KeyStage(store=FaustTableStore(keys), **common)
-    scope_stage = ScopeStage(store=FaustTableStore(scopes), **common)
+    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys),
+                        scopes=FaustTableStore(scopes), metrics=metrics)
 
     requested = app.topic(topics.REQUESTED, topics.REKEY, key_type=bytes, value_type=bytes, partitions=n)
     scoped = app.topic(topics.SCOPED, key_type=bytes, value_type=bytes, partitions=n)
@@ -166,11 +170,11 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     # would log the crash and keep a live worker that decides nothing.
     @app.agent(requested, name="runonce.keys", supervisor_strategy=CrashingSupervisor)
     async def decide_keys(stream: Any) -> None:
-        await _run_stage(key_stage, stream)
+        await _run(pipeline, sink, stream)
 
     @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
-        await _run_stage(scope_stage, stream)
+        await _run(pipeline, sink, stream)
 
     app.runonce_metrics = metrics  # type: ignore[attr-defined]
     return app

@@ -1,0 +1,1 @@
+"""faust-streaming as the stream job's runtime (``runonce worker --runtime faust``)."""

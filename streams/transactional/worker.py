@@ -1,0 +1,260 @@
+"""The transactional stream worker: batches of input decided by the shared ``Pipeline``, and
+every consequence of a batch committed in one Kafka transaction with its input offsets.
+
+Guarantee: exactly-once. A record's decision, re-key or stage-2 hand-off, dead letter and
+state change (changelog) become visible together with the offset that consumed it, or not
+at all; read_committed readers never see a decision twice, even across SIGKILLs.
+
+- Positions are explicit (connectors/positions.py): the client never picks one
+  (``auto.offset.reset=error``); an unknown position is an exit for a restart.
+- Rebalances: a batch is committed before the next poll, so a revocation never finds a
+  transaction open; an assigned partition is restored (restore.py) before its first batch.
+  The range assignor gives partition p of every input topic to the same worker, so stage 1's
+  state partition p has one writer (actions.requested p and the re-key topic p).
+- A transaction that cannot commit is aborted: the state changes are dropped and the
+  consumer goes back to the committed offsets. A fenced producer (another instance took
+  over) or a fatal error stops the worker; its supervisor restarts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from runonce.codec import Codec
+from runonce.connectors.positions import Committed, StartPolicy, UnknownPosition, needs_watermarks, start_positions
+from runonce.core.policy import PolicyBook
+from runonce.errors import FatalError, InvariantViolation
+from runonce.kafka import clients, topics
+from runonce.kafka.record import Record
+from runonce.settings import Settings
+from runonce.streams.metrics import StreamMetrics
+from runonce.streams.processor import Pipeline
+from runonce.streams.transactional.restore import restore
+from runonce.streams.transactional.state import TableState
+
+log = logging.getLogger("runonce.streams")
+
+GROUP = "runonce"
+INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
+TXN_TIMEOUT_S = 30.0
+_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+@dataclass
+class BatchStats:
+    batches: int = 0
+    records: int = 0
+    aborted: int = 0
+
+
+class TransactionalWorker:
+    def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
+                 on_batch: Callable[[int], None] | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or StreamMetrics()
+        self.access = settings.kafka_access()
+        self.partitions = settings.partitions
+        root = settings.state_dir / settings.worker_name / "transactional"
+        self.keys = TableState("keys", topics.CHANGELOG_KEYS, root)
+        self.scopes = TableState("scopes", topics.CHANGELOG_SCOPES, root)
+        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys,
+                                 scopes=self.scopes, metrics=self.metrics)
+        self.max_records = settings.txn_max_records
+        self.max_wait_s = settings.txn_max_wait_ms / 1000
+        self.on_batch = on_batch
+        self.stats = BatchStats()
+        #: where each assigned partition started (a partition without a committed offset rewinds here)
+        self.starts: dict[tuple[str, int], int] = {}
+        self.running = True
+        self.transactional_id = f"runonce-stream-{settings.worker_name}"
+        self.consumer = Consumer({
+            **clients.base_config(self.access), "group.id": GROUP, "enable.auto.commit": False,
+            "auto.offset.reset": "error", "isolation.level": "read_committed",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+            "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
+        })
+        self.reader = clients.reader(self.access, group=f"{GROUP}-restore")
+        self.producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(clients.producer_config(self.access, **{
+            "transactional.id": self.transactional_id, "transaction.timeout.ms": 60_000,
+            "linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
+            "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
+        }))
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                producer.init_transactions(TXN_TIMEOUT_S)
+                return producer
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise clients.translate(exc, f"{self.transactional_id}: cannot initialise transactions") from exc
+                log.warning("%s: init_transactions: %s; retrying", self.transactional_id, exc.args[0])
+
+    # -- assignment ------------------------------------------------------------------
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        try:
+            answered = consumer.committed(partitions, timeout=30)
+        except KafkaException as exc:
+            raise UnknownPosition(f"{self.transactional_id}: cannot fetch committed offsets: {exc}") from exc
+        starts: list[TopicPartition] = []
+        by_topic: dict[str, list[Any]] = {}
+        for tp in answered:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        for topic, tps in by_topic.items():
+            committed = [Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None)
+                         for tp in tps]
+            marks = {}
+            for p in needs_watermarks(committed):
+                marks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
+            for s in start_positions(committed, marks, StartPolicy.EARLIEST):
+                starts.append(TopicPartition(topic, s.partition, s.offset))
+        # Committed offsets were read stably (KIP-447), so the previous owner's transactions are
+        # resolved; now bring each owned state partition to its changelog's end.
+        owned = {topics.REQUESTED: set(), topics.SCOPED: set()}  # type: dict[str, set[int]]
+        for tp in starts:
+            owned[topics.SCOPED if tp.topic == topics.SCOPED else topics.REQUESTED].add(tp.partition)
+        for table, parts in ((self.keys, owned[topics.REQUESTED]), (self.scopes, owned[topics.SCOPED])):
+            for p in list(table.parts):
+                if p not in parts:
+                    table.close(p)
+            for p in sorted(parts):
+                restore(self.reader, table, p)
+        self.starts = {(tp.topic, tp.partition): tp.offset for tp in starts}
+        consumer.assign(starts)
+        log.info("%s assigned %s", self.transactional_id,
+                 ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.keys.abort()
+        self.scopes.abort()
+
+    # -- loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
+        self.consumer.subscribe(list(INPUTS), on_assign=self._on_assign, on_revoke=self._on_revoke)
+        try:
+            while self.running:
+                self.step()
+        finally:
+            self.consumer.close()
+            self.reader.close()
+            self.keys.close_all()
+            self.scopes.close_all()
+
+    def step(self) -> int:
+        """Consume one batch and commit everything it caused; returns records decided."""
+        msgs = self.consumer.consume(self.max_records, self.max_wait_s)
+        batch: list[Record] = []
+        for msg in msgs:
+            err = msg.error()
+            if err is None:
+                batch.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(),
+                                    msg.value(), tuple(msg.headers() or ())))
+            elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                raise UnknownPosition(f"{self.transactional_id}: {msg.topic()}[{msg.partition()}]: {err.str()}")
+            elif err.fatal():
+                raise FatalError(f"consumer: {err}")
+            elif err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer: %s", err)
+        if not batch:
+            return 0
+        if self._commit(batch):
+            self.stats.batches += 1
+            self.stats.records += len(batch)
+            if self.on_batch is not None:
+                self.on_batch(len(batch))
+            return len(batch)
+        return 0
+
+    def _commit(self, batch: list[Record]) -> bool:
+        changelog_ends: dict[tuple[str, int], int] = {}
+
+        def delivered(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                key = (msg.topic(), msg.partition())
+                changelog_ends[key] = max(changelog_ends.get(key, 0), msg.offset() + 1)
+
+        try:
+            self.producer.begin_transaction()
+            for out in self.pipeline.process_batch(batch):
+                self._produce(out.topic, out.key, out.value, out.partition, list(out.headers) or None)
+            for table in (self.keys, self.scopes):
+                for partition, key, value in table.changes():
+                    self._produce(table.changelog, key, value, partition, None, delivered)
+            if self.producer.flush(TXN_TIMEOUT_S):  # delivery reports (changelog offsets) served here
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records not delivered in time"))
+            offsets: dict[tuple[str, int], int] = {}
+            for r in batch:
+                offsets[(r.topic, r.partition)] = r.offset + 1
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
+            self.producer.commit_transaction(TXN_TIMEOUT_S)
+        except KafkaException as exc:
+            self._abandon(exc)
+            return False
+        for table in (self.keys, self.scopes):
+            ends = {p: end for (topic, p), end in changelog_ends.items() if topic == table.changelog}
+            missing = [p for p, part in table.parts.items() if part.pending and p not in ends]
+            if missing:
+                raise InvariantViolation(f"{table.name}: committed changes without changelog offsets for {missing}")
+            table.commit(ends)
+        return True
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
+                 headers: list[tuple[str, bytes]] | None, on_delivery: Any = None) -> None:
+        kwargs: dict[str, Any] = {"key": key, "value": value}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+        if on_delivery is not None:
+            kwargs["on_delivery"] = on_delivery
+        while True:
+            try:
+                self.producer.produce(topic, **kwargs)
+                return
+            except BufferError:  # the local queue is full: let it drain
+                self.producer.poll(0.05)
+
+    def _abandon(self, exc: KafkaException) -> None:
+        err: KafkaError = exc.args[0]
+        self.keys.abort()
+        self.scopes.abort()
+        self.stats.aborted += 1
+        if err.code() in clients.AUTH_ERRORS:
+            raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
+        if err.code() in _FENCED or (err.fatal() and not err.txn_requires_abort()):
+            raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
+        log.warning("%s: aborting transaction: %s", self.transactional_id, err)
+        try:
+            self.producer.abort_transaction(TXN_TIMEOUT_S)
+        except KafkaException as abort_exc:
+            raise FatalError(f"{self.transactional_id}: abort failed: {abort_exc}") from abort_exc
+        self._rewind()
+
+    def _rewind(self) -> None:
+        assignment = self.consumer.assignment()
+        if not assignment:
+            return
+        try:
+            answered = self.consumer.committed(assignment, timeout=30)
+        except KafkaException as exc:
+            raise UnknownPosition(f"{self.transactional_id}: cannot rewind after an abort: {exc}") from exc
+        for tp in answered:
+            offset = tp.offset
+            if tp.error is None and offset < 0:  # never committed: back to the explicit start it was given
+                offset = self.starts.get((tp.topic, tp.partition), -1)
+            if tp.error is not None or offset < 0:
+                raise UnknownPosition(f"{self.transactional_id}: cannot rewind {tp.topic}[{tp.partition}] "
+                                      f"after an abort: {tp.error or 'no committed offset'}")
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
