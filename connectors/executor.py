@@ -34,10 +34,11 @@ from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.positions import Committed, StartPolicy, UnknownPosition, needs_watermarks, start_positions
 from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
-from runonce.connectors.transactions import TXN_TIMEOUT_S, Transactions, Watchdog, init_producer
+from runonce.connectors.transactions import TXN_TIMEOUT_S, Transactions, init_producer
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.record import Out
+from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.records import dead_letter_headers
 
@@ -76,7 +77,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
         "transactional.id": transactional_id,
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
     transactions = Transactions(transactional_id, lambda: init_producer(producer_config, transactional_id),
-                                consumer.consumer_group_metadata, Watchdog(transactional_id))
+                                consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0))
     return Executor(connector, consumer=consumer, transactions=transactions,
                     index=ResultIndex(access, connector.tools), source_topic=source_topic, start=start,
                     runner=runner, metrics=metrics, failpoint=settings.executor_failpoint)

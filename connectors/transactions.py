@@ -7,26 +7,22 @@ instance of the same transactional.id, or refused by the broker's ACLs."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import threading
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runonce.errors import FatalError
 from runonce.kafka import clients
 from runonce.kafka.record import Out
+from runonce.kafka.watchdog import Watchdog
 
 log = logging.getLogger("runonce.executor")
 
 TXN_TIMEOUT_S = 30.0
 #: how long a starting executor waits for the transaction coordinator (a restarting broker)
 INIT_TIMEOUT_S = 180.0
-#: exit status when a transactional call outlives its timeout (the supervisor restarts the executor)
-EXIT_STUCK = 75
 #: another instance owns our transactional.id: exit, never fight it
 _FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
@@ -120,40 +116,3 @@ class Transactions:
             self.producer.flush(10)
         except KafkaException as exc:  # leaving anyway: uncommitted offsets are simply read again
             log.warning("%s: on exit: %s", self.transactional_id, exc)
-
-
-class Watchdog:
-    """librdkafka can block in a transactional call past its timeout when the group coordinator
-    goes away (confluentinc/librdkafka#5456). A stuck executor holds its partitions and does
-    nothing, so leave instead: the open transaction is aborted by the broker, and the restarted
-    executor redoes the record from the committed offsets (its intent makes that safe).
-
-    One thread per executor watches a deadline that each guarded call sets and clears."""
-
-    def __init__(self, who: str, limit_s: float = TXN_TIMEOUT_S + 15.0,
-                 clock: Callable[[], float] = time.monotonic, start: bool = True) -> None:
-        self.who = who
-        self.limit_s = limit_s
-        self.clock = clock
-        self._call = ""
-        self._deadline: float | None = None
-        if start:
-            threading.Thread(target=self._watch, name="txn-watchdog", daemon=True).start()
-
-    @contextlib.contextmanager
-    def guard(self, call: str) -> Iterator[None]:
-        self._call, self._deadline = call, self.clock() + self.limit_s
-        try:
-            yield
-        finally:
-            self._deadline = None
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(1.0)
-            deadline = self._deadline
-            if deadline is not None and self.clock() > deadline:
-                log.critical("%s: %s still blocked after %.0f s; exiting for a restart",
-                             self.who, self._call, self.limit_s)
-                logging.shutdown()
-                os._exit(EXIT_STUCK)

@@ -5,7 +5,8 @@ Each record of ``actions.requested`` must end in exactly one place: a decision i
 dead letter in ``actions.dlq`` (matched by origin headers). The oracle reports:
 
 * lost        requested records with no decision and no dead letter
-* conflicts   records decided two different ways (approved and dropped, or two reasons)
+* conflicts   records decided two different ways (approved and dropped, or two reasons),
+              each with every decision written for it and where (``decided_two_ways``)
 * phantoms    decisions that point at no requested record
 * doubled     action ids approved twice as *distinct* actions for one idempotency key
 * re-emitted  the same decision written again for the same record (at-least-once
@@ -47,6 +48,10 @@ class Report:
     reasons: Counter[str] = field(default_factory=Counter)
     #: action_id -> final (outcome, reason)
     outcome_by_action: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: conflict position -> each decision written for it, where, and what it repeats
+    decided_two_ways: dict[Position, list[str]] = field(default_factory=dict)
+    #: dead letters written more than once for one requested record
+    dead_letters_repeated: int = 0
 
     @property
     def ok(self) -> bool:
@@ -74,6 +79,11 @@ class Report:
         ]
         for reason, count in sorted(self.reasons.items()):
             lines.append(f"  {reason:<22} {count}")
+        if self.dead_letters_repeated:
+            lines.append(f"dead letters written again: {self.dead_letters_repeated}")
+        for pos, decisions in list(self.decided_two_ways.items())[:5]:
+            lines.append(f"decided two ways: actions.requested[{pos[0]}]@{pos[1]}")
+            lines.extend(f"    {d}" for d in decisions)
         lines.append("OK: every requested record accounted for exactly once" if self.ok
                      else "FAILED: " + "; ".join(self.problems()))
         return "\n".join(lines)
@@ -95,6 +105,8 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
     # position -> set of distinct decisions seen for it
     seen: dict[Position, set[tuple[str, str, str]]] = defaultdict(set)
     writes: Counter[Position] = Counter()
+    dead_letters: Counter[Position] = Counter()
+    where: dict[Position, list[str]] = defaultdict(list)
     approved_by_key: dict[str, set[str]] = defaultdict(set)
     for r in (*approved, *dropped):
         try:
@@ -106,6 +118,9 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         action_id = d["request"]["action_id"]
         seen[pos].add((d["outcome"], d["reason"], action_id))
         writes[pos] += 1
+        repeat = f" repeating {d['first_action_id']}" if d.get("first_action_id") else ""
+        where[pos].append(f"{d['outcome']} {d['reason']} (action {action_id}{repeat}) "
+                          f"at {r.topic}[{r.partition}]@{r.offset}")
         if d["outcome"] == "APPROVED" and d["request"]["idempotency_key"]:
             approved_by_key[d["request"]["idempotency_key"]].add(action_id)
     for r in dlq:
@@ -116,15 +131,20 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         if part is None or off is None:
             continue
         pos = (int(part), int(off))
-        seen[pos].add(("DLQ", r.header("runonce.error.type").decode() if r.header("runonce.error.type") else "?", ""))
+        kind = r.header("runonce.error.type")
+        seen[pos].add(("DLQ", kind.decode() if kind else "?", ""))
         writes[pos] += 1
+        dead_letters[pos] += 1
+        where[pos].append(f"DLQ {kind.decode() if kind else '?'} at {r.topic}[{r.partition}]@{r.offset}")
     for pos, decisions in seen.items():
         if pos not in action_at:
             report.phantoms.append(pos)
             continue
         if len(decisions) > 1:
             report.conflicts.append(pos)
+            report.decided_two_ways[pos] = where[pos]
             continue
+        report.dead_letters_repeated += max(0, dead_letters[pos] - 1)
         outcome, reason, action_id = next(iter(decisions))
         report.re_emitted += writes[pos] - 1
         if outcome == "APPROVED":

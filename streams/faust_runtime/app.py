@@ -26,6 +26,7 @@ from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
+from runonce.streams.faust_runtime.markers import read_past_markers
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
 from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
@@ -152,6 +153,8 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     app.sensors.add(SendFailureGuard())
     # Outputs and changelog writes are acknowledged before any offset commit (drain.py).
     drain_before_commit()
+    # Changelogs the transactional runtime wrote end in commit markers (markers.py).
+    read_past_markers()
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                      help="stage 1: dedup key -> first claim")

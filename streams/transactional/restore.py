@@ -65,7 +65,7 @@ def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float 
                 if time.monotonic() - started > timeout_s:
                     raise RestoreStuck(f"{table.changelog}[{partition}] not read to {high} within {timeout_s:.0f} s "
                                        f"(at {position}): a transaction on it is still open?")
-                msgs = reader.consume(batch, 0.5)
+                msgs = reader.consume(batch, 0.1)
                 changes = []
                 for msg in msgs:
                     if msg.error():
@@ -85,8 +85,4 @@ def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float 
             part.apply([], position)  # only markers or aborted records: remember how far we read
     elif rebuilt:
         part.apply([], start)
-    done = Restored(table.name, partition, records, start, high, time.monotonic() - started, rebuilt)
-    if records:
-        log.info("%s[%d]: restored %d changelog records (%d..%d) in %.1f s%s", table.name, partition, records,
-                 start, high, done.seconds, " (rebuilt)" if rebuilt else "")
-    return done
+    return Restored(table.name, partition, records, start, high, time.monotonic() - started, rebuilt)

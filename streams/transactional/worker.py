@@ -32,6 +32,7 @@ from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
 from runonce.kafka import clients, topics
 from runonce.kafka.record import Record
+from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
@@ -81,6 +82,9 @@ class TransactionalWorker:
             "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         })
         self.reader = clients.reader(self.access, group=f"{GROUP}-restore")
+        # A transactional call that blocks past its timeout (librdkafka#5456, a coordinator that
+        # went away) is an exit for a restart, never a worker that holds partitions and decides nothing.
+        self.watchdog = Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0)
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -127,7 +131,10 @@ class TransactionalWorker:
                 if p not in parts:
                     table.close(p)
             for p in sorted(parts):
-                restore(self.reader, table, p)
+                done = restore(self.reader, table, p)
+                log.info("%s: %s[%d] restored %d records (%d..%d) in %.1f s%s", self.transactional_id, table.name,
+                         p, done.records, done.from_offset, done.to_offset, done.seconds,
+                         " (rebuilt)" if done.rebuilt else "")
         self.starts = {(tp.topic, tp.partition): tp.offset for tp in starts}
         consumer.assign(starts)
         log.info("%s assigned %s", self.transactional_id,
@@ -190,15 +197,19 @@ class TransactionalWorker:
             for table in (self.keys, self.scopes):
                 for partition, key, value in table.changes():
                     self._produce(table.changelog, key, value, partition, None, delivered)
-            if self.producer.flush(TXN_TIMEOUT_S):  # delivery reports (changelog offsets) served here
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records not delivered in time"))
+            with self.watchdog.guard("flush"):
+                undelivered = self.producer.flush(TXN_TIMEOUT_S)  # delivery reports (changelog offsets)
+            if undelivered:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records not delivered"))
             offsets: dict[tuple[str, int], int] = {}
             for r in batch:
                 offsets[(r.topic, r.partition)] = r.offset + 1
-            self.producer.send_offsets_to_transaction(
-                [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
-            self.producer.commit_transaction(TXN_TIMEOUT_S)
+            with self.watchdog.guard("send_offsets_to_transaction"):
+                self.producer.send_offsets_to_transaction(
+                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                    self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
+            with self.watchdog.guard("commit_transaction"):
+                self.producer.commit_transaction(TXN_TIMEOUT_S)
         except KafkaException as exc:
             self._abandon(exc)
             return False
@@ -237,7 +248,8 @@ class TransactionalWorker:
             raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
         log.warning("%s: aborting transaction: %s", self.transactional_id, err)
         try:
-            self.producer.abort_transaction(TXN_TIMEOUT_S)
+            with self.watchdog.guard("abort_transaction"):
+                self.producer.abort_transaction(TXN_TIMEOUT_S)
         except KafkaException as abort_exc:
             raise FatalError(f"{self.transactional_id}: abort failed: {abort_exc}") from abort_exc
         self._rewind()

@@ -9,7 +9,7 @@ from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.settings import Settings
 from runonce.submit import Submitter
 from runonce.watch import DecisionWatcher
-from tests.support.worker import WorkerProcess
+from tests.support.worker import RUNTIMES, WorkerProcess
 
 
 @pytest.fixture(scope="session")
@@ -19,11 +19,13 @@ def decision_log(broker: Settings) -> Iterator[DecisionWatcher]:
     log.close()
 
 
-@pytest.fixture(scope="module")
-def stream_worker(broker: Settings, decision_log: DecisionWatcher, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[WorkerProcess]:
-    """One real stream worker process for the module; ready once it has decided a probe action."""
-    worker = WorkerProcess(broker, "it-worker", tmp_path_factory.mktemp("worker-logs"))
+@pytest.fixture(scope="module", params=RUNTIMES)
+def stream_worker(request: pytest.FixtureRequest, broker: Settings, decision_log: DecisionWatcher,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """One real stream worker process for the module, once per runtime (the module's tests run
+    against each); ready once it has decided a probe action."""
+    worker = WorkerProcess(broker, f"it-worker-{request.param}", tmp_path_factory.mktemp("worker-logs"),
+                           runtime=request.param)
     worker.start()
     try:
         with Submitter(broker.bootstrap_servers(), agent_id="probe") as sub:

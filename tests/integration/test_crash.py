@@ -22,7 +22,7 @@ from runonce.oracle import verify
 from runonce.settings import Settings
 from runonce.submit import Submitter
 from runonce.workload import check_families, generate
-from tests.support.worker import WorkerProcess
+from tests.support.worker import RUNTIMES, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -37,11 +37,12 @@ def _agent(bootstrap: str, records: list[dict[str, Any]], rate_per_s: float) -> 
                 time.sleep(ahead)
 
 
-def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, runtime: str) -> None:
     n_actions = int(os.environ.get("RUNONCE_CRASH_ACTIONS", "20000"))
     families = generate(n_actions, repeat_ratio=0.15, seed=11, run_id=uuid.uuid4().hex[:6])
     records = [m for fam in families for m, _ in fam.members]
-    workers = [WorkerProcess(broker, f"crash-{i}", tmp_path) for i in range(3)]
+    workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime) for i in range(3)]
     for w in workers:
         w.start()
     time.sleep(8)  # let the group form before load arrives

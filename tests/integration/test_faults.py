@@ -160,7 +160,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     with Submitter(bootstrap, agent_id="fault-before") as sub:
         for record in before:
             sub.send(record)
-    early = WorkerProcess(broker, "fault-w0", tmp_path)
+    early = WorkerProcess(broker, "fault-w0", tmp_path, loglevel="info")
     early.start()
     try:
         deadline = time.monotonic() + 120
@@ -172,7 +172,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
 
     env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}",
            "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS": str(TXN_TIMEOUT_MS)}
-    procs: list[RunonceProcess] = [WorkerProcess(broker, f"fault-w{i}", tmp_path) for i in range(2)]
+    procs: list[RunonceProcess] = [WorkerProcess(broker, f"fault-w{i}", tmp_path, loglevel="info") for i in range(2)]
     executors: dict[str, RunonceProcess] = {}
     starts: dict[str, list[int]] = {}
     for vendor, slots in (("payments", 2), ("smtp", 1), ("jira", 1)):
@@ -241,7 +241,9 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
                 break
             time.sleep(3)
         note("oracle: decisions accounted")
-        assert wanted <= report.outcome_by_action.keys(), f"{len(wanted - report.outcome_by_action.keys())} undecided"
+        workers_log = "\n".join(f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fault-w"))
+        assert wanted <= report.outcome_by_action.keys(), \
+            f"{len(wanted - report.outcome_by_action.keys())} undecided\n{workers_log}"
         assert report.ok, report.summary()
         problems = check_families(families, report.outcome_by_action)
         assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"

@@ -1,5 +1,6 @@
-"""If actions.dlq cannot be written, the stream job stops after bounded retries instead of
-skipping the bad record; once the DLQ is writable again, the record is dead-lettered."""
+"""If actions.dlq cannot be written, the stream job stops instead of skipping the bad record
+(the transactional runtime: its transaction is refused and nothing of it commits; faust:
+after bounded retries); once the DLQ is writable again, the record is dead-lettered."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from runonce.streams import records as rec
 from runonce.streams.faust_runtime.stop import EXIT_STOPPED_BEFORE_ACK
 from runonce.topic_reader import read_all
 from tests.security.conftest import SecuredCluster
-from tests.support.worker import WorkerProcess
+from tests.support.worker import RUNTIMES, WorkerProcess
 
 pytestmark = pytest.mark.broker
 
@@ -27,16 +28,25 @@ def _dead_letters_for(cluster: SecuredCluster, position: tuple[int, int]) -> lis
             == (str(position[0]).encode(), str(position[1]).encode())]
 
 
-def test_an_unwritable_dlq_stops_the_worker_and_the_record_waits(cluster: SecuredCluster, tmp_path) -> None:
+#: runtime -> (exit status, what its log must say)
+STOPS = {
+    "transactional": (2, ("transaction refused", "TOPIC_AUTHORIZATION_FAILED")),
+    "faust": (EXIT_STOPPED_BEFORE_ACK, ("refused a dead letter 3 times", "TopicAuthorizationFailed")),
+}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_an_unwritable_dlq_stops_the_worker_and_the_record_waits(cluster: SecuredCluster, tmp_path,
+                                                                 runtime: str) -> None:
     admin = cluster.admin.kafka_access()
     assert acls.revoke(admin, [DLQ_WRITE]) == 1
     try:
-        _stop_then_recover(cluster, tmp_path)
+        _stop_then_recover(cluster, tmp_path, runtime)
     finally:
         acls.apply(admin, [DLQ_WRITE])
 
 
-def _stop_then_recover(cluster: SecuredCluster, tmp_path) -> None:
+def _stop_then_recover(cluster: SecuredCluster, tmp_path, runtime: str) -> None:
     admin = cluster.admin.kafka_access()
     landed: list[tuple[int, int]] = []
     producer = Producer(clients.producer_config(cluster.access("agent")))
@@ -44,7 +54,7 @@ def _stop_then_recover(cluster: SecuredCluster, tmp_path) -> None:
                      on_delivery=lambda err, msg: landed.append((msg.partition(), msg.offset())))
     assert producer.flush(15) == 0 and landed
 
-    worker = WorkerProcess(cluster.admin, "dlq-worker", tmp_path, cluster.env("stream"))
+    worker = WorkerProcess(cluster.admin, f"dlq-worker-{runtime}", tmp_path, cluster.env("stream"), runtime)
     worker.start()
     try:
         code = worker.wait_exit(120)
@@ -52,13 +62,13 @@ def _stop_then_recover(cluster: SecuredCluster, tmp_path) -> None:
         worker.kill()
         raise AssertionError(f"the worker kept running with an unwritable DLQ:\n{worker.log_tail()}") from None
     log = worker.log_path.read_text(errors="replace")
-    assert code == EXIT_STOPPED_BEFORE_ACK, log[-3000:]
-    assert "refused a dead letter 3 times" in log, log[-3000:]
-    assert "TopicAuthorizationFailed" in log, log[-3000:]
+    status, says = STOPS[runtime]
+    assert code == status, log[-3000:]
+    assert all(s in log for s in says), log[-3000:]
     assert _dead_letters_for(cluster, landed[0]) == []
 
     acls.apply(admin, [DLQ_WRITE])  # the operator fixes the grant and restarts the worker
-    again = WorkerProcess(cluster.admin, "dlq-worker", tmp_path, cluster.env("stream"))
+    again = WorkerProcess(cluster.admin, f"dlq-worker-{runtime}", tmp_path, cluster.env("stream"), runtime)
     again.start()
     try:
         deadline = time.monotonic() + 120

@@ -65,11 +65,18 @@ class RunonceProcess:
             return ""
 
 
-class WorkerProcess(RunonceProcess):
-    """A stream worker: ``runonce worker --name NAME``."""
+#: the stream job's runtimes, the default first: the stream-job and crash tests run each
+RUNTIMES = ("transactional", "faust")
 
-    def __init__(self, settings: Settings, name: str, log_dir: Path, extra_env: dict[str, str] | None = None) -> None:
-        super().__init__(settings, name, ["worker", "--name", name, "--loglevel", "warn"], log_dir, extra_env)
+
+class WorkerProcess(RunonceProcess):
+    """A stream worker: ``runonce worker --name NAME [--runtime R]``."""
+
+    def __init__(self, settings: Settings, name: str, log_dir: Path, extra_env: dict[str, str] | None = None,
+                 runtime: str | None = None, loglevel: str = "warn") -> None:
+        argv = ["worker", "--name", name, "--loglevel", loglevel] + (["--runtime", runtime] if runtime else [])
+        super().__init__(settings, name, argv, log_dir, extra_env)
+        self.runtime = runtime
 
 
 def start_group_at_end(bootstrap: str, group: str) -> None:

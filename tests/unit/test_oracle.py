@@ -58,6 +58,15 @@ def test_a_record_decided_two_ways_fails() -> None:
     (r1, a1) = req(0, 0)
     report = account([r1], [decision(a1, 0, 0)], [decision(a1, 0, 0, "DROPPED", "duplicate_key")], [])
     assert not report.ok and report.conflicts == [(0, 0)]
+    # Both decisions and where they were written: the next such report needs no digging.
+    both = report.decided_two_ways[(0, 0)]
+    assert len(both) == 2 and both[0].startswith("APPROVED unique") and both[1].startswith("DROPPED duplicate_key")
+    assert "actions.dropped[0]@0" in both[1] and "decided two ways: actions.requested[0]@0" in report.summary()
+
+
+def test_a_dead_letter_written_twice_is_counted() -> None:
+    report = account([Record("actions.requested", 2, 0, 0, None, b"junk", ())], [], [], [dlq(2, 0), dlq(2, 0)])
+    assert report.ok and report.dead_letters_repeated == 1 and report.re_emitted == 1
 
 
 def test_a_decision_for_nothing_requested_fails() -> None:

@@ -1,0 +1,46 @@
+"""Let faust's changelog recovery finish on changelogs the transactional runtime wrote.
+
+The default runtime writes the tables' changelogs inside transactions, so a changelog may
+end in a commit marker: an offset no consumer ever receives. faust's ``Recovery`` waits
+for a record at the high watermark and, outside exactly-once mode, never stops waiting
+("No event received for active tp ... "); in exactly-once mode it checks, after the queue
+has stayed empty for two cycles, whether the consumer's *position* has reached the high
+watermark. ``read_past_markers`` gives every ``Recovery`` that check, whatever the
+processing guarantee, so a deployment can move between runtimes over the same changelogs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faust.tables.recovery import Recovery
+
+_PATCHED = "_runonce_reads_past_markers"
+
+
+class _RecoveryView:
+    """The app as a Recovery sees it: everything forwarded, except that recovery tolerates
+    control records at a changelog's end (faust ties that to ``in_transaction``)."""
+
+    in_transaction = True
+
+    def __init__(self, app: Any) -> None:
+        object.__setattr__(self, "_app", app)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._app, name, value)
+
+
+def read_past_markers() -> None:
+    if getattr(Recovery, _PATCHED, False):
+        return
+    init = Recovery.__init__
+
+    def __init__(self: Any, app: Any, tables: Any, **kwargs: Any) -> None:
+        init(self, _RecoveryView(app), tables, **kwargs)
+
+    Recovery.__init__ = __init__
+    setattr(Recovery, _PATCHED, True)
