@@ -1,12 +1,17 @@
 """Side-by-side benchmark on one local broker: the same workload through
-(a) runonce's stream job, (b) the same dedup written with Quix Streams, (c) a bare
-confluent-kafka passthrough (the ceiling of one Python process here).
+(a) runonce's stream job on its default runtime (transactional, exactly-once),
+(a') runonce on ``--runtime faust``, (b) the same dedup written with Quix Streams
+(exactly-once), (c) a bare confluent-kafka passthrough (the ceiling of one Python process).
 
-    bash bench/run.sh [--actions 200000] [--rate 2000] [--latency-seconds 20]
+    bash bench/run.sh [--actions 200000] [--rate 2000] [--rate 5000] [--latency-seconds 20] [--rounds 3]
 
 Writes bench/RESULTS.md. Throughput: a pre-produced backlog drained by one worker process,
-counted from the first to the last output record on the broker's clock (LogAppendTime).
-Latency: at a fixed offered load, requested -> decided, both broker timestamps.
+two ways: from the worker's start to the last output (startup and any batching delay of the
+first output counted), and from the first to the last output record, both on the broker's
+clock (LogAppendTime; the broker is local, so one clock). With ``--rounds`` > 1 the
+implementations run interleaved, one after the other in each round, and the table shows
+medians with the spread. Latency: at each fixed offered load, requested -> decided, both
+broker timestamps.
 """
 
 from __future__ import annotations
@@ -53,6 +58,19 @@ class Impl:
     argv: list[str]
     state_dir: Path | None = None
     results: dict[str, Any] = field(default_factory=dict)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per figure: the median over rounds, and (with more than one round) its min..max spread."""
+    out: dict[str, Any] = {}
+    for key in rounds[0] if rounds else []:
+        values = [r[key] for r in rounds if key in r]
+        med = statistics.median(values)
+        out[key] = round(med) if isinstance(med, float) and key != "state_mb" else med
+        if len(values) > 1:
+            out[f"{key}_spread"] = f"{min(values)}..{max(values)}"
+    return out
 
 
 def ensure_topics(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -139,35 +157,41 @@ def wait_outputs(bootstrap: str, impl: Impl, want: int, proc: subprocess.Popen[b
         time.sleep(0.5)
 
 
-def run_impl(bootstrap: str, impl: Impl, n_backlog: int, latency_records: list[dict[str, Any]], rate: float,
-             codec: Codec, env: dict[str, str]) -> None:
+def run_impl(bootstrap: str, impl: Impl, n_backlog: int, latency_loads: list[tuple[float, list[dict[str, Any]]]],
+             codec: Codec, env: dict[str, str]) -> dict[str, Any]:
     say(f"{impl.name}: draining a backlog of {n_backlog} actions")
     before = end_offsets(bootstrap, impl.outputs)
     proc = subprocess.Popen([sys.executable, *impl.argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=open(ROOT / "bench" / "out" / f"{impl.name}.log", "wb"))
+    started_ms = time.time() * 1000
     peak = [0]
+    results: dict[str, Any] = {}
     try:
         started = time.monotonic()
         wait_outputs(bootstrap, impl, before + n_backlog, proc, 3600, peak)
         wall = time.monotonic() - started
         stamps = sorted(r.timestamp_ms for t in impl.outputs for r in read_all(bootstrap, t, 300))[before:]
         span_s = (stamps[-1] - stamps[0]) / 1000 if len(stamps) > 1 else float("nan")
-        impl.results.update(throughput=round(len(stamps) / span_s) if span_s else 0, wall_s=round(wall, 1))
-
-        say(f"{impl.name}: offering {rate:.0f} actions/s for {len(latency_records) / rate:.0f} s")
-        mark = end_offsets(bootstrap, impl.outputs)
-        produce(bootstrap, impl.input, latency_records, codec, rate_per_s=rate)
-        wait_outputs(bootstrap, impl, mark + len(latency_records), proc, 1800, peak)
-        wanted = {r["action_id"] for r in latency_records}
-        t_in = {action_id_of(codec, r.value): r.timestamp_ms for r in read_all(bootstrap, impl.input, 300)
-                if r.value}
-        lat = sorted(r.timestamp_ms - t_in[a] for t in impl.outputs for r in read_all(bootstrap, t, 300)
-                     if (a := action_id_of(codec, r.value)) in wanted)
-        impl.results.update(
-            p50_ms=lat[len(lat) // 2], p99_ms=lat[int(len(lat) * 0.99)], max_ms=lat[-1],
-            mean_ms=round(statistics.fmean(lat), 1),
-            peak_rss_mb=round(peak[0] / 1024), state_mb=round(dir_mb(impl.state_dir), 1))
-        say(f"{impl.name}: {impl.results}")
+        from_start_s = (stamps[-1] - started_ms) / 1000
+        results.update(throughput=round(len(stamps) / span_s) if span_s else 0,
+                       from_start=round(len(stamps) / from_start_s) if from_start_s > 0 else 0,
+                       wall_s=round(wall, 1))
+        for rate, records in latency_loads:
+            say(f"{impl.name}: offering {rate:.0f} actions/s for {len(records) / rate:.0f} s")
+            mark = end_offsets(bootstrap, impl.outputs)
+            produce(bootstrap, impl.input, records, codec, rate_per_s=rate)
+            wait_outputs(bootstrap, impl, mark + len(records), proc, 1800, peak)
+            wanted = {r["action_id"] for r in records}
+            t_in = {action_id_of(codec, r.value): r.timestamp_ms for r in read_all(bootstrap, impl.input, 300)
+                    if r.value}
+            lat = sorted(r.timestamp_ms - t_in[a] for t in impl.outputs for r in read_all(bootstrap, t, 300)
+                         if (a := action_id_of(codec, r.value)) in wanted)
+            results[f"p50_ms@{rate:.0f}"] = lat[len(lat) // 2]
+            results[f"p99_ms@{rate:.0f}"] = lat[int(len(lat) * 0.99)]
+            results[f"max_ms@{rate:.0f}"] = lat[-1]
+        results.update(peak_rss_mb=round(peak[0] / 1024), state_mb=round(dir_mb(impl.state_dir), 1))
+        say(f"{impl.name}: {results}")
+        return results
     finally:
         proc.terminate()
         try:
@@ -179,11 +203,14 @@ def run_impl(bootstrap: str, impl: Impl, n_backlog: int, latency_records: list[d
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--actions", type=int, default=200_000)
-    ap.add_argument("--rate", type=float, default=2000.0)
+    ap.add_argument("--rate", type=float, action="append", default=None,
+                    help="offered load for the latency run; repeat for several (default 2000 and 5000)")
     ap.add_argument("--latency-seconds", type=float, default=20.0)
-    ap.add_argument("--only", nargs="*", default=["runonce", "quix", "bare"])
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the table shows medians")
+    ap.add_argument("--only", nargs="*", default=["runonce", "runonce-faust", "quix", "bare"])
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     args = ap.parse_args()
+    args.rate = args.rate or [2000.0, 5000.0]
 
     out_dir = ROOT / "bench" / "out"
     home = out_dir / f"home-{uuid.uuid4().hex[:6]}"
@@ -196,13 +223,15 @@ def main() -> int:
         create_topics(bootstrap, settings.partitions)
         ensure_topics(bootstrap, ["bench.quix.in", "bench.quix.out", "bench.bare.in", "bench.bare.out"],
                       settings.partitions)
-        backlog = [m for f in generate(args.actions, repeat_ratio=0.10, seed=5, run_id="b") for m, _ in f.members]
-        n_lat = int(args.rate * args.latency_seconds)
         env = {**os.environ, "RUNONCE_HOME": str(home), "RUNONCE_BOOTSTRAP": bootstrap,
                "PYTHONPATH": str(ROOT)}
         impls = {
             "runonce": Impl("runonce", topics.REQUESTED, (topics.APPROVED, topics.DROPPED),
-                            ["-m", "runonce", "worker", "--name", "bench-0"], home / "state" / "bench-0"),
+                            ["-m", "runonce", "worker", "--name", "bench-tx", "--runtime", "transactional"],
+                            home / "state" / "bench-tx"),
+            "runonce-faust": Impl("runonce-faust", topics.REQUESTED, (topics.APPROVED, topics.DROPPED),
+                                  ["-m", "runonce", "worker", "--name", "bench-faust", "--runtime", "faust"],
+                                  home / "state" / "bench-faust"),
             "quix": Impl("quix", "bench.quix.in", ("bench.quix.out",),
                          [str(ROOT / "bench" / "impl_quix.py"), bootstrap, "bench.quix.in", "bench.quix.out",
                           str(out_dir / "quix-state")], out_dir / "quix-state"),
@@ -210,13 +239,28 @@ def main() -> int:
                          [str(ROOT / "bench" / "impl_bare.py"), bootstrap, "bench.bare.in", "bench.bare.out"]),
         }
         shutil.rmtree(out_dir / "quix-state", ignore_errors=True)
-        for name in args.only:
-            impl = impls[name]
-            say(f"producing {len(backlog)} actions to {impl.input}")
-            produce(bootstrap, impl.input, backlog, codec)
-            fresh = [m for f in generate(n_lat, repeat_ratio=0.10, seed=9, run_id=f"l{name}") for m, _ in f.members]
-            run_impl(bootstrap, impl, len(backlog), fresh[:n_lat], args.rate, codec, env)
-        write_results(Path(args.out), args, impls, len(backlog))
+        n_backlog = 0
+        for rnd in range(args.rounds):
+            # Interleaved, and each round in another order, so drift in the machine hits all alike.
+            order = args.only[rnd % len(args.only):] + args.only[:rnd % len(args.only)]
+            for name in order:
+                impl = impls[name]
+                # Fresh keys per implementation and round: runonce's two runtimes share state topics.
+                backlog = [m for f in generate(args.actions, repeat_ratio=0.10, seed=5, run_id=f"b{rnd}{name}")
+                           for m, _ in f.members]
+                n_backlog = len(backlog)
+                say(f"round {rnd + 1}: producing {len(backlog)} actions to {impl.input}")
+                produce(bootstrap, impl.input, backlog, codec)
+                loads = []
+                for rate in args.rate:
+                    n_lat = int(rate * args.latency_seconds)
+                    fresh = [m for f in generate(n_lat, repeat_ratio=0.10, seed=9, run_id=f"l{rnd}{name}{rate:.0f}")
+                             for m, _ in f.members]
+                    loads.append((rate, fresh[:n_lat]))
+                impl.rounds.append(run_impl(bootstrap, impl, len(backlog), loads, codec, env))
+        for impl in impls.values():
+            impl.results = _medians(impl.rounds)
+        write_results(Path(args.out), args, impls, n_backlog)
     finally:
         broker.stop()
         shutil.rmtree(home, ignore_errors=True)
@@ -225,27 +269,38 @@ def main() -> int:
 
 def write_results(path: Path, args: argparse.Namespace, impls: dict[str, Impl], n: int) -> None:
     r = {k: v.results for k, v in impls.items() if v.results}
+    rates = [f"{x:.0f}" for x in args.rate]
+    rate_args = " ".join(f"--rate {x}" for x in rates)
     lines = [
         "# Benchmark results", "",
-        f"Measured {dt.date.today()} with `bash bench/run.sh --actions {args.actions} --rate {args.rate:.0f} "
-        f"--latency-seconds {args.latency_seconds:.0f}` on {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, one local Kafka 3.9.1 broker (KRaft, 512 MiB heap), 6 partitions, "
-        "one worker process per implementation. Workload: "
-        f"{n} actions with ~10% planted repeats (key retries, key reuse, natural-id and content repeats).", "",
-        "| implementation | throughput (actions/s) | p50 ms | p99 ms | max ms | peak RSS MB | state on disk MB |",
-        "|---|---|---|---|---|---|---|",
+        f"Measured {dt.date.today()} with `bash bench/run.sh --actions {args.actions} {rate_args} "
+        f"--latency-seconds {args.latency_seconds:.0f} --rounds {args.rounds}` on {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, one local Kafka 3.9.1 broker (KRaft, 512 MiB "
+        "heap), 6 partitions, one worker process per implementation. Workload: "
+        f"{n} actions with ~10% planted repeats (key retries, key reuse, natural-id and content repeats)"
+        + (f"; medians of {args.rounds} interleaved rounds, spread in brackets." if args.rounds > 1 else "."), "",
+        "| implementation | actions/s from start | actions/s first→last output | "
+        + " | ".join(f"p50 / p99 ms at {x}/s" for x in rates) + " | peak RSS MB | state on disk MB |",
+        "|---|---|---|" + "---|" * len(rates) + "---|---|",
     ]
-    labels = {"runonce": "(a) runonce (faust, at-least-once + replay-safe state)",
+    labels = {"runonce": "(a) runonce, transactional runtime (exactly-once)",
+              "runonce-faust": "(a') runonce, `--runtime faust` (at-least-once + replay-safe state)",
               "quix": "(b) Quix Streams, same core, exactly-once", "bare": "(c) bare confluent-kafka passthrough"}
+
+    def cell(v: dict[str, Any], key: str) -> str:
+        spread = v.get(f"{key}_spread")
+        return f"{v.get(key)}" + (f" [{spread}]" if spread else "")
+
     for k, v in r.items():
-        lines.append(f"| {labels[k]} | {v.get('throughput')} | {v.get('p50_ms')} | {v.get('p99_ms')} | "
-                     f"{v.get('max_ms')} | {v.get('peak_rss_mb')} | {v.get('state_mb')} |")
-    if "runonce" in r and "quix" in r and r["quix"].get("throughput"):
-        lines.append(f"\nRatio a/b (runonce / Quix Streams): **{r['runonce']['throughput'] / r['quix']['throughput']:.2f}x**")
-    if "runonce" in r and "bare" in r and r["bare"].get("throughput"):
-        lines.append(f"\nRatio a/c (runonce / bare passthrough): **{r['runonce']['throughput'] / r['bare']['throughput']:.2f}x**")
-    lines.append(f"\nLatency: offered {args.rate:.0f} actions/s for {args.latency_seconds:.0f} s to a caught-up worker; "
-                 "requested -> decided on broker LogAppendTime (both topics).")
+        lat = " | ".join(f"{cell(v, f'p50_ms@{x}')} / {cell(v, f'p99_ms@{x}')}" for x in rates)
+        lines.append(f"| {labels[k]} | {cell(v, 'from_start')} | {cell(v, 'throughput')} | {lat} | "
+                     f"{v.get('peak_rss_mb')} | {v.get('state_mb')} |")
+    for a, b in (("runonce", "quix"), ("runonce-faust", "quix"), ("runonce", "bare")):
+        if a in r and b in r and r[b].get("from_start"):
+            lines.append(f"\nRatio {a} / {b}: **{r[a]['from_start'] / r[b]['from_start']:.2f}x** from start "
+                         f"({r[a]['throughput'] / r[b]['throughput']:.2f}x first→last output)")
+    lines.append(f"\nLatency: offered load for {args.latency_seconds:.0f} s to a caught-up worker; requested -> "
+                 "decided on broker LogAppendTime (both topics; read_committed).")
     path.write_text("\n".join(lines) + "\n")
     say(f"wrote {path}")
 

@@ -31,10 +31,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.positions import Committed, StartPolicy, UnknownPosition, needs_watermarks, start_positions
+from runonce.kafka.positions import Committed, StartPolicy, UnknownPosition, explicit_starts, needs_watermarks
 from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
-from runonce.connectors.transactions import TXN_TIMEOUT_S, Transactions, init_producer
+from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.record import Out
@@ -112,21 +112,7 @@ class Executor:
     # -- assignment ------------------------------------------------------------------
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Start each partition at an explicit position (positions.py), never the client's."""
-        try:
-            answered = consumer.committed(partitions, timeout=LOOKUP_TIMEOUT_S)
-        except KafkaException as exc:
-            raise UnknownPosition(f"{self.who}: cannot fetch the group's committed offsets: {exc}") from exc
-        committed = [Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None)
-                     for tp in answered]
-        watermarks = {}
-        for p in needs_watermarks(committed):
-            try:
-                watermarks[p] = consumer.get_watermark_offsets(TopicPartition(self.source_topic, p),
-                                                               timeout=LOOKUP_TIMEOUT_S, cached=False)
-            except KafkaException as exc:
-                raise UnknownPosition(f"{self.who}: cannot read the bounds of {self.source_topic}[{p}]: "
-                                      f"{exc}") from exc
-        starts = start_positions(committed, watermarks, self.start)
+        starts = [s for _, s in explicit_starts(consumer, partitions, self.start, self.who, LOOKUP_TIMEOUT_S)]
         numbers = [s.partition for s in starts]
         applied = self.index.restore(numbers)
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])

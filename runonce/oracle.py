@@ -52,6 +52,8 @@ class Report:
     decided_two_ways: dict[Position, list[str]] = field(default_factory=dict)
     #: dead letters written more than once for one requested record
     dead_letters_repeated: int = 0
+    #: action_id -> how many times its decision was written again
+    re_emitted_by_action: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -147,6 +149,8 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         report.dead_letters_repeated += max(0, dead_letters[pos] - 1)
         outcome, reason, action_id = next(iter(decisions))
         report.re_emitted += writes[pos] - 1
+        if writes[pos] > 1 and action_id:
+            report.re_emitted_by_action[action_id] = writes[pos] - 1
         if outcome == "APPROVED":
             report.approved += 1
         elif outcome == "DROPPED":

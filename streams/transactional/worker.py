@@ -5,7 +5,7 @@ Guarantee: exactly-once. A record's decision, re-key or stage-2 hand-off, dead l
 state change (changelog) become visible together with the offset that consumed it, or not
 at all; read_committed readers never see a decision twice, even across SIGKILLs.
 
-- Positions are explicit (connectors/positions.py): the client never picks one
+- Positions are explicit (runonce/kafka/positions.py): the client never picks one
   (``auto.offset.reset=error``); an unknown position is an exit for a restart.
 - Rebalances: a batch is committed before the next poll, so a revocation never finds a
   transaction open; an assigned partition is restored (restore.py) before its first batch.
@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from runonce.codec import Codec
-from runonce.connectors.positions import Committed, StartPolicy, UnknownPosition, needs_watermarks, start_positions
+from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts
+from runonce.kafka.transactions import FENCED, TXN_TIMEOUT_S, init_producer
 from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
 from runonce.kafka import clients, topics
@@ -43,8 +43,6 @@ log = logging.getLogger("runonce.streams")
 
 GROUP = "runonce"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
-TXN_TIMEOUT_S = 30.0
-_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 @dataclass
@@ -88,39 +86,18 @@ class TransactionalWorker:
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
-        producer = Producer(clients.producer_config(self.access, **{
+        return init_producer(clients.producer_config(self.access, **{
             "transactional.id": self.transactional_id, "transaction.timeout.ms": 60_000,
             "linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
             "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
-        }))
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                producer.init_transactions(TXN_TIMEOUT_S)
-                return producer
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise clients.translate(exc, f"{self.transactional_id}: cannot initialise transactions") from exc
-                log.warning("%s: init_transactions: %s; retrying", self.transactional_id, exc.args[0])
+        }), self.transactional_id)
 
     # -- assignment ------------------------------------------------------------------
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        try:
-            answered = consumer.committed(partitions, timeout=30)
-        except KafkaException as exc:
-            raise UnknownPosition(f"{self.transactional_id}: cannot fetch committed offsets: {exc}") from exc
-        starts: list[TopicPartition] = []
-        by_topic: dict[str, list[Any]] = {}
-        for tp in answered:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        for topic, tps in by_topic.items():
-            committed = [Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None)
-                         for tp in tps]
-            marks = {}
-            for p in needs_watermarks(committed):
-                marks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
-            for s in start_positions(committed, marks, StartPolicy.EARLIEST):
-                starts.append(TopicPartition(topic, s.partition, s.offset))
+        # A new group starts at the earliest request: nothing an agent published is skipped.
+        starts = [TopicPartition(topic, s.partition, s.offset)
+                  for topic, s in explicit_starts(consumer, partitions, StartPolicy.EARLIEST, self.transactional_id,
+                                                  timeout_s=30)]
         # Committed offsets were read stably (KIP-447), so the previous owner's transactions are
         # resolved; now bring each owned state partition to its changelog's end.
         owned = {topics.REQUESTED: set(), topics.SCOPED: set()}  # type: dict[str, set[int]]
@@ -244,7 +221,7 @@ class TransactionalWorker:
         self.stats.aborted += 1
         if err.code() in clients.AUTH_ERRORS:
             raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
-        if err.code() in _FENCED or (err.fatal() and not err.txn_requires_abort()):
+        if err.code() in FENCED or (err.fatal() and not err.txn_requires_abort()):
             raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
         log.warning("%s: aborting transaction: %s", self.transactional_id, err)
         try:

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.executor import Executor, consumer_config
-from runonce.connectors.positions import (NO_OFFSET, Committed, StartPolicy, UnknownPosition, start_positions)
+from runonce.kafka.positions import (NO_OFFSET, Committed, StartPolicy, UnknownPosition, start_positions)
 from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
 from runonce.core.decision import Decision, Origin, Reason
 from runonce.core.decision import Outcome as Verdict

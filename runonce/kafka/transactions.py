@@ -1,4 +1,4 @@
-"""One executor slot's transactional producer: records and consumer offsets commit together
+"""One transactional producer (an executor slot's): records and consumer offsets commit together
 (``send_offsets_to_transaction`` with the group's metadata: KIP-447 fencing), or not at all.
 
 ``commit`` answers True (committed) or False (aborted: the caller rewinds to the committed
@@ -18,13 +18,13 @@ from runonce.kafka import clients
 from runonce.kafka.record import Out
 from runonce.kafka.watchdog import Watchdog
 
-log = logging.getLogger("runonce.executor")
+log = logging.getLogger("runonce.kafka")
 
 TXN_TIMEOUT_S = 30.0
-#: how long a starting executor waits for the transaction coordinator (a restarting broker)
+#: how long a starting producer waits for the transaction coordinator (a restarting broker)
 INIT_TIMEOUT_S = 180.0
-#: another instance owns our transactional.id: exit, never fight it
-_FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+#: another instance owns our transactional.id (or the broker fenced us): exit, never fight it
+FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 def init_producer(config: Mapping[str, Any], transactional_id: str,
@@ -94,7 +94,7 @@ class Transactions:
         if err.code() in clients.AUTH_ERRORS:
             raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
         if err.fatal():
-            if err.code() in _FENCED:
+            if err.code() in FENCED:
                 raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
             # e.g. a transaction that outlived transaction.timeout.ms: start over with a new producer
             log.warning("%s: fatal producer error, recreating the producer: %s", self.transactional_id, err)
@@ -105,7 +105,7 @@ class Transactions:
             with self.watchdog.guard("abort_transaction"):
                 self.producer.abort_transaction(TXN_TIMEOUT_S)
         except KafkaException as abort_exc:
-            if abort_exc.args[0].code() in _FENCED:
+            if abort_exc.args[0].code() in FENCED:
                 raise FatalError(f"{self.transactional_id}: fenced while aborting: {abort_exc}") from abort_exc
             log.warning("%s: abort failed (%s); recreating the producer", self.transactional_id, abort_exc)
             self.producer = self._new_producer()

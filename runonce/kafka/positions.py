@@ -1,6 +1,7 @@
-"""Where an executor starts reading each partition it is assigned: decided here, never by the
-Kafka client. ``auto.offset.reset`` is "error", so the client cannot pick a position of its
-own; this module turns the group's committed offsets into explicit ones.
+"""Where a consumer of runonce's (an executor, the transactional stream worker) starts reading
+each partition it is assigned: decided here, never by the Kafka client. ``auto.offset.reset``
+is "error", so the client cannot pick a position of its own; this module turns the group's
+committed offsets into explicit ones.
 
 - a committed offset: start there, always;
 - no committed offset (the group is new on this partition): the start policy decides,
@@ -8,13 +9,15 @@ own; this module turns the group's committed offsets into explicit ones.
   is logged and committed so that no later owner decides again;
 - an offset that could not be fetched: unknown, which is an exit for a restart.
 
-Pure: no Kafka client here, so every case is a unit test."""
+``start_positions`` is pure, so every case is a unit test; ``explicit_starts`` asks a
+consumer for what it needs (committed offsets, read stably under read_committed, and the log's
+bounds where nothing is committed) and applies it."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from runonce.errors import FatalError
 
@@ -80,3 +83,29 @@ def start_positions(committed: Sequence[Committed], watermarks: Mapping[int, tup
         else:
             starts.append(Start(c.partition, high, True, f"new group: --from-end, offset {high}"))
     return starts
+
+
+def explicit_starts(consumer: Any, partitions: Sequence[Any], policy: StartPolicy, who: str,
+                    timeout_s: float = 10.0) -> list[tuple[str, Start]]:
+    """(topic, start) for each assigned partition. Raises UnknownPosition if any lookup fails."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        answered = consumer.committed(list(partitions), timeout=timeout_s)
+    except KafkaException as exc:
+        raise UnknownPosition(f"{who}: cannot fetch the group's committed offsets: {exc}") from exc
+    by_topic: dict[str, list[Committed]] = {}
+    for tp in answered:
+        by_topic.setdefault(tp.topic, []).append(
+            Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None))
+    out: list[tuple[str, Start]] = []
+    for topic, committed in by_topic.items():
+        watermarks = {}
+        for p in needs_watermarks(committed):
+            try:
+                watermarks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s,
+                                                               cached=False)
+            except KafkaException as exc:
+                raise UnknownPosition(f"{who}: cannot read the bounds of {topic}[{p}]: {exc}") from exc
+        out.extend((topic, s) for s in start_positions(committed, watermarks, policy))
+    return out
