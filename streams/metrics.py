@@ -27,3 +27,13 @@ class StreamMetrics:
         self.latency = Histogram("runonce_decision_seconds", "Time to decide one record, per stage", ["stage"],
                                  buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
                                  registry=r)
+        # The transactional runtime: what a commit carried, and what restores cost.
+        self.transactions = Counter("runonce_transactions", "Stream transactions by result (committed, aborted)",
+                                    ["result"], registry=r)
+        self.batch_records = Histogram("runonce_batch_records", "Input records per committed transaction",
+                                       buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000), registry=r)
+        self.commit_seconds = Histogram("runonce_commit_seconds", "Time to commit one transaction",
+                                        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+                                        registry=r)
+        self.restored = Counter("runonce_state_restored", "Changelog records applied to local state on "
+                                "assignment, per table", ["table"], registry=r)

@@ -61,7 +61,12 @@ def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float 
         reader.assign([TopicPartition(table.changelog, partition, start)])
         try:
             position = start
+            said = time.monotonic()
             while position < high:
+                if time.monotonic() - said > 10:  # a long restore says how far it is
+                    log.info("%s[%d]: restoring, at changelog offset %d of %d (%d records applied)",
+                             table.name, partition, position, high, records)
+                    said = time.monotonic()
                 if time.monotonic() - started > timeout_s:
                     raise RestoreStuck(f"{table.changelog}[{partition}] not read to {high} within {timeout_s:.0f} s "
                                        f"(at {position}): a transaction on it is still open?")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -109,6 +110,7 @@ class TransactionalWorker:
                     table.close(p)
             for p in sorted(parts):
                 done = restore(self.reader, table, p)
+                self.metrics.restored.labels(table.name).inc(done.records)
                 log.info("%s: %s[%d] restored %d records (%d..%d) in %.1f s%s", self.transactional_id, table.name,
                          p, done.records, done.from_offset, done.to_offset, done.seconds,
                          " (rebuilt)" if done.rebuilt else "")
@@ -151,7 +153,11 @@ class TransactionalWorker:
                 log.warning("consumer: %s", err)
         if not batch:
             return 0
+        started = time.perf_counter()
         if self._commit(batch):
+            self.metrics.transactions.labels("committed").inc()
+            self.metrics.batch_records.observe(len(batch))
+            self.metrics.commit_seconds.observe(time.perf_counter() - started)
             self.stats.batches += 1
             self.stats.records += len(batch)
             if self.on_batch is not None:
@@ -219,6 +225,7 @@ class TransactionalWorker:
         self.keys.abort()
         self.scopes.abort()
         self.stats.aborted += 1
+        self.metrics.transactions.labels("aborted").inc()
         if err.code() in clients.AUTH_ERRORS:
             raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
         if err.code() in FENCED or (err.fatal() and not err.txn_requires_abort()):

@@ -1,0 +1,132 @@
+"""The transactional runtime's state on real RocksDB (rocksdict): a transaction's changes are
+invisible to the database until it commits, land with their changelog checkpoint in one write
+batch, and vanish on abort; a restart reads only the changelog's tail, and a database the
+changelog cannot have produced is rebuilt. The changelog here is a list (no Kafka)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from confluent_kafka import TopicPartition
+
+from runonce.streams.transactional.restore import restore
+from runonce.streams.transactional.state import CHECKPOINT_KEY, TableState
+
+LOG = "runonce-keys-changelog"
+
+
+class Msg:
+    def __init__(self, offset: int, key: bytes, value: bytes | None) -> None:
+        self._offset, self._key, self._value = offset, key, value
+
+    def error(self) -> None:
+        return None
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+
+class Changelog:
+    """A changelog partition as a read_committed reader sees it: records at their offsets; the
+    offsets in between (commit markers, aborted records) are skipped, and the high watermark
+    may sit past the last record."""
+
+    def __init__(self, records: dict[int, tuple[bytes, bytes | None]], high: int, low: int = 0) -> None:
+        self.records, self.high, self.low = records, high, low
+        self._at = -1
+        self.read_from: list[int] = []
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        return self.low, self.high
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        self._at = tps[0].offset
+        self.read_from.append(self._at)
+
+    def consume(self, n: int, timeout: float) -> list[Msg]:
+        out = []
+        while self._at < self.high and len(out) < n:
+            if self._at in self.records:
+                out.append(Msg(self._at, *self.records[self._at]))
+            self._at += 1
+        return out
+
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(LOG, 0, self._at)]
+
+    def unassign(self) -> None:
+        pass
+
+
+def test_a_transaction_is_invisible_to_rocksdb_until_it_commits(tmp_path: Path) -> None:
+    table = TableState("keys", LOG, tmp_path)
+    part = table.open(0)
+    table.put(0, b"k1", b"v1")
+    assert table.get(0, b"k1") == b"v1"  # the open transaction reads its own writes
+    assert part.db.get(b"k1") is None and part.checkpoint is None
+    table.commit({0: 17})
+    assert part.db.get(b"k1") == b"v1" and part.checkpoint == 17 and part.pending == {}
+    table.delete(0, b"k1")
+    table.put(0, b"k2", b"v2")
+    table.abort()
+    assert table.get(0, b"k1") == b"v1" and table.get(0, b"k2") is None and part.checkpoint == 17
+    assert list(table.changes()) == []
+
+
+def test_state_and_checkpoint_survive_a_reopen(tmp_path: Path) -> None:
+    table = TableState("keys", LOG, tmp_path)
+    table.open(3)
+    table.put(3, b"a", b"1")
+    table.put(3, b"b", b"2")
+    table.commit({3: 5})
+    table.close_all()
+    again = TableState("keys", LOG, tmp_path).open(3)
+    assert (again.get(b"a"), again.get(b"b"), again.checkpoint) == (b"1", b"2", 5)
+    assert [k for k, _ in again.scan(None, 10)] == [b"a", b"b"]  # the checkpoint is no state entry
+    assert again.db.get(CHECKPOINT_KEY) == b"5"
+
+
+def test_a_missing_database_is_rebuilt_from_the_changelog_and_tombstones_delete(tmp_path: Path) -> None:
+    log = Changelog({0: (b"a", b"1"), 1: (b"b", b"2"), 3: (b"a", None)}, high=5)  # 2, 4: markers
+    table = TableState("keys", LOG, tmp_path)
+    done = restore(log, table, 0)
+    part = table.parts[0]
+    assert (done.records, done.rebuilt, log.read_from) == (3, True, [0])
+    assert part.get(b"a") is None and part.get(b"b") == b"2" and part.checkpoint == 5
+
+
+def test_a_restart_reads_only_the_tail(tmp_path: Path) -> None:
+    table = TableState("keys", LOG, tmp_path)
+    table.open(0)
+    table.put(0, b"a", b"1")
+    table.commit({0: 2})
+    log = Changelog({0: (b"a", b"1"), 2: (b"c", b"3")}, high=4)  # another owner wrote offset 2 meanwhile
+    done = restore(log, table, 0)
+    assert (done.records, done.rebuilt, log.read_from) == (1, False, [2])
+    assert table.get(0, b"c") == b"3" and table.parts[0].checkpoint == 4
+
+
+def test_a_database_ahead_of_its_changelog_is_not_trusted(tmp_path: Path) -> None:
+    table = TableState("keys", LOG, tmp_path)
+    table.open(0)
+    table.put(0, b"stale", b"x")
+    table.commit({0: 50})  # e.g. the topics were recreated
+    log = Changelog({0: (b"a", b"1")}, high=2)
+    done = restore(log, table, 0)
+    assert done.rebuilt and table.get(0, b"stale") is None and table.get(0, b"a") == b"1"
+
+
+def test_nothing_to_read_is_cheap(tmp_path: Path) -> None:
+    table = TableState("keys", LOG, tmp_path)
+    table.open(0)
+    table.put(0, b"a", b"1")
+    table.commit({0: 2})
+    log = Changelog({0: (b"a", b"1")}, high=2)
+    done = restore(log, table, 0)
+    assert (done.records, log.read_from) == (0, [])
+
