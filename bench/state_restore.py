@@ -1,14 +1,14 @@
 """Live keys at scale: a worker restoring N live dedup keys from its changelog after its
-local RocksDB folder is gone. Reports restore time, the worker's peak RSS and its RocksDB
-size on disk.
+local RocksDB folder is gone, then the same worker restarted with its folder intact.
+Reports both times, the worker's peak RSS and its RocksDB size on disk.
 
-    .venv/bin/python bench/state_restore.py --keys 10000000
+    .venv/bin/python bench/state_restore.py --keys 10000000 [--runtime transactional|faust]
 
 The N keys are written straight into the keys table's changelog topic (as a worker would
 have, one entry per idempotency key, partitioned like the worker writes them), so the run
 does not depend on the stream job's throughput. Then a worker with an empty state folder
-starts; restore time is from its start until it decides a probe action (faust decides
-nothing before recovery completes), minus the same measurement with an empty changelog.
+starts; restore time is from its start until it decides a probe action (neither runtime
+decides before its restore completes), minus the same measurement with an empty changelog.
 """
 
 from __future__ import annotations
@@ -59,19 +59,20 @@ def fill(bootstrap: str, n: int, partitions: int) -> None:
     p.flush(300)
 
 
-def restore_seconds(settings: Settings, name: str, out_dir: Path) -> tuple[float, int]:
+def restore_seconds(settings: Settings, name: str, out_dir: Path, runtime: str) -> tuple[float, int]:
     env = {"RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": settings.bootstrap_servers()}
     import os
 
     log = open(out_dir / f"{name}.log", "wb")
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", name],
+    proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", name, "--runtime", runtime],
                             env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
     peak_kb = 0
     try:
         with DecisionWatcher(settings.bootstrap_servers()) as watcher, \
                 Submitter(settings.bootstrap_servers(), agent_id="probe") as sub:
-            probe = sub.submit("update_salesforce_field", {"probe": name}, idempotency_key=f"probe-{name}")
+            probe = sub.submit("update_salesforce_field", {"probe": name, "n": uuid.uuid4().hex},
+                               idempotency_key=f"probe-{uuid.uuid4().hex}")
             sub.flush()
             while True:
                 try:
@@ -91,6 +92,7 @@ def restore_seconds(settings: Settings, name: str, out_dir: Path) -> tuple[float
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", type=int, default=10_000_000)
+    ap.add_argument("--runtime", default="transactional", choices=["transactional", "faust"])
     args = ap.parse_args()
     out_dir = ROOT / "bench" / "out"
     home = out_dir / f"state-{uuid.uuid4().hex[:6]}"
@@ -99,15 +101,18 @@ def main() -> int:
     settings = settings.with_(bootstrap=broker.start().bootstrap)
     try:
         create_topics(settings.bootstrap_servers(), settings.partitions)
-        baseline, _ = restore_seconds(settings, "empty", out_dir)
+        baseline, _ = restore_seconds(settings, "empty", out_dir, args.runtime)
         say(f"worker ready with an empty changelog in {baseline:.1f} s; writing {args.keys} keys")
         fill(settings.bootstrap_servers(), args.keys, settings.partitions)
-        total, peak_kb = restore_seconds(settings, "restore", out_dir)
+        say("restoring into an empty folder")
+        total, peak_kb = restore_seconds(settings, "restore", out_dir, args.runtime)
         state = home / "state" / "restore"
         disk_mb = sum(p.stat().st_size for p in state.rglob("*") if p.is_file()) / 1e6
-        result = {"live_keys": args.keys, "restore_s": round(total - baseline, 1),
-                  "worker_ready_s": round(total, 1), "worker_peak_rss_mb": round(peak_kb / 1024),
-                  "rocksdb_mb": round(disk_mb)}
+        say("restarting with the folder intact")
+        intact, intact_kb = restore_seconds(settings, "restore", out_dir, args.runtime)
+        result = {"runtime": args.runtime, "live_keys": args.keys, "restore_s": round(total - baseline, 1),
+                  "worker_ready_s": round(total, 1), "worker_peak_rss_mb": round(max(peak_kb, intact_kb) / 1024),
+                  "restart_intact_first_decision_s": round(intact, 1), "rocksdb_mb": round(disk_mb)}
         print(json.dumps(result, indent=2))
     finally:
         broker.stop()

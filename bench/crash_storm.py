@@ -1,0 +1,160 @@
+"""A crash storm: N actions produced faster than one worker decides, three stream workers of
+one runtime under a supervisor, a worker SIGKILLed every 2-6 s (some kills delete its RocksDB
+folder), then the oracle: lost, decided two ways, re-emitted decisions, dead letters written
+twice, and how long the storm took to decide.
+
+    .venv/bin/python bench/crash_storm.py --runtime transactional --actions 20000 --rate 4000
+    .venv/bin/python bench/crash_storm.py --runtime faust --actions 20000 --rate 4000
+
+Prints one JSON object; bench/README.md keeps the figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runonce.kafka.broker import Broker  # noqa: E402
+from runonce.kafka.topics import create_topics  # noqa: E402
+from runonce.oracle import verify  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.submit import Submitter  # noqa: E402
+from runonce.workload import generate  # noqa: E402
+
+
+def say(msg: str) -> None:
+    print(f"storm: {msg}", file=sys.stderr, flush=True)
+
+
+class Worker:
+    def __init__(self, name: str, runtime: str, env: dict[str, str], log_dir: Path) -> None:
+        self.name, self.runtime, self.env, self.log_dir = name, runtime, env, log_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.log_dir / f"{self.name}.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", self.name, "--runtime",
+                                      self.runtime], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.alive():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runtime", default="transactional", choices=["transactional", "faust"])
+    ap.add_argument("--actions", type=int, default=20_000)
+    ap.add_argument("--rate", type=float, default=4000.0, help="actions/s offered")
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--delete-share", type=float, default=0.15, help="share of kills that delete the RocksDB folder")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    out_dir = ROOT / "bench" / "out"
+    home = out_dir / f"storm-{uuid.uuid4().hex[:6]}"
+    settings = Settings.from_env({"RUNONCE_HOME": str(home)})
+    broker = Broker(settings, progress=say)
+    bootstrap = str(broker.start().bootstrap)
+    settings = settings.with_(bootstrap=bootstrap)
+    rnd = random.Random(args.seed)
+    workers: list[Worker] = []
+    stop = threading.Event()
+    try:
+        create_topics(bootstrap, settings.partitions)
+        env = {**os.environ, "RUNONCE_HOME": str(home), "RUNONCE_BOOTSTRAP": bootstrap}
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        workers = [Worker(f"storm-{i}", args.runtime, env, home / "logs") for i in range(args.workers)]
+        for w in workers:
+            w.start()
+
+        def supervise() -> None:
+            while not stop.wait(0.5):
+                for w in workers:
+                    if not w.alive():
+                        w.start()
+
+        threading.Thread(target=supervise, daemon=True).start()
+        time.sleep(8)
+        families = generate(args.actions, repeat_ratio=0.15, seed=args.seed, run_id=uuid.uuid4().hex[:6])
+        records = [m for f in families for m, _ in f.members]
+        wanted = {r["action_id"] for r in records}
+        started = time.monotonic()
+
+        def agent() -> None:
+            with Submitter(bootstrap, agent_id="storm", timeout_s=300) as sub:
+                for i, record in enumerate(records):
+                    sub.send(record)
+                    ahead = i / args.rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+
+        producer = threading.Thread(target=agent, daemon=True)
+        producer.start()
+        kills = deletions = 0
+        decided = 0
+        while True:
+            time.sleep(rnd.uniform(2, 6))
+            report = verify(bootstrap)
+            decided = len(wanted & report.outcome_by_action.keys())
+            say(f"t={time.monotonic() - started:5.0f}s decided {decided}/{len(wanted)}, kills {kills} "
+                f"({deletions} with state deleted)")
+            if decided == len(wanted) and not producer.is_alive():
+                break
+            if time.monotonic() - started > 1800:
+                raise SystemExit("the storm was not decided within 30 minutes")
+            victim = rnd.choice(workers)
+            victim.kill()
+            kills += 1
+            if rnd.random() < args.delete_share:
+                shutil.rmtree(home / "state" / victim.name, ignore_errors=True)
+                deletions += 1
+        took = time.monotonic() - started
+        report = verify(bootstrap)
+        ours_reemitted = sum(n for a, n in report.re_emitted_by_action.items() if a in wanted)
+        ours_conflicts = [pos for pos in report.conflicts]
+        print(json.dumps({
+            "runtime": args.runtime, "actions": len(records), "offered_per_s": args.rate, "workers": args.workers,
+            "kills": kills, "kills_deleting_state": deletions, "seconds_to_decide_all": round(took, 1),
+            "lost": len(report.lost), "decided_two_ways": len(ours_conflicts),
+            "re_emitted_decisions": ours_reemitted, "dead_letters_written_twice": report.dead_letters_repeated,
+            "doubled_keys": len(report.doubled_keys)}, indent=2))
+        if report.decided_two_ways:
+            say(report.summary())
+    finally:
+        stop.set()
+        for w in workers:
+            w.stop()
+        broker.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
