@@ -52,6 +52,9 @@ class _Stage:
         self.store = store
         self.metrics = metrics
         self.sweeper = Sweeper(store, expires_at_ms)
+        # Label lookups cost more than the increments on the per-record path: keep the children.
+        self._latency = metrics.latency.labels(self.name)
+        self._decided: dict[tuple[str, str, str], Any] = {}
 
     def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
                     trust_origin_headers: bool = True) -> Out:
@@ -66,7 +69,11 @@ class _Stage:
 
     def final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
               extra_headers: rec.Headers = ()) -> Out:
-        self.metrics.decisions.labels(outcome.value, reason.value, tool).inc()
+        labels = (outcome.value, reason.value, tool)
+        counter = self._decided.get(labels)
+        if counter is None:
+            counter = self._decided[labels] = self.metrics.decisions.labels(*labels)
+        counter.inc()
         return Out(_FINAL_TOPIC[outcome], rec.output_key(record), self.codec.encode("ActionDecision", record),
                    headers=tuple(extra_headers))
 
@@ -128,7 +135,7 @@ class KeyStage(_Stage):
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
             result = self.final(out, decision.outcome, decision.reason, action.tool)
-        self.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+        self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
         return result
 
@@ -182,7 +189,7 @@ class ScopeStage(_Stage):
         out = rec.carry_on(record, decision)
         alert = [(rec.H_ALERT, b"budget_exhausted")] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
-        self.metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+        self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
         return result
 

@@ -44,6 +44,7 @@ log = logging.getLogger("runonce.streams")
 
 GROUP = "runonce"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
+TXN_TIMEOUT_MS = 10_000
 
 
 @dataclass
@@ -87,8 +88,11 @@ class TransactionalWorker:
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
+        # A batch commits in milliseconds. A short transaction timeout bounds how long a worker
+        # that died mid-transaction (and does not come back) holds up the partitions' next owner:
+        # its restore and its stable offset fetch wait for that transaction to be resolved.
         return init_producer(clients.producer_config(self.access, **{
-            "transactional.id": self.transactional_id, "transaction.timeout.ms": 60_000,
+            "transaction.timeout.ms": TXN_TIMEOUT_MS, "transactional.id": self.transactional_id,
             "linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
             "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         }), self.transactional_id)
@@ -101,8 +105,8 @@ class TransactionalWorker:
                                                   timeout_s=30)]
         # Committed offsets were read stably (KIP-447), so the previous owner's transactions are
         # resolved; now bring each owned state partition to its changelog's end.
-        owned = {topics.REQUESTED: set(), topics.SCOPED: set()}  # type: dict[str, set[int]]
-        for tp in starts:
+        owned: dict[str, set[int]] = {topics.REQUESTED: set(), topics.SCOPED: set()}
+        for tp in starts:  # stage 1's state partition p serves actions.requested p and the re-key topic p
             owned[topics.SCOPED if tp.topic == topics.SCOPED else topics.REQUESTED].add(tp.partition)
         for table, parts in ((self.keys, owned[topics.REQUESTED]), (self.scopes, owned[topics.SCOPED])):
             for p in list(table.parts):
