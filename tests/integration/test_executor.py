@@ -189,3 +189,40 @@ def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
     tickets = [e for e in vendors.ledger.effects("jira") if e.key == created[0].key]
     assert len(tickets) == 1, (tickets, again.log_tail())
     assert (result["status"], result["vendor_ref"]) == ("succeeded", created[0].detail["ref"]), result
+
+
+def test_an_executor_never_lets_the_client_pick_a_position(broker: Settings,
+                                                          sandboxes: tuple[VendorServer, SmtpServer],
+                                                          tmp_path) -> None:
+    """The group's committed offsets point past the log's end (a truncated or recreated topic):
+    a client with auto.offset.reset=earliest would start over and send every email on the topic.
+    The executor exits for a restart, naming the position, and sends nothing."""
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    source = f"test.approved.{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)  # held: a collected client cancels its own futures
+    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    run = uuid.uuid4().hex[:6]
+    for i in range(6):
+        approve(bootstrap, source, "send_email", {"to": f"old-{run}-{i}@example.com", "subject": "s"}, f"old-{run}-{i}")
+    group = f"g-beyond-{run}"
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**clients.base_config(bootstrap), "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(source, p, 1000) for p in range(6)], asynchronous=False)
+    c.close()
+    before = vendors.ledger.count("smtp")
+    proc = RunonceProcess(broker, f"exec-beyond-{run}", ["executor", "--vendor", "smtp", "--source-topic", source,
+                                                         "--group", group],
+                          tmp_path, {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"})
+    proc.start()
+    try:
+        deadline = time.monotonic() + 90
+        while proc.alive() and vendors.ledger.count("smtp") == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        sent = vendors.ledger.count("smtp") - before
+    finally:
+        proc.kill()
+    log = proc.log_tail()
+    assert sent == 0, f"{sent} emails sent from a position the client picked:\n{log}"
+    assert proc.proc is not None and proc.proc.returncode == 2 and "out of range" in log.lower(), log
