@@ -75,6 +75,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--delete-share", type=float, default=0.15, help="share of kills that delete the RocksDB folder")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--min-kills", type=int, default=0, help="go on killing until this many, even once all is decided")
     args = ap.parse_args()
 
     out_dir = ROOT / "bench" / "out"
@@ -125,7 +126,7 @@ def main() -> int:
             decided = len(wanted & report.outcome_by_action.keys())
             say(f"t={time.monotonic() - started:5.0f}s decided {decided}/{len(wanted)}, kills {kills} "
                 f"({deletions} with state deleted)")
-            if decided == len(wanted) and not producer.is_alive():
+            if decided == len(wanted) and not producer.is_alive() and kills >= args.min_kills:
                 break
             if time.monotonic() - started > 1800:
                 raise SystemExit("the storm was not decided within 30 minutes")
@@ -136,6 +137,7 @@ def main() -> int:
                 shutil.rmtree(home / "state" / victim.name, ignore_errors=True)
                 deletions += 1
         took = time.monotonic() - started
+        time.sleep(10)  # the last victim restarts and restores; anything it wrote again would show now
         report = verify(bootstrap)
         ours_reemitted = sum(n for a, n in report.re_emitted_by_action.items() if a in wanted)
         ours_conflicts = [pos for pos in report.conflicts]
