@@ -79,5 +79,8 @@ def _stop_then_recover(cluster: SecuredCluster, tmp_path, runtime: str) -> None:
             found = _dead_letters_for(cluster, landed[0])
     finally:
         again.stop()
-    assert len(found) == 1, "the record skipped while the DLQ was unwritable was never dead-lettered"
+    assert found, "the record skipped while the DLQ was unwritable was never dead-lettered"
+    if runtime == "transactional":  # exactly-once; faust may write a dead letter again after a redelivery
+        time.sleep(2)
+        assert len(_dead_letters_for(cluster, landed[0])) == 1
     assert verify(admin).ok
