@@ -106,7 +106,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 
     logging.getLogger("runonce").setLevel(_LEVELS[args.loglevel])
     _say(f"stream worker {settings.worker_name} on {settings.kafka_access()} (transactional, exactly-once; "
-         f"commits every {settings.txn_max_records} records or {settings.txn_max_wait_ms} ms; "
+         f"transactions of up to {settings.txn_max_records} records; "
          f"{len(policies.tools)} tool policies)")
     TransactionalWorker(settings, policies, metrics).run()
     return 0

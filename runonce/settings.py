@@ -53,9 +53,10 @@ class Settings:
     jira_search_lag_ms: int = 10_000
     #: the stream job's runtime: "transactional" (exactly-once, confluent-kafka) or "faust"
     runtime: str = "transactional"
-    #: transactional runtime: a transaction commits after this many records, or ...
+    #: transactional runtime: a transaction takes at most this many records: what arrived
+    #: while the previous one committed (batches grow with the load, never wait to fill)
     txn_max_records: int = 2000
-    #: ... once this long has passed waiting for more (the latency a quiet stream pays)
+    #: ... and an idle worker waits this long for a first record before looking again
     txn_max_wait_ms: int = 20
     #: faust runtime: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"

@@ -20,6 +20,9 @@ class Family:
     kind: str
     #: (request record, planted reason) in production order; the first is planted "unique"
     members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: the repeats are produced this long after the original (a retry after a timeout), so
+    #: the original's claim must survive whatever happens to the stream job in between
+    retry_after_s: float = 0.0
 
 
 KINDS = ("key_retry", "key_reuse", "natural_id_repeat", "content_repeat")
@@ -67,6 +70,23 @@ def generate(n_actions: int, repeat_ratio: float = 0.15, seed: int = 7, run_id: 
                                     "content_window" if r else "unique"))
         families.append(fam)
         total += len(fam.members)
+    return families
+
+
+def late_unkeyed_retries(n_families: int, seed: int = 13, run_id: str = "w", delay_s: tuple[float, float] = (2.0, 30.0)
+                         ) -> list[Family]:
+    """Unkeyed retries of an action without scope rules, arriving seconds later: the stream job
+    keys them by content (``key = "derive"``) and only stage 1's claim on that content key
+    stops them. A claim lost after a crash approves the retry: the family shows two approvals."""
+    rnd = random.Random(seed)
+    families = []
+    for i in range(n_families):
+        params = {"record_id": f"{run_id}-late{i}", "field": "owner", "value": f"agent-{i}"}
+        fam = Family("late_unkeyed_retry", retry_after_s=rnd.uniform(*delay_s))
+        fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), "unique"))
+        for _ in range(rnd.choice((1, 1, 2))):
+            fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), "duplicate_key"))
+        families.append(fam)
     return families
 
 

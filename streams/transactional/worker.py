@@ -79,6 +79,9 @@ class TransactionalWorker:
             "auto.offset.reset": "error", "isolation.level": "read_committed",
             "partition.assignment.strategy": "range",
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+            # A stage-2 hand-off is readable only once its transaction's markers are written; a
+            # short fetch wait bounds how late this read_committed consumer asks again.
+            "fetch.wait.max.ms": 20,
             "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         })
         self.reader = clients.reader(self.access, group=f"{GROUP}-restore")
@@ -94,6 +97,11 @@ class TransactionalWorker:
         return init_producer(clients.producer_config(self.access, **{
             "transaction.timeout.ms": TXN_TIMEOUT_MS, "transactional.id": self.transactional_id,
             "linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
+            # The next transaction's AddPartitionsToTxn meets CONCURRENT_TRANSACTIONS while the
+            # broker still writes the last one's markers; librdkafka retries after
+            # retry.backoff.ms (100 ms by default, growing). Measured on one broker: a
+            # transaction's flush p95 36 ms at the default, 14 ms at 5 ms.
+            "retry.backoff.ms": 5, "retry.backoff.max.ms": 100,
             "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         }), self.transactional_id)
 
@@ -142,7 +150,14 @@ class TransactionalWorker:
 
     def step(self) -> int:
         """Consume one batch and commit everything it caused; returns records decided."""
-        msgs = self.consumer.consume(self.max_records, self.max_wait_s)
+        # What arrived while the last transaction committed, without waiting for more: a batch
+        # that waits to fill adds its wait to every record's latency, and under load the
+        # batches grow by themselves. Idle, block until a first record comes.
+        msgs = self.consumer.consume(self.max_records, 0)
+        if not msgs:
+            msgs = self.consumer.consume(1, self.max_wait_s)
+            if msgs:
+                msgs += self.consumer.consume(self.max_records - 1, 0)
         batch: list[Record] = []
         for msg in msgs:
             err = msg.error()

@@ -1,16 +1,19 @@
 """The crash test, for each runtime: 3 stream worker processes on 6 partitions, a mixed
-workload with planted repeats (unkeyed content retries among them) produced by 4 concurrent
-agent processes faster than one worker decides, and a worker SIGKILLed and restarted every
-5 s (8 kills, twice with its RocksDB folder deleted). Then the oracle must find every
-requested record accounted for exactly once, none decided two ways (a state claim lost
-after a crash shows up here: issue "a decision changed after a crash"), no key approved
-twice, and each family of repeats decided as planted. The transactional runtime must also
+workload with planted repeats produced by 4 concurrent agent processes faster than one
+worker decides, and a worker SIGKILLed and restarted every 5 s (8 kills, three of them with
+its RocksDB folder deleted). Among the repeats, unkeyed retries of an action without scope
+rules arrive 2-30 s after their original, across the kills: only stage 1's claim on the
+content key stops them, so a claim lost after a crash (issue "a decision changed after a
+crash") approves one, and the family shows two approvals. Then the oracle must find every
+requested record accounted for exactly once, none decided two ways, no key approved twice,
+and each family of repeats decided as planted. The transactional runtime must also
 re-emit no decision.
 
 RUNONCE_CRASH_ACTIONS sets the size (default 20000)."""
 
 from __future__ import annotations
 
+import heapq
 import multiprocessing as mp
 import os
 import random
@@ -24,26 +27,43 @@ import pytest
 from runonce.oracle import verify
 from runonce.settings import Settings
 from runonce.submit import Submitter
-from runonce.workload import check_families, generate
+from runonce.workload import Family, check_families, generate, late_unkeyed_retries
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def _agent(bootstrap: str, records: list[dict[str, Any]], rate_per_s: float) -> None:
+def _agent(bootstrap: str, records: list[tuple[dict[str, Any], float]], rate_per_s: float) -> None:
+    """Sends records in order at the rate; one with a delay goes that long after the record before it."""
     started = time.monotonic()
+    later: list[tuple[float, int, dict[str, Any]]] = []
     with Submitter(bootstrap, agent_id="crash-agent") as sub:
-        for i, record in enumerate(records):
-            sub.send(record)
+        for i, (record, delay_s) in enumerate(records):
+            while later and later[0][0] <= time.monotonic():
+                sub.send(heapq.heappop(later)[2])
+            if delay_s:
+                heapq.heappush(later, (time.monotonic() + delay_s, i, record))
+            else:
+                sub.send(record)
             ahead = i / rate_per_s - (time.monotonic() - started)
             if ahead > 0:
                 time.sleep(ahead)
+        while later:
+            time.sleep(max(0.0, later[0][0] - time.monotonic()))
+            sub.send(heapq.heappop(later)[2])
+
+
+def _in_order(fam: Family) -> list[tuple[dict[str, Any], float]]:
+    return [(m, fam.retry_after_s if i else 0.0) for i, (m, _) in enumerate(fam.members)]
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, runtime: str) -> None:
     n_actions = int(os.environ.get("RUNONCE_CRASH_ACTIONS", "20000"))
-    families = generate(n_actions, repeat_ratio=0.15, seed=11, run_id=uuid.uuid4().hex[:6])
+    run_id = uuid.uuid4().hex[:6]
+    families = generate(n_actions, repeat_ratio=0.15, seed=11, run_id=run_id)
+    n_late = n_actions // 40
+    families += late_unkeyed_retries(n_late, run_id=run_id)
     records = [m for fam in families for m, _ in fam.members]
     workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime) for i in range(3)]
     for w in workers:
@@ -51,9 +71,11 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
     time.sleep(8)  # let the group form before load arrives
 
     # Families go whole to one agent, in order, so same-key repeats follow their original.
-    shards: list[list[dict[str, Any]]] = [[] for _ in range(4)]
+    # Late retries are mixed in among the others (a fixed shuffle).
+    random.Random(5).shuffle(families)
+    shards: list[list[tuple[dict[str, Any], float]]] = [[] for _ in range(4)]
     for i, fam in enumerate(families):
-        shards[i % 4].extend(m for m, _ in fam.members)
+        shards[i % 4].extend(_in_order(fam))
     ctx = mp.get_context("spawn")
     agents = [ctx.Process(target=_agent, args=(broker.bootstrap_servers(), shard, 600.0)) for shard in shards]
     for a in agents:
@@ -71,7 +93,7 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
                 victim = rnd.choice(workers)
                 victim.kill()
                 kills += 1
-                if kills in (3, 6):  # lose the local RocksDB state entirely: restore from the changelog
+                if kills in (2, 4, 7):  # lose the local RocksDB state entirely: restore from the changelog
                     shutil.rmtree(broker.state_dir / victim.name, ignore_errors=True)
                     deleted_state = True
                 time.sleep(1)
@@ -91,13 +113,15 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
         assert decided == wanted, f"{len(wanted - decided)} actions never decided\n{logs}"
         assert report.ok, report.summary()
         problems = check_families(families, report.outcome_by_action)
-        assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"
+        late = [p for p in problems if p.startswith("late_unkeyed_retry")]
+        assert not problems, (f"{len(problems)} families decided against plan ({len(late)} late unkeyed retries): "
+                              f"{(late or problems)[:5]}")
         assert kills == 8 and deleted_state
         ours = sum(n for a, n in report.re_emitted_by_action.items() if a in wanted)
         if runtime == "transactional":  # exactly-once: no decision written twice (earlier tests' don't count)
             assert ours == 0, f"{ours} decisions re-emitted\n{report.summary()}"
         print(f"\ncrash test ({runtime}): {len(records)} actions, {sum(len(f.members) - 1 for f in families)} planted "
-              f"repeats, {kills} SIGKILLs (two with RocksDB deleted), re-emitted decisions {ours}, "
+              f"repeats, {kills} SIGKILLs (three with RocksDB deleted), {n_late} late unkeyed retry families, re-emitted decisions {ours}, "
               f"lost {len(report.lost)}, doubled {len(report.doubled_keys)}, conflicts {len(report.conflicts)}")
     finally:
         for a in agents:
