@@ -27,11 +27,11 @@ import signal
 import time
 from typing import Any, Callable, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Connector
-from runonce.kafka.positions import Committed, StartPolicy, UnknownPosition, explicit_starts, needs_watermarks
+from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
 from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
@@ -251,33 +251,14 @@ class Executor:
         return Out(topics.RESULTS, call.action_id.encode(), self.codec.encode("ActionResult", record), partition)
 
     def _rewind(self) -> None:
-        """After an abort, go back to the committed offsets: uncommitted records are redelivered."""
+        """After an abort, go back to the committed offsets: uncommitted records are redelivered.
+        An unknown position is an exit; the restarted executor resumes from what the group
+        coordinator holds."""
         self.pending.clear()
-        assignment = self.consumer.assignment()
-        if not assignment:
-            return  # revoked meanwhile: the next owner starts from the committed offsets anyway
-        try:
-            answered = self.consumer.committed(assignment, timeout=LOOKUP_TIMEOUT_S)
-        except KafkaException as exc:
-            raise UnknownPosition(f"{self.who}: cannot rewind after an abort: {exc}") from exc
-        committed = [Committed(tp.partition, tp.offset, str(tp.error) if tp.error is not None else None)
-                     for tp in answered]
-        # Never guess a position: "offset 0" once re-read all of actions.approved and performed
-        # actions approved before this group began. Without a seek the consumer would go on past
-        # the aborted record, so an unknown offset is an exit; the restarted executor resumes from
-        # what the group coordinator holds. A start this executor decided (new group) is known.
-        try:
-            missing = [p for p in needs_watermarks(committed) if p not in self.decided]
-        except UnknownPosition as exc:
-            raise UnknownPosition(f"{self.who}: cannot rewind after an abort: {exc}") from exc
-        if missing:
-            raise UnknownPosition(f"{self.who}: cannot rewind after an abort: no committed offset for "
-                                  f"partitions {missing}")
-        for c in committed:
-            offset = c.offset if c.offset >= 0 else self.decided[c.partition]
-            self.consumer.seek(TopicPartition(self.source_topic, c.partition, offset))
-            if c.offset < 0:
-                self.pending[(self.source_topic, c.partition)] = offset  # still to be made durable
+        decided = {(self.source_topic, p): offset for p, offset in self.decided.items()}
+        for topic, s in rewind(self.consumer, decided, self.who, LOOKUP_TIMEOUT_S):
+            if s.decided:
+                self.pending[(topic, s.partition)] = s.offset  # still to be made durable
 
     # -- hooks -----------------------------------------------------------------------
     def _failpoint(self, where: str) -> None:

@@ -48,7 +48,6 @@ def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, parti
                     pending.discard(msg.partition())
                     continue
                 raise clients.translate(msg.error(), f"reading {topic}")
-            yield Record(topic, msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
-                         tuple(msg.headers() or ()))
+            yield Record.of(msg)
     finally:
         consumer.close()

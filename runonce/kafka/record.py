@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -20,6 +20,12 @@ class Record:
 
     def header(self, name: str) -> bytes | None:
         return find_header(self.headers, name)
+
+    @classmethod
+    def of(cls, msg: Any) -> Record:
+        """From a confluent-kafka message that carries a record (not an error)."""
+        return cls(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(), msg.value(),
+                   tuple(msg.headers() or ()))
 
 
 def find_header(headers: Headers, name: str) -> bytes | None:

@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from runonce.codec import Codec
-from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts
+from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.transactions import FENCED, TXN_TIMEOUT_S, init_producer
 from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
@@ -47,16 +46,8 @@ INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
 TXN_TIMEOUT_MS = 10_000
 
 
-@dataclass
-class BatchStats:
-    batches: int = 0
-    records: int = 0
-    aborted: int = 0
-
-
 class TransactionalWorker:
-    def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
-                 on_batch: Callable[[int], None] | None = None) -> None:
+    def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or StreamMetrics()
         self.access = settings.kafka_access()
@@ -68,8 +59,6 @@ class TransactionalWorker:
                                  scopes=self.scopes, metrics=self.metrics)
         self.max_records = settings.txn_max_records
         self.max_wait_s = settings.txn_max_wait_ms / 1000
-        self.on_batch = on_batch
-        self.stats = BatchStats()
         #: where each assigned partition started (a partition without a committed offset rewinds here)
         self.starts: dict[tuple[str, int], int] = {}
         self.running = True
@@ -162,8 +151,7 @@ class TransactionalWorker:
         for msg in msgs:
             err = msg.error()
             if err is None:
-                batch.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1], msg.key(),
-                                    msg.value(), tuple(msg.headers() or ())))
+                batch.append(Record.of(msg))
             elif err.code() == KafkaError._AUTO_OFFSET_RESET:
                 raise UnknownPosition(f"{self.transactional_id}: {msg.topic()}[{msg.partition()}]: {err.str()}")
             elif err.fatal():
@@ -177,10 +165,6 @@ class TransactionalWorker:
             self.metrics.transactions.labels("committed").inc()
             self.metrics.batch_records.observe(len(batch))
             self.metrics.commit_seconds.observe(time.perf_counter() - started)
-            self.stats.batches += 1
-            self.stats.records += len(batch)
-            if self.on_batch is not None:
-                self.on_batch(len(batch))
             return len(batch)
         return 0
 
@@ -243,7 +227,6 @@ class TransactionalWorker:
         err: KafkaError = exc.args[0]
         self.keys.abort()
         self.scopes.abort()
-        self.stats.aborted += 1
         self.metrics.transactions.labels("aborted").inc()
         if err.code() in clients.AUTH_ERRORS:
             raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
@@ -255,21 +238,4 @@ class TransactionalWorker:
                 self.producer.abort_transaction(TXN_TIMEOUT_S)
         except KafkaException as abort_exc:
             raise FatalError(f"{self.transactional_id}: abort failed: {abort_exc}") from abort_exc
-        self._rewind()
-
-    def _rewind(self) -> None:
-        assignment = self.consumer.assignment()
-        if not assignment:
-            return
-        try:
-            answered = self.consumer.committed(assignment, timeout=30)
-        except KafkaException as exc:
-            raise UnknownPosition(f"{self.transactional_id}: cannot rewind after an abort: {exc}") from exc
-        for tp in answered:
-            offset = tp.offset
-            if tp.error is None and offset < 0:  # never committed: back to the explicit start it was given
-                offset = self.starts.get((tp.topic, tp.partition), -1)
-            if tp.error is not None or offset < 0:
-                raise UnknownPosition(f"{self.transactional_id}: cannot rewind {tp.topic}[{tp.partition}] "
-                                      f"after an abort: {tp.error or 'no committed offset'}")
-            self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        rewind(self.consumer, self.starts, self.transactional_id, timeout_s=30)

@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.executor import Executor, consumer_config
-from runonce.kafka.positions import (NO_OFFSET, Committed, StartPolicy, UnknownPosition, start_positions)
+from runonce.kafka.positions import (NO_OFFSET, Committed, StartPolicy, UnknownPosition, rewind_positions,
+                                     start_positions)
 from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
 from runonce.core.decision import Decision, Origin, Reason
 from runonce.core.decision import Outcome as Verdict
@@ -231,6 +232,14 @@ def test_rewind_returns_to_a_start_it_decided_but_could_not_commit_yet() -> None
     consumer.messages = [Msg(0, 40, approved("a1"))]
     ex.step()  # the intent transaction aborts
     assert consumer.seeks == [(0, 40)] and ex.pending == {(T, 0): 40}
+
+
+def test_rewind_positions_shared_by_every_transactional_consumer() -> None:
+    # The stream worker rewinds with the same rule: committed first, then its own decided start.
+    starts = rewind_positions([Committed(0, 120), Committed(1, NO_OFFSET)], {1: 3, 2: 9})
+    assert [(s.partition, s.offset, s.decided) for s in starts] == [(0, 120, False), (1, 3, True)]
+    with pytest.raises(UnknownPosition, match="partition 1: no committed offset"):
+        rewind_positions([Committed(0, 120), Committed(1, NO_OFFSET)], {})
 
 
 # -- the commits -------------------------------------------------------------------------
