@@ -30,7 +30,7 @@ from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.oracle import verify  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.submit import Submitter  # noqa: E402
-from runonce.workload import generate  # noqa: E402
+from runonce.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced  # noqa: E402
 
 
 def say(msg: str) -> None:
@@ -76,6 +76,8 @@ def main() -> int:
     ap.add_argument("--delete-share", type=float, default=0.15, help="share of kills that delete the RocksDB folder")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-kills", type=int, default=0, help="go on killing until this many, even once all is decided")
+    ap.add_argument("--late-retries", type=int, default=0,
+                    help="families of unkeyed retries arriving 2-30 s after their original (a lost claim approves one)")
     args = ap.parse_args()
 
     out_dir = ROOT / "bench" / "out"
@@ -103,18 +105,17 @@ def main() -> int:
 
         threading.Thread(target=supervise, daemon=True).start()
         time.sleep(8)
-        families = generate(args.actions, repeat_ratio=0.15, seed=args.seed, run_id=uuid.uuid4().hex[:6])
+        run_id = uuid.uuid4().hex[:6]
+        families = generate(args.actions, repeat_ratio=0.15, seed=args.seed, run_id=run_id)
+        families += late_unkeyed_retries(args.late_retries, seed=args.seed, run_id=run_id)
+        random.Random(args.seed).shuffle(families)
         records = [m for f in families for m, _ in f.members]
         wanted = {r["action_id"] for r in records}
         started = time.monotonic()
 
         def agent() -> None:
             with Submitter(bootstrap, agent_id="storm", timeout_s=300) as sub:
-                for i, record in enumerate(records):
-                    sub.send(record)
-                    ahead = i / args.rate - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
+                send_paced(sub.send, in_order(families), args.rate)
 
         producer = threading.Thread(target=agent, daemon=True)
         producer.start()
@@ -141,12 +142,15 @@ def main() -> int:
         report = verify(bootstrap)
         ours_reemitted = sum(n for a, n in report.re_emitted_by_action.items() if a in wanted)
         ours_conflicts = [pos for pos in report.conflicts]
+        against_plan = check_families(families, report.outcome_by_action)
         print(json.dumps({
             "runtime": args.runtime, "actions": len(records), "offered_per_s": args.rate, "workers": args.workers,
             "kills": kills, "kills_deleting_state": deletions, "seconds_to_decide_all": round(took, 1),
             "lost": len(report.lost), "decided_two_ways": len(ours_conflicts),
             "re_emitted_decisions": ours_reemitted, "dead_letters_written_twice": report.dead_letters_repeated,
-            "doubled_keys": len(report.doubled_keys)}, indent=2))
+            "doubled_keys": len(report.doubled_keys), "families_against_plan": len(against_plan),
+            "late_retry_families_against_plan": sum(p.startswith("late_unkeyed_retry") for p in against_plan),
+            "first_against_plan": against_plan[:3]}, indent=2))
         if report.decided_two_ways:
             say(report.summary())
     finally:

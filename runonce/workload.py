@@ -8,9 +8,11 @@ families; for content and natural-id families the first to reach stage 2 wins.)
 
 from __future__ import annotations
 
+import heapq
 import random
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from runonce.submit import build_request
 
@@ -88,6 +90,32 @@ def late_unkeyed_retries(n_families: int, seed: int = 13, run_id: str = "w", del
             fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), "duplicate_key"))
         families.append(fam)
     return families
+
+
+def in_order(families: Sequence[Family]) -> list[tuple[dict[str, Any], float]]:
+    """(record, delay_s) in production order; a repeat of a late family carries its delay."""
+    return [(m, fam.retry_after_s if i else 0.0) for fam in families for i, (m, _) in enumerate(fam.members)]
+
+
+def send_paced(send: Callable[[dict[str, Any]], None], items: Sequence[tuple[dict[str, Any], float]],
+               rate_per_s: float) -> None:
+    """Send records in order at the rate; one with a delay goes that long after the record
+    before it (the rest do not wait for it)."""
+    started = time.monotonic()
+    later: list[tuple[float, int, dict[str, Any]]] = []
+    for i, (record, delay_s) in enumerate(items):
+        while later and later[0][0] <= time.monotonic():
+            send(heapq.heappop(later)[2])
+        if delay_s:
+            heapq.heappush(later, (time.monotonic() + delay_s, i, record))
+        else:
+            send(record)
+        ahead = i / rate_per_s - (time.monotonic() - started)
+        if ahead > 0:
+            time.sleep(ahead)
+    while later:
+        time.sleep(max(0.0, later[0][0] - time.monotonic()))
+        send(heapq.heappop(later)[2])
 
 
 def check_families(families: list[Family], outcome_by_action: dict[str, tuple[str, str]]) -> list[str]:

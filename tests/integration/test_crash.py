@@ -13,7 +13,6 @@ RUNONCE_CRASH_ACTIONS sets the size (default 20000)."""
 
 from __future__ import annotations
 
-import heapq
 import multiprocessing as mp
 import os
 import random
@@ -27,34 +26,15 @@ import pytest
 from runonce.oracle import verify
 from runonce.settings import Settings
 from runonce.submit import Submitter
-from runonce.workload import Family, check_families, generate, late_unkeyed_retries
+from runonce.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def _agent(bootstrap: str, records: list[tuple[dict[str, Any], float]], rate_per_s: float) -> None:
-    """Sends records in order at the rate; one with a delay goes that long after the record before it."""
-    started = time.monotonic()
-    later: list[tuple[float, int, dict[str, Any]]] = []
+def _agent(bootstrap: str, items: list[tuple[dict[str, Any], float]], rate_per_s: float) -> None:
     with Submitter(bootstrap, agent_id="crash-agent") as sub:
-        for i, (record, delay_s) in enumerate(records):
-            while later and later[0][0] <= time.monotonic():
-                sub.send(heapq.heappop(later)[2])
-            if delay_s:
-                heapq.heappush(later, (time.monotonic() + delay_s, i, record))
-            else:
-                sub.send(record)
-            ahead = i / rate_per_s - (time.monotonic() - started)
-            if ahead > 0:
-                time.sleep(ahead)
-        while later:
-            time.sleep(max(0.0, later[0][0] - time.monotonic()))
-            sub.send(heapq.heappop(later)[2])
-
-
-def _in_order(fam: Family) -> list[tuple[dict[str, Any], float]]:
-    return [(m, fam.retry_after_s if i else 0.0) for i, (m, _) in enumerate(fam.members)]
+        send_paced(sub.send, items, rate_per_s)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -73,9 +53,7 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
     # Families go whole to one agent, in order, so same-key repeats follow their original.
     # Late retries are mixed in among the others (a fixed shuffle).
     random.Random(5).shuffle(families)
-    shards: list[list[tuple[dict[str, Any], float]]] = [[] for _ in range(4)]
-    for i, fam in enumerate(families):
-        shards[i % 4].extend(_in_order(fam))
+    shards = [in_order(families[i::4]) for i in range(4)]
     ctx = mp.get_context("spawn")
     agents = [ctx.Process(target=_agent, args=(broker.bootstrap_servers(), shard, 600.0)) for shard in shards]
     for a in agents:
