@@ -8,9 +8,9 @@
 The call goes through the same idempotent protocol the executor runs (``ActionRunner`` with
 the result store the executor restores from ``actions.results``), here held in memory.
 
-Use it from pytest: ``from runonce.connectors.testing import replay`` in a conftest.py (or
-``pytest_plugins = ["runonce.connectors.testing"]`` in the root conftest) and take the
-``replay`` fixture.
+Use it from pytest: install ``runonce[testing]`` and take the ``replay`` fixture (a pytest11
+plugin, loaded by pytest itself); or import it, ``from runonce.connectors.testing import
+replay``, in a conftest.py.
 """
 
 from __future__ import annotations

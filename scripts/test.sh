@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up, then run every test. Each pytest session starts one Kafka broker of its own
 # (free ports, a temporary folder) and stops it at the end, whatever happens: first the
-# main suite on a plaintext broker, then tests/security on a SASL + ACL broker.
+# main suite on a plaintext broker, then tests/security on a SASL + ACL broker; last, the
+# wheel as the Docker image installs it (scripts/wheel_check.sh: its own broker, for the demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,3 +12,5 @@ echo "== pytest: main suite (plaintext broker) =="
 .venv/bin/pytest --ignore=tests/security "$@"
 echo "== pytest: security suite (SASL/PLAIN + StandardAuthorizer broker) =="
 .venv/bin/pytest tests/security "$@"
+echo "== the wheel, installed non-editable in a clean venv: imports, runonce demo =="
+bash scripts/wheel_check.sh

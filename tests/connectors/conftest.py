@@ -7,8 +7,6 @@ import pytest
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 
-from runonce.connectors.testing import replay  # noqa: F401  (the replay-test fixture)
-
 
 @pytest.fixture()
 def vendors() -> Iterator[VendorServer]:

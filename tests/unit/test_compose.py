@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from runonce.cli import build_parser
@@ -12,14 +15,37 @@ from runonce.kafka.broker import SERVER_DEFAULTS
 COMPOSE = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())
 
 
-def test_every_runonce_service_runs_a_real_cli_command() -> None:
+def runonce_commands(compose: dict[str, Any]) -> dict[str, str]:
+    """Service -> runonce subcommand, for every service built from this repo; each command must
+    parse with the real CLI parser (an unknown command or flag raises SystemExit)."""
     parser = build_parser()
-    for name, service in COMPOSE["services"].items():
-        command = service.get("command")
-        if not command or command[0] != "runonce":
+    commands = {}
+    for name, service in compose["services"].items():
+        if "build" not in service:
             continue
-        args = parser.parse_args(command[1:])  # raises SystemExit on an unknown command or flag
-        assert callable(args.fn), name
+        command = service.get("command") or []
+        assert command[:1] == ["runonce"], f"{name}: built from this repo but does not run runonce"
+        parser.parse_args(command[1:])
+        commands[name] = command[1]
+    return commands
+
+
+def check_stack(compose: dict[str, Any]) -> None:
+    commands = runonce_commands(compose)
+    assert {"topics", "worker", "executor", "sandbox"} <= set(commands.values()), commands
+
+
+def test_the_stack_runs_topics_a_worker_executors_and_the_sandbox_through_the_real_cli() -> None:
+    check_stack(COMPOSE)
+
+
+def test_the_check_fails_on_a_stack_without_runonce_services_or_with_an_unknown_flag() -> None:
+    with pytest.raises(AssertionError):
+        check_stack({"services": {"kafka": COMPOSE["services"]["kafka"]}})
+    broken = copy.deepcopy(COMPOSE)
+    broken["services"]["worker"]["command"].append("--no-such-flag")
+    with pytest.raises(SystemExit):
+        check_stack(broken)
 
 
 def test_broker_settings_match_the_local_broker() -> None:
