@@ -4,6 +4,7 @@ and passes it down; every subcommand has --help."""
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import signal
@@ -212,10 +213,35 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.tail import tail
+def broker_time_ms(value: str, now_ms: int) -> int:
+    """``--since``/``--until``: an ISO 8601 time (UTC unless it says otherwise) or a duration
+    ago ("15m", "2h", "7d")."""
+    from runonce.core.policy import parse_duration_ms
+    from runonce.errors import ConfigError
 
-    return tail(settings.kafka_access(), args.topic, follow=args.follow, limit=args.limit)
+    try:
+        return now_ms - parse_duration_ms(value, "time")
+    except ConfigError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"expected an ISO time (2026-11-30T14:00:00Z) or a duration ago "
+                          f"(15m, 2h, 7d), got {value!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.tail import Filter, tail
+
+    now_ms = int(time.time() * 1000)
+    since_ms = broker_time_ms(args.since, now_ms) if args.since else None
+    until_ms = broker_time_ms(args.until, now_ms) if args.until else None
+    tail(settings.kafka_access(), args.topic, follow=args.follow, limit=args.limit, as_json=args.json,
+         keep=Filter(tool=args.tool, reason=args.reason, agent=args.agent), since_ms=since_ms, until_ms=until_ms)
+    return 0
 
 
 def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
@@ -315,10 +341,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", help="idempotency key (retries of one logical action reuse it)")
     p.add_argument("--natural-id", help="business identifier for write-once tools")
     p.add_argument("--agent", default="cli", help="agent id")
-    p = add("tail", cmd_tail, "Print decisions as readable lines: what analysts tap.")
+    p = add("tail", cmd_tail, "Print a topic's records as readable lines or JSON: what analysts tap. "
+                              "Example: runonce tail dropped --json --reason duplicate_key --since 1h | jq .")
     p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested"])
     p.add_argument("-f", "--follow", action="store_true", help="keep reading new records")
-    p.add_argument("-n", "--limit", type=int, default=0, help="stop after N records (0: no limit)")
+    p.add_argument("-n", "--limit", type=int, default=0, help="stop after N records shown (0: no limit)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line (for jq, DuckDB, pandas)")
+    p.add_argument("--tool", help="only this tool's records")
+    p.add_argument("--reason", help="only decisions with this reason (e.g. duplicate_key, budget_exhausted)")
+    p.add_argument("--agent", help="only this agent's decisions and requests")
+    p.add_argument("--since", help="from this broker time: ISO 8601 (2026-11-30T14:00:00Z) or a duration ago "
+                                   "(15m, 2h, 7d); looked up in the broker's time index, not scanned")
+    p.add_argument("--until", help="up to this broker time (same forms as --since)")
     p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
     add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")

@@ -1,61 +1,123 @@
-"""``runonce tail``: the topics as readable lines, one per record."""
+"""``runonce tail``: the topics as readable lines or JSON objects, one per record, filtered by
+tool, reason, agent and broker time. What analysts tap (``actions.dropped`` above all)."""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
+from runonce.kafka.record import Record
 from runonce.topic_reader import read_all
 
 TOPIC_BY_NAME = {"dropped": topics.DROPPED, "approved": topics.APPROVED, "dlq": topics.DLQ,
                  "results": topics.RESULTS, "requested": topics.REQUESTED}
 
 
-def format_record(codec: Codec, topic: str, value: bytes | None, headers: list[tuple[str, bytes]]) -> str:
-    if topic == topics.DLQ:
-        h = {k: v.decode("utf-8", "replace") for k, v in headers}
-        return (f"DLQ   {h.get('runonce.error.type', '?'):<16} from {h.get('runonce.origin.topic')}"
-                f"[{h.get('runonce.origin.partition')}]@{h.get('runonce.origin.offset')}: "
-                f"{h.get('runonce.error.message', '')}")
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Keep a record only if it matches every field given (None: any)."""
+
+    tool: str | None = None
+    reason: str | None = None
+    agent: str | None = None
+
+    def keeps(self, view: dict[str, Any]) -> bool:
+        return all(want is None or view.get(field) == want
+                   for field, want in (("tool", self.tool), ("reason", self.reason), ("agent", self.agent)))
+
+
+def view(codec: Codec, record: Record) -> dict[str, Any]:
+    """One record as a flat JSON-able object: what it is, about which action, and where it sits."""
+    base: dict[str, Any] = {
+        "topic": record.topic, "partition": record.partition, "offset": record.offset,
+        "broker_time": dt.datetime.fromtimestamp(record.timestamp_ms / 1000, dt.timezone.utc).isoformat(
+            timespec="milliseconds").replace("+00:00", "Z"),
+    }
+    if record.topic == topics.DLQ:
+        h = {k: v.decode("utf-8", "replace") for k, v in record.headers}
+        return {**base, "kind": "dead_letter", "error_type": h.get("runonce.error.type"),
+                "error": h.get("runonce.error.message"),
+                "origin": {"topic": h.get("runonce.origin.topic"), "partition": _int(h.get("runonce.origin.partition")),
+                           "offset": _int(h.get("runonce.origin.offset"))}}
     try:
-        name, rec = codec.decode(value)
+        name, rec = codec.decode(record.value)
     except InvalidInput as exc:
-        return f"???   {exc}"
+        return {**base, "kind": "unreadable", "error": str(exc)}
     if name == "ActionDecision":
-        return _decision_line(rec)
+        req = rec["request"]
+        out = {**base, "kind": "decision", "decision": rec["outcome"], "reason": rec["reason"], "tool": req["tool"],
+               "agent": req["agent_id"], "action_id": req["action_id"], "idempotency_key": req["idempotency_key"],
+               "key": rec["dedup_key"], "matched": rec["matched_key"], "window_ms": rec["window_ms"],
+               "unkeyed": rec["unkeyed"], "repeats": None}
+        if rec["first_action_id"]:
+            out["repeats"] = {"action_id": rec["first_action_id"], "partition": rec["first_partition"],
+                              "offset": rec["first_offset"]}
+        return out
     if name == "ActionResult":
-        return (f"{rec['status'].upper():<10} {rec['tool']:<24} action {rec['action_id']} "
-                f"vendor_ref={rec['vendor_ref']} attempts={rec['attempts']}{' error=' + rec['error'] if rec['error'] else ''}")
-    return f"REQ   {rec['tool']:<24} action {rec['action_id']} key={rec['idempotency_key']} params={rec['params_json'][:80]}"
+        return {**base, "kind": "result", "status": rec["status"], "tool": rec["tool"], "action_id": rec["action_id"],
+                "idempotency_key": rec["idempotency_key"], "vendor_ref": rec["vendor_ref"], "error": rec["error"],
+                "attempts": rec["attempts"]}
+    return {**base, "kind": "request", "tool": rec["tool"], "agent": rec["agent_id"], "action_id": rec["action_id"],
+            "idempotency_key": rec["idempotency_key"], "natural_id": rec["natural_id"],
+            "params": json.loads(rec["params_json"])}
 
 
-def _decision_line(d: dict[str, Any]) -> str:
-    req = d["request"]
-    line = f"{d['outcome']:<9} {d['reason']:<21} {req['tool']:<24} action {req['action_id']}"
-    if d["first_action_id"]:
-        line += f" repeats {d['first_action_id']} (requested[{d['first_partition']}]@{d['first_offset']})"
-    if d["matched_key"]:
-        line += f" on {d['matched_key']}"
-    if d["window_ms"]:
-        line += f" within {d['window_ms'] // 1000}s"
-    if d["unkeyed"]:
-        line += " [unkeyed]"
-    return line
+def _int(raw: str | None) -> int | None:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
-def tail(bootstrap: Bootstrap, which: str, *, follow: bool = False, limit: int = 0) -> int:
+def line(v: dict[str, Any]) -> str:
+    """The same object as one readable line."""
+    kind = v["kind"]
+    if kind == "dead_letter":
+        o = v["origin"]
+        return f"DLQ   {v['error_type'] or '?':<16} from {o['topic']}[{o['partition']}]@{o['offset']}: {v['error'] or ''}"
+    if kind == "unreadable":
+        return f"???   {v['error']}"
+    if kind == "result":
+        return (f"{v['status'].upper():<10} {v['tool']:<24} action {v['action_id']} vendor_ref={v['vendor_ref']} "
+                f"attempts={v['attempts']}{' error=' + v['error'] if v['error'] else ''}")
+    if kind == "request":
+        params = json.dumps(v["params"], sort_keys=True)[:80]
+        return f"REQ   {v['tool']:<24} action {v['action_id']} key={v['idempotency_key']} params={params}"
+    text = f"{v['decision']:<9} {v['reason']:<21} {v['tool']:<24} action {v['action_id']}"
+    if v["repeats"]:
+        r = v["repeats"]
+        text += f" repeats {r['action_id']} (requested[{r['partition']}]@{r['offset']})"
+    if v["matched"]:
+        text += f" on {v['matched']}"
+    if v["window_ms"]:
+        text += f" within {v['window_ms'] // 1000}s"
+    if v["unkeyed"]:
+        text += " [unkeyed]"
+    return text
+
+
+def tail(bootstrap: Bootstrap, which: str, *, follow: bool = False, limit: int = 0, as_json: bool = False,
+         keep: Filter = Filter(), since_ms: int | None = None, until_ms: int | None = None,
+         out: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
+    """Print the records of one topic; returns how many were shown."""
     codec = Codec()
     topic = TOPIC_BY_NAME[which]
     shown = 0
     try:
-        for record in read_all(bootstrap, topic, follow=follow):
-            print(format_record(codec, topic, record.value, list(record.headers)), flush=True)
+        for record in read_all(bootstrap, topic, follow=follow, since_ms=since_ms, until_ms=until_ms):
+            v = view(codec, record)
+            if not keep.keeps(v):
+                continue
+            out(json.dumps(v) if as_json else line(v))
             shown += 1
             if limit and shown >= limit:
                 break
     except KeyboardInterrupt:
         pass
-    return 0
+    return shown

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Iterable, Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from runonce.errors import BrokerUnavailable
 from runonce.kafka import clients
@@ -16,9 +16,13 @@ from runonce.kafka.record import Record
 
 
 def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
-             follow: bool = False) -> Iterator[Record]:
+             follow: bool = False, since_ms: int | None = None, until_ms: int | None = None) -> Iterator[Record]:
     """Every record of ``topic`` (or of some of its partitions) from the beginning, until each
-    partition reports EOF; with ``follow``, keep reading until the caller stops iterating."""
+    partition reports EOF; with ``follow``, keep reading until the caller stops iterating.
+
+    ``since_ms``/``until_ms`` bound the records by broker timestamp: reading starts at each
+    partition's first record at or after ``since_ms`` (the broker's time index, never a scan
+    from the beginning) and a partition is done at its first record after ``until_ms``."""
     consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}")
     try:
         if partitions is None:
@@ -33,10 +37,19 @@ def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, parti
                 raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap}")
             partitions = tmeta.partitions
         numbers = sorted(partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in numbers])
+        starts = {p: OFFSET_BEGINNING for p in numbers}
+        if since_ms is not None:
+            try:
+                found = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in numbers], timeout=10)
+            except KafkaException as exc:
+                raise clients.translate(exc, f"cannot look up {topic} by time at {bootstrap}") from exc
+            # -1: nothing at or after that time yet, so start at the end
+            starts = {tp.partition: tp.offset if tp.offset >= 0 else OFFSET_END for tp in found}
+        consumer.assign([TopicPartition(topic, p, starts[p]) for p in numbers])
         pending = set(numbers)
+        past_until: set[int] = set()
         deadline = time.monotonic() + timeout_s
-        while pending or follow:
+        while pending or (follow and len(past_until) < len(numbers)):
             if not follow and time.monotonic() > deadline:
                 raise BrokerUnavailable(f"reading {topic} did not reach its end within {timeout_s:.0f} s "
                                         f"(partitions {sorted(pending)} pending)")
@@ -48,6 +61,12 @@ def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, parti
                     pending.discard(msg.partition())
                     continue
                 raise clients.translate(msg.error(), f"reading {topic}")
-            yield Record.of(msg)
+            record = Record.of(msg)
+            if until_ms is not None and record.timestamp_ms > until_ms:
+                past_until.add(record.partition)
+                pending.discard(record.partition)
+                consumer.pause([TopicPartition(topic, record.partition)])
+                continue
+            yield record
     finally:
         consumer.close()
