@@ -89,6 +89,34 @@ def ensure_topics(bootstrap: str, names: list[str], partitions: int) -> None:
             fut.result()
 
 
+def fresh_runonce_topics(bootstrap: str, partitions: int, state_dirs: list[Path]) -> None:
+    """runonce's two runtimes share their topics (state changelogs and consumer group too): each
+    runonce run starts on new, empty ones and an empty state folder, as Quix and the bare loop
+    do on theirs. Otherwise a run restores what the other runtime wrote before it, counted in
+    its throughput from start."""
+    admin = admin_client(bootstrap)
+    names = [spec.name for spec in topics.TOPICS]
+    for fut in admin.delete_topics(names, operation_timeout=30).values():
+        fut.result()
+    deadline = time.monotonic() + 60
+    while set(names) & set(admin.list_topics(timeout=10).topics):
+        if time.monotonic() > deadline:
+            raise SystemExit("runonce's topics were not deleted within 60 s")
+        time.sleep(0.5)
+    while True:  # the controller may still be finishing the deletion
+        try:
+            create_topics(bootstrap, partitions)
+            break
+        except Exception as exc:  # noqa: BLE001  TOPIC_ALREADY_EXISTS while a deletion completes
+            if time.monotonic() > deadline:
+                raise
+            say(f"recreating runonce's topics: {exc}; again")
+            time.sleep(1)
+    ensure_topics(bootstrap, [], partitions)
+    for d in state_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def produce(bootstrap: str, topic: str, records: list[dict[str, Any]], codec: Codec,
             rate_per_s: float | None = None) -> None:
     p = Producer(producer_config(bootstrap, **{"linger.ms": 5, "batch.num.messages": 2000}))
@@ -292,7 +320,9 @@ def main() -> int:
             order = args.only[rnd % len(args.only):] + args.only[:rnd % len(args.only)]
             for name in order:
                 impl = impls[name]
-                # Fresh keys per implementation and round: runonce's two runtimes share state topics.
+                if name.startswith("runonce"):
+                    fresh_runonce_topics(bootstrap, settings.partitions,
+                                         [i.state_dir for i in impls.values() if i.state_dir and i.name.startswith("runonce")])
                 backlog = [m for f in generate(args.actions, repeat_ratio=0.10, seed=5, run_id=f"b{rnd}{name}")
                            for m, _ in f.members]
                 n_backlog = len(backlog)
