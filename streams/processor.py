@@ -89,7 +89,7 @@ class KeyStage(_Stage):
     name = "keys"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(expires_at_ms=lambda raw: KeyState.from_bytes(raw).expires_at_ms, **kwargs)
+        super().__init__(expires_at_ms=KeyState.expires_at_of, **kwargs)
 
     def _origin(self, inbound: Inbound) -> Origin:
         if inbound.topic == topics.REKEY:  # the place and time it first arrived, carried in headers

@@ -81,6 +81,13 @@ class KeyState:
         raw = json.loads(data)
         return cls(Claim.from_json(raw["c"]), raw["h"])
 
+    @staticmethod
+    def expires_at_of(data: bytes) -> int:
+        """``from_bytes(data).expires_at_ms`` without parsing the rest: the expiry sweep reads
+        two entries per record decided. The claim is the first member and expires_at_ms its
+        last field; JSON escapes every quote inside a string, so the first ``],"h"`` ends it."""
+        return int(data[:data.index(b'],"h"')].rsplit(b",", 1)[1])
+
 
 @dataclass(frozen=True, slots=True)
 class ScopeState:

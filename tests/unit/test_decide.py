@@ -185,3 +185,11 @@ def test_state_round_trips_through_bytes() -> None:
     assert s is not None and ScopeState.from_bytes(s.to_bytes()) == s
     _, k = run_key(action(key="K"), None, 5)
     assert k is not None and KeyState.from_bytes(k.to_bytes()) == k
+
+
+@given(action_id=st.text(), content_hash=st.text(), n=st.integers(0, 2**62))
+def test_the_sweeps_quick_read_of_expiry_agrees_with_the_full_parse(action_id: str, content_hash: str, n: int) -> None:
+    from runonce.core.decision import Claim
+
+    raw = KeyState(Claim(action_id, 3, n, n, n + 7), content_hash).to_bytes()
+    assert KeyState.expires_at_of(raw) == KeyState.from_bytes(raw).expires_at_ms == n + 7
