@@ -19,7 +19,7 @@ from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
-from runonce.errors import DecodeError, InvalidAction, InvalidInput
+from runonce.errors import DecodeError, InvalidAction, InvalidInput, InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.streams import records as rec
@@ -128,7 +128,8 @@ class KeyStage(_Stage):
         out = rec.decision_record(record, decision, dedup_key=key, content_hash=action.content_hash,
                                   unkeyed=unkeyed, origin=origin)
         if decision.outcome is Outcome.PASS:
-            assert scope is not None
+            if scope is None:  # the core passes only actions whose policy has scope rules
+                raise InvariantViolation(f"{action.action_id}: passed to stage 2 without a scope")
             result = Out(topics.SCOPED, scope.encode(), self.codec.encode("ActionDecision", out),
                          partition=partition_for(scope, self.partitions))
         else:

@@ -23,6 +23,7 @@ from mode.supervisors import CrashingSupervisor
 
 from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
+from runonce.errors import InvariantViolation
 from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
@@ -165,7 +166,9 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     scopes = app.Table("scopes", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                        help="stage 2: scope -> natural ids, content window, budget")
     for table, name in ((keys, topics.CHANGELOG_KEYS), (scopes, topics.CHANGELOG_SCOPES)):
-        assert table.changelog_topic.get_topic_name() == name, "runonce.kafka.topics must create this changelog"
+        if table.changelog_topic.get_topic_name() != name:  # `runonce topics create` makes `name`
+            raise InvariantViolation(f"faust names the {table.name} changelog "
+                                     f"{table.changelog_topic.get_topic_name()}, runonce creates {name}")
     sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED), n)
     pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys),
                         scopes=FaustTableStore(scopes), metrics=metrics)
@@ -183,5 +186,4 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     async def decide_scopes(stream: Any) -> None:
         await _run(pipeline, sink, stream)
 
-    app.runonce_metrics = metrics  # type: ignore[attr-defined]
     return app
