@@ -68,9 +68,6 @@ class TransactionalWorker:
             "auto.offset.reset": "error", "isolation.level": "read_committed",
             "partition.assignment.strategy": "range",
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-            # A stage-2 hand-off is readable only once its transaction's markers are written; a
-            # short fetch wait bounds how late this read_committed consumer asks again.
-            "fetch.wait.max.ms": 20,
             "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         })
         self.reader = clients.reader(self.access, group=f"{GROUP}-restore")
