@@ -37,6 +37,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
 
 from runonce.codec import Codec  # noqa: E402
+from runonce.core.policy import PolicyBook  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.broker import Broker  # noqa: E402
 from runonce.kafka.clients import producer_config  # noqa: E402
@@ -44,6 +45,9 @@ from runonce.kafka.topics import admin_client, create_topics  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.topic_reader import read_all  # noqa: E402
 from runonce.workload import generate  # noqa: E402
+
+
+POLICIES = PolicyBook.load()
 
 
 def say(msg: str) -> None:
@@ -61,6 +65,10 @@ class Impl:
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _short(v: Any) -> Any:
+    return round(v) if isinstance(v, float) and abs(v) >= 10 else v
+
+
 def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Per figure: the median over rounds, and (with more than one round) its min..max spread."""
     out: dict[str, Any] = {}
@@ -69,7 +77,7 @@ def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         med = statistics.median(values)
         out[key] = round(med) if isinstance(med, float) and key != "state_mb" else med
         if len(values) > 1:
-            out[f"{key}_spread"] = f"{min(values)}..{max(values)}"
+            out[f"{key}_spread"] = f"{_short(min(values))}..{_short(max(values))}"
     return out
 
 
@@ -196,6 +204,7 @@ class Tail:
         from confluent_kafka import Consumer, TopicPartition
 
         self.at_ms: dict[str, float] = {}
+        self.appended_ms: dict[str, int] = {}
         self._stop = threading.Event()
         self._c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-tail-{uuid.uuid4().hex[:6]}",
                             "isolation.level": "read_committed", "enable.auto.commit": False,
@@ -221,6 +230,7 @@ class Tail:
                 a = action_id_of(self._codec, msg.value())
                 if a in self._wanted and a not in self.at_ms:
                     self.at_ms[a] = now
+                    self.appended_ms[a] = msg.timestamp()[1]
 
     def finish(self, n: int, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -260,10 +270,24 @@ def run_impl(bootstrap: str, impl: Impl, n_backlog: int, latency_loads: list[tup
             seen.finish(len(wanted))
             t_in = {action_id_of(codec, r.value): r.timestamp_ms for r in read_all(bootstrap, impl.input, 300)
                     if r.value}
-            lat = sorted(seen.at_ms[a] - t_in[a] for a in wanted if a in seen.at_ms)
+            tool_of = {r["action_id"]: r["tool"] for r in records}
+            rows = sorted((t_in[a], seen.at_ms[a] - t_in[a], seen.appended_ms[a] - t_in[a], tool_of[a])
+                          for a in wanted if a in seen.at_ms)
+            # Every action's figures, for finding where (in the run, in which tool) the tail comes from.
+            (ROOT / "bench" / "out" / f"{impl.name}-latency-{rate:.0f}.csv").write_text(
+                "requested_ms,seen_after_ms,output_appended_after_ms,tool\n"
+                + "".join(f"{t:.0f},{ms:.1f},{app},{tool}\n" for t, ms, app, tool in rows))
+            lat = sorted(row[1] for row in rows)
             results[f"p50_ms@{rate:.0f}"] = lat[len(lat) // 2]
             results[f"p99_ms@{rate:.0f}"] = lat[int(len(lat) * 0.99)]
             results[f"max_ms@{rate:.0f}"] = lat[-1]
+            if impl.name.startswith("runonce"):
+                # Tools with scope rules take two stages (and two transactions) in runonce's job.
+                for stages, rs in (("1", [r for r in rows if not POLICIES.for_tool(r[3]).has_scope_rules]),
+                                   ("2", [r for r in rows if POLICIES.for_tool(r[3]).has_scope_rules])):
+                    if rs:
+                        ms = sorted(r[1] for r in rs)
+                        results[f"p99_ms@{rate:.0f}_{stages}stage"] = ms[int(len(ms) * 0.99)]
         results.update(peak_rss_mb=round(peak[0] / 1024), state_mb=round(dir_mb(impl.state_dir), 1))
         say(f"{impl.name}: {results}")
         return results
@@ -372,6 +396,11 @@ def write_results(path: Path, args: argparse.Namespace, impls: dict[str, Impl], 
         lat = " | ".join(f"{cell(v, f'p50_ms@{x}')} / {cell(v, f'p99_ms@{x}')}" for x in rates)
         lines.append(f"| {labels[k]} | {cell(v, 'from_start')} | {cell(v, 'throughput')} | {lat} | "
                      f"{v.get('peak_rss_mb')} | {v.get('state_mb')} |")
+    for k, v in r.items():
+        split = [f"{x}/s: one stage {v[f'p99_ms@{x}_1stage']} ms, two stages {v[f'p99_ms@{x}_2stage']} ms"
+                 for x in rates if f"p99_ms@{x}_1stage" in v]
+        if split:
+            lines.append(f"\np99 of {labels[k]} by the stages an action takes: " + "; ".join(split))
     for a, b in (("runonce", "quix"), ("runonce-faust", "quix"), ("runonce", "bare")):
         if a in r and b in r and r[b].get("from_start"):
             lines.append(f"\nRatio {a} / {b}: **{r[a]['from_start'] / r[b]['from_start']:.2f}x** from start "
