@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 
 from runonce.kafka.broker import Broker  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
-from runonce.oracle import verify  # noqa: E402
+from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
-from runonce.submit import Submitter  # noqa: E402
-from runonce.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced  # noqa: E402
+from runonce.testkit.oracle import verify  # noqa: E402
+from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced  # noqa: E402
 
 
 def say(msg: str) -> None:

@@ -20,13 +20,13 @@ from typing import Any
 
 from quixstreams import Application
 
-from runonce.codec import Codec
 from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, ScopeState
 from runonce.core.policy import PolicyBook
 from runonce.errors import InvalidInput
 from runonce.streams.records import carry_on, decision_record
+from runonce.wire.codec import Codec
 
 codec = Codec()
 policies = PolicyBook.load()

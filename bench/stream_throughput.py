@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from runonce.kafka.broker import Broker  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
+from runonce.sdk.submit import Submitter  # noqa: E402
+from runonce.sdk.watch import DecisionWatcher  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
-from runonce.submit import Submitter  # noqa: E402
-from runonce.watch import DecisionWatcher  # noqa: E402
-from runonce.workload import generate  # noqa: E402
+from runonce.testkit.workload import generate  # noqa: E402
 from tests.support.worker import WorkerProcess  # noqa: E402
 
 
@@ -109,7 +109,7 @@ def _rss_kb(worker: WorkerProcess) -> int:
 
 def _decision_span_ms(bootstrap: str) -> int:
     from runonce.kafka import topics
-    from runonce.topic_reader import read_all
+    from runonce.kafka.reader import read_all
 
     stamps = [r.timestamp_ms for t in (topics.APPROVED, topics.DROPPED) for r in read_all(bootstrap, t)]
     return max(stamps) - min(stamps) if stamps else 0

@@ -29,18 +29,18 @@ from typing import Any, Callable, Protocol
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Connector
-from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.connectors.results import ResultIndex, to_record
 from runonce.connectors.runner import ActionRunner, Outcome, Status
-from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
+from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.record import Out
+from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
-from runonce.streams.records import dead_letter_headers
+from runonce.wire.codec import Codec
+from runonce.wire.headers import dead_letter_headers
 
 log = logging.getLogger("runonce.executor")
 

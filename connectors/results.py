@@ -8,11 +8,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runonce.codec import Codec
 from runonce.connectors.runner import Outcome, Status
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
-from runonce.topic_reader import read_all
+from runonce.kafka.reader import read_all
+from runonce.wire.codec import Codec
 
 
 class ResultIndex:

@@ -1,6 +1,6 @@
 """runonce: make "run twice" impossible for the actions AI agents take.
 
-The agent SDK is ``runonce.ActionClient`` (see ``runonce/client.py``). It is imported
+The agent SDK is ``runonce.ActionClient`` (see ``runonce/sdk/client.py``). It is imported
 lazily, so ``runonce.core`` (the pure decision core) never pulls in Kafka.
 """
 
@@ -13,7 +13,7 @@ __all__ = ["ActionClient", "ActionOutcome", "Handle"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from runonce import client
+        from runonce.sdk import client
 
         return getattr(client, name)
     raise AttributeError(f"module 'runonce' has no attribute {name!r}")

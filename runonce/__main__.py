@@ -1,5 +1,5 @@
 import sys
 
-from runonce.cli import main
+from runonce.ops.cli import main
 
 sys.exit(main())

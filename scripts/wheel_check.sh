@@ -10,7 +10,12 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-.venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" .
+# Built from a copy of the files git knows (tracked or not ignored): a build/ left by an
+# earlier build would put modules moved or deleted since into the wheel.
+mkdir "$work/src"
+git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && printf '%s\n' "$f"; done \
+  | tar -T - -cf - | tar -xf - -C "$work/src"
+.venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/runonce-*.whl)
 echo "wheel: $(basename "$wheel"), $(.venv/bin/python -m zipfile -l "$wheel" | tail -n +2 | wc -l) files"
 python3 -m venv "$work/venv"

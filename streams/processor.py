@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runonce.codec import Codec
 from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
@@ -22,11 +21,20 @@ from runonce.core.policy import Policy, PolicyBook
 from runonce.errors import DecodeError, InvalidAction, InvalidInput, InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
+from runonce.kafka.record import Out
 from runonce.streams import records as rec
 from runonce.streams.expiry import Sweeper
 from runonce.streams.metrics import StreamMetrics
-from runonce.kafka.record import Out
 from runonce.streams.ports import Inbound, StateStore
+from runonce.wire.codec import Codec
+from runonce.wire.headers import (
+    H_ALERT,
+    H_ORIGIN_OFFSET,
+    H_ORIGIN_PARTITION,
+    H_ORIGIN_TIMESTAMP,
+    H_ORIGIN_TOPIC,
+    dead_letter_headers,
+)
 
 _FINAL_TOPIC = {Outcome.APPROVE: topics.APPROVED, Outcome.DROP: topics.DROPPED}
 
@@ -60,9 +68,9 @@ class _Stage:
                     trust_origin_headers: bool = True) -> Out:
         # Origin headers are trusted only on the internal re-key topic, which only this job writes:
         # on actions.requested they are whatever an agent put there.
-        topic = (inbound.header(rec.H_ORIGIN_TOPIC)
+        topic = (inbound.header(H_ORIGIN_TOPIC)
                  if inbound.topic == topics.REKEY and trust_origin_headers else None)
-        headers = rec.dead_letter_headers(error, topic.decode("utf-8", "replace") if topic else inbound.topic,
+        headers = dead_letter_headers(error, topic.decode("utf-8", "replace") if topic else inbound.topic,
                                           origin.partition, origin.offset, origin.event_time_ms)
         self.metrics.dead_letters.labels(error.kind).inc()
         return Out(topics.DLQ, inbound.key, inbound.value or b"", headers=tuple(headers))
@@ -93,9 +101,9 @@ class KeyStage(_Stage):
 
     def _origin(self, inbound: Inbound) -> Origin:
         if inbound.topic == topics.REKEY:  # the place and time it first arrived, carried in headers
-            return Origin(_int_header(inbound, rec.H_ORIGIN_PARTITION) or 0,
-                          _int_header(inbound, rec.H_ORIGIN_OFFSET) or 0,
-                          _int_header(inbound, rec.H_ORIGIN_TIMESTAMP) or inbound.timestamp_ms)
+            return Origin(_int_header(inbound, H_ORIGIN_PARTITION) or 0,
+                          _int_header(inbound, H_ORIGIN_OFFSET) or 0,
+                          _int_header(inbound, H_ORIGIN_TIMESTAMP) or inbound.timestamp_ms)
         return Origin(inbound.partition, inbound.offset, inbound.timestamp_ms)
 
     def process(self, inbound: Inbound) -> Out:
@@ -142,10 +150,10 @@ class KeyStage(_Stage):
 
     def _rekey(self, inbound: Inbound, key: str, origin: Origin) -> Out:
         headers = [
-            (rec.H_ORIGIN_TOPIC, inbound.topic.encode()),
-            (rec.H_ORIGIN_PARTITION, str(origin.partition).encode()),
-            (rec.H_ORIGIN_OFFSET, str(origin.offset).encode()),
-            (rec.H_ORIGIN_TIMESTAMP, str(origin.event_time_ms).encode()),
+            (H_ORIGIN_TOPIC, inbound.topic.encode()),
+            (H_ORIGIN_PARTITION, str(origin.partition).encode()),
+            (H_ORIGIN_OFFSET, str(origin.offset).encode()),
+            (H_ORIGIN_TIMESTAMP, str(origin.event_time_ms).encode()),
         ]
         self.metrics.rekeyed.inc()
         return Out(topics.REKEY, key.encode(), inbound.value or b"", partition=partition_for(key, self.partitions),
@@ -188,7 +196,7 @@ class ScopeStage(_Stage):
         elif record["unkeyed"]:
             self.metrics.unkeyed.labels(action.tool).inc()
         out = rec.carry_on(record, decision)
-        alert = [(rec.H_ALERT, b"budget_exhausted")] if decision.reason is Reason.BUDGET_EXHAUSTED else []
+        alert = [(H_ALERT, b"budget_exhausted")] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
         self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)

@@ -1,20 +1,10 @@
-"""Building the records the stream job writes: decisions (Avro) and dead letters (headers)."""
+"""Building the decision records the stream job writes (Avro); their headers are in runonce/wire/headers.py."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from runonce.core.decision import Decision, Origin
-from runonce.errors import InvalidInput
-
-# Headers on a dead letter: what went wrong, and where the record came from.
-H_ERROR_TYPE = "runonce.error.type"
-H_ERROR_MESSAGE = "runonce.error.message"
-H_ORIGIN_TOPIC = "runonce.origin.topic"
-H_ORIGIN_PARTITION = "runonce.origin.partition"
-H_ORIGIN_OFFSET = "runonce.origin.offset"
-H_ORIGIN_TIMESTAMP = "runonce.origin.timestamp_ms"
-H_ALERT = "runonce.alert"
 
 
 def decision_record(request: Mapping[str, Any], decision: Decision[Any], *, dedup_key: str | None,
@@ -60,14 +50,3 @@ def output_key(record: Mapping[str, Any]) -> bytes:
     key = record["dedup_key"] or record["request"]["action_id"]
     return str(key).encode("utf-8")
 
-
-def dead_letter_headers(error: InvalidInput, topic: str, partition: int, offset: int,
-                        timestamp_ms: int) -> list[tuple[str, bytes]]:
-    return [
-        (H_ERROR_TYPE, error.kind.encode()),
-        (H_ERROR_MESSAGE, str(error)[:4000].encode("utf-8", "replace")),
-        (H_ORIGIN_TOPIC, topic.encode()),
-        (H_ORIGIN_PARTITION, str(partition).encode()),
-        (H_ORIGIN_OFFSET, str(offset).encode()),
-        (H_ORIGIN_TIMESTAMP, str(timestamp_ms).encode()),
-    ]

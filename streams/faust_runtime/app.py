@@ -21,7 +21,6 @@ import faust
 from faust.types import EventT
 from mode.supervisors import CrashingSupervisor
 
-from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
 from runonce.errors import InvariantViolation
 from runonce.kafka import topics
@@ -33,6 +32,7 @@ from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
+from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
 

@@ -25,19 +25,19 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from runonce.codec import Codec
-from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
-from runonce.kafka.transactions import FENCED, TXN_TIMEOUT_S, init_producer
 from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
 from runonce.kafka import clients, topics
+from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.record import Record
+from runonce.kafka.transactions import FENCED, TXN_TIMEOUT_S, init_producer
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
+from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
 

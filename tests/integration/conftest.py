@@ -6,9 +6,10 @@ import pytest
 
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.sdk.submit import Submitter
+from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
-from runonce.submit import Submitter
-from runonce.watch import DecisionWatcher
+
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from runonce.sdk.submit import Submitter
+from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
-from runonce.submit import Submitter
-from runonce.watch import DecisionWatcher
+
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 
-from runonce.oracle import verify
+from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.submit import Submitter
-from runonce.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
+from runonce.testkit.oracle import verify
+from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
+
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runonce.demo import format_table, run_demo
+from runonce.ops.demo import format_table, run_demo
 from runonce.settings import Settings
+
 from tests.support.worker import WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -10,22 +10,23 @@ import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import NewTopic
 
-from runonce.codec import Codec
 from runonce.connectors.base import ActionCall
 from runonce.connectors.sandbox.faults import Fault
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.vendors import JiraConnector
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
+from runonce.kafka.reader import read_all
+from runonce.kafka.topics import admin_client
+from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.streams.records import output_key
-from runonce.submit import build_request
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.topic_reader import read_all
-from confluent_kafka.admin import NewTopic
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_TOPIC
 
-from runonce.kafka.topics import admin_client
 from tests.support.worker import RunonceProcess
 
 pytestmark = pytest.mark.broker
@@ -148,9 +149,9 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     assert r1["status"] == r2["status"] == "succeeded" and r1["vendor_ref"] == r2["vendor_ref"]
     assert f"duplicate of action {first['action_id']}" in (r2["error"] or "")
     assert r1["history"].count("succeeded") == 1  # the doubled record was recognised, not re-run
-    dead = [r for r in read_all(bootstrap, topics.DLQ) if r.header("runonce.origin.topic") == source.encode()]
+    dead = [r for r in read_all(bootstrap, topics.DLQ) if r.header(H_ORIGIN_TOPIC) == source.encode()]
     assert len(dead) == 1 and dead[0].value == b"not a decision"  # the foreign record: dead-lettered, not skipped
-    assert dead[0].header("runonce.error.type") == b"decode_error"
+    assert dead[0].header(H_ERROR_TYPE) == b"decode_error"
 
 
 def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from runonce.codec import Codec
 from runonce.connectors.base import ActionCall
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
@@ -28,11 +27,13 @@ from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.vendors import SmtpConnector
 from runonce.kafka import groups, topics
 from runonce.kafka.broker import Broker, BrokerState
-from runonce.oracle import verify
+from runonce.kafka.reader import read_all
+from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
-from runonce.submit import Submitter, build_request
-from runonce.topic_reader import read_all
-from runonce.workload import check_families, generate
+from runonce.testkit.oracle import verify
+from runonce.testkit.workload import check_families, generate
+from runonce.wire.codec import Codec
+
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]

@@ -11,13 +11,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from runonce.client import ActionClient, ActionOutcome
 from runonce.connectors.base import ActionCall
 from runonce.connectors.errors import ConnectorError
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.vendors import SmtpConnector
+from runonce.sdk.client import ActionClient, ActionOutcome
 from runonce.settings import Settings
+
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -16,15 +16,23 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from runonce.codec import MAGIC, Codec
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
-from runonce.oracle import verify
+from runonce.kafka.reader import read_all
+from runonce.sdk.submit import build_request
+from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
-from runonce.streams import records as rec
-from runonce.submit import build_request
-from runonce.topic_reader import read_all
-from runonce.watch import DecisionWatcher
+from runonce.testkit.oracle import verify
+from runonce.wire.codec import MAGIC, Codec
+from runonce.wire.headers import (
+    H_ERROR_MESSAGE,
+    H_ERROR_TYPE,
+    H_ORIGIN_OFFSET,
+    H_ORIGIN_PARTITION,
+    H_ORIGIN_TIMESTAMP,
+    H_ORIGIN_TOPIC,
+)
+
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -77,8 +85,8 @@ def test_each_kind_of_poison_is_dead_lettered_with_its_reason_and_origin(
         ("several MB of params", {"value": avro(_request("send_email", {"to": "a@x", "body": "y" * (4 * MB)}))},
          "invalid_action", "params_json"),
         ("spoofed origin headers", {"value": b"junk", "headers": [
-            (rec.H_ORIGIN_TOPIC, b"actions.approved"), (rec.H_ORIGIN_PARTITION, b"not-a-number"),
-            (rec.H_ORIGIN_OFFSET, b"\xff\xfe"), ("runonce.error.type", b"forged")]}, "decode_error", ""),
+            (H_ORIGIN_TOPIC, b"actions.approved"), (H_ORIGIN_PARTITION, b"not-a-number"),
+            (H_ORIGIN_OFFSET, b"\xff\xfe"), ("runonce.error.type", b"forged")]}, "decode_error", ""),
         ("malformed headers", {"value": b"junk", "headers": [("", b""), ("x", None), ("bin", bytes(range(256))),
                                                              *[(f"h{i}", b"v") for i in range(200)]]},
          "decode_error", ""),
@@ -86,15 +94,15 @@ def test_each_kind_of_poison_is_dead_lettered_with_its_reason_and_origin(
     positions = _produce(broker, [c[1] for c in cases])
     for (name, record, kind, phrase), pos in zip(cases, positions):
         dead = decision_log.wait_dead(pos, timeout_s=90)
-        assert dead[rec.H_ERROR_TYPE] == kind, (name, dead)
-        assert phrase in dead[rec.H_ERROR_MESSAGE], (name, dead[rec.H_ERROR_MESSAGE])
+        assert dead[H_ERROR_TYPE] == kind, (name, dead)
+        assert phrase in dead[H_ERROR_MESSAGE], (name, dead[H_ERROR_MESSAGE])
         # The origin is where the record really was, whatever headers the agent sent.
-        assert (dead[rec.H_ORIGIN_TOPIC], int(dead[rec.H_ORIGIN_PARTITION]), int(dead[rec.H_ORIGIN_OFFSET])) == \
+        assert (dead[H_ORIGIN_TOPIC], int(dead[H_ORIGIN_PARTITION]), int(dead[H_ORIGIN_OFFSET])) == \
             (topics.REQUESTED, *pos), name
     # The dead letter keeps the record whole, several MB included: nothing is truncated away.
     big = positions[[c[0] for c in cases].index("several MB of junk")]
     copies = [r for r in read_all(broker.bootstrap_servers(), topics.DLQ)
-              if (r.header(rec.H_ORIGIN_PARTITION), r.header(rec.H_ORIGIN_OFFSET)) ==
+              if (r.header(H_ORIGIN_PARTITION), r.header(H_ORIGIN_OFFSET)) ==
               (str(big[0]).encode(), str(big[1]).encode())]
     assert len(copies) == 1 and copies[0].value == b"\x00" * (5 * MB)
     assert stream_worker.alive()
@@ -112,7 +120,7 @@ def test_valid_actions_around_poison_are_decided(broker: Settings, stream_worker
         {"value": codec.encode("ActionRequested", first), "key": None},
         {"value": codec.encode("ActionRequested", again), "key": None},
         {"value": codec.encode("ActionRequested", headed), "key": headed["idempotency_key"].encode(),
-         "headers": [(rec.H_ORIGIN_PARTITION, b"abc"), ("x", None), ("bin", b"\xff")]},
+         "headers": [(H_ORIGIN_PARTITION, b"abc"), ("x", None), ("bin", b"\xff")]},
     ])
     d = decision_log.wait([first["action_id"], again["action_id"], headed["action_id"]], timeout_s=90)
     # Keyless records land on any partition, so which of the two comes first is not defined; one does.
@@ -130,19 +138,19 @@ def test_a_foreign_record_with_malformed_headers_on_the_rekey_topic(broker: Sett
     [(part, off)] = _produce(broker, [{
         "topic": topics.REKEY, "key": key, "value": codec.encode("ActionRequested", request),
         "partition": partition_for(key, broker.partitions),
-        "headers": [(rec.H_ORIGIN_TOPIC, topics.REQUESTED.encode()), (rec.H_ORIGIN_PARTITION, b"zero"),
-                    (rec.H_ORIGIN_OFFSET, b"1"), (rec.H_ORIGIN_TIMESTAMP, b"1")]}])
+        "headers": [(H_ORIGIN_TOPIC, topics.REQUESTED.encode()), (H_ORIGIN_PARTITION, b"zero"),
+                    (H_ORIGIN_OFFSET, b"1"), (H_ORIGIN_TIMESTAMP, b"1")]}])
     deadline = time.monotonic() + 60
     found: list[Any] = []
     while not found and time.monotonic() < deadline:
         found = [r for r in read_all(broker.bootstrap_servers(), topics.DLQ)
-                 if r.header(rec.H_ORIGIN_TOPIC) == topics.REKEY.encode()
-                 and r.header(rec.H_ORIGIN_OFFSET) == str(off).encode()
-                 and r.header(rec.H_ORIGIN_PARTITION) == str(part).encode()]
+                 if r.header(H_ORIGIN_TOPIC) == topics.REKEY.encode()
+                 and r.header(H_ORIGIN_OFFSET) == str(off).encode()
+                 and r.header(H_ORIGIN_PARTITION) == str(part).encode()]
         time.sleep(0.5)
     assert len(found) == 1, "the foreign record was not dead-lettered"
-    assert found[0].header(rec.H_ERROR_TYPE) == b"decode_error"
-    assert b"runonce.origin.partition" in (found[0].header(rec.H_ERROR_MESSAGE) or b"")
+    assert found[0].header(H_ERROR_TYPE) == b"decode_error"
+    assert b"runonce.origin.partition" in (found[0].header(H_ERROR_MESSAGE) or b"")
     assert stream_worker.alive()
 
 

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from runonce.codec import MAGIC, Codec
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
-from runonce.oracle import verify
+from runonce.sdk.submit import Submitter, build_request
+from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
-from runonce.streams import records as rec
-from runonce.submit import Submitter, build_request
-from runonce.watch import DecisionWatcher
+from runonce.testkit.oracle import verify
+from runonce.wire.codec import MAGIC, Codec
+from runonce.wire.headers import H_ALERT, H_ERROR_MESSAGE, H_ERROR_TYPE, H_ORIGIN_TOPIC
+
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -102,7 +103,7 @@ def test_scope_rules_natural_id_content_window_audit_and_budget(stream_worker: W
     email_repeat = next(i for i in ids[2:4] if d[i]["reason"] == "content_window")
     assert d[email_repeat]["matched_key"] == f"send_email:to={r}@x.com"
     budget_drop = next(i for i in ids[6:] if d[i]["reason"] == "budget_exhausted")
-    assert decision_log.headers_by_action[budget_drop][0][rec.H_ALERT] == b"budget_exhausted"
+    assert decision_log.headers_by_action[budget_drop][0][H_ALERT] == b"budget_exhausted"
 
 
 def test_wrongly_keyed_records_are_rekeyed_and_windows_use_broker_time(broker: Settings, stream_worker: WorkerProcess,
@@ -141,9 +142,9 @@ def test_bad_input_lands_in_the_dead_letter_topic_with_reason_and_origin(broker:
                          on_delivery=lambda err, msg, i=i: delivered.__setitem__(i, (msg.partition(), msg.offset())))
     producer.flush(10)
     kinds = [decision_log.wait_dead(delivered[i]) for i in range(len(bad))]
-    assert [k[rec.H_ERROR_TYPE] for k in kinds] == ["decode_error", "unknown_schema", "invalid_action"]
-    assert "needs params field 'to'" in kinds[2][rec.H_ERROR_MESSAGE]
-    assert all(k[rec.H_ORIGIN_TOPIC] == topics.REQUESTED for k in kinds)
+    assert [k[H_ERROR_TYPE] for k in kinds] == ["decode_error", "unknown_schema", "invalid_action"]
+    assert "needs params field 'to'" in kinds[2][H_ERROR_MESSAGE]
+    assert all(k[H_ORIGIN_TOPIC] == topics.REQUESTED for k in kinds)
 
 
 def test_the_oracle_accounts_for_every_record_so_far(broker: Settings, stream_worker: WorkerProcess) -> None:

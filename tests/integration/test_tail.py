@@ -9,10 +9,11 @@ import uuid
 
 import pytest
 
-from runonce.cli import main
+from runonce.ops.cli import main
+from runonce.sdk.submit import Submitter
+from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
-from runonce.submit import Submitter
-from runonce.watch import DecisionWatcher
+
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

@@ -8,11 +8,11 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 
-from runonce.codec import Codec
 from runonce.kafka import clients
 from runonce.kafka.topics import admin_client
+from runonce.sdk.submit import build_request
 from runonce.settings import Settings
-from runonce.submit import build_request
+from runonce.wire.codec import Codec
 
 pytestmark = pytest.mark.broker
 

@@ -12,8 +12,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from runonce.errors import AccessDenied
 from runonce.kafka import acls, clients, topics
 from runonce.kafka.access import KafkaAccess
-from runonce.submit import Submitter
-from runonce.topic_reader import read_all
+from runonce.kafka.reader import read_all
+from runonce.sdk.submit import Submitter
+
 from tests.security.conftest import SecuredCluster
 
 pytestmark = pytest.mark.broker

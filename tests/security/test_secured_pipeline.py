@@ -10,12 +10,13 @@ from typing import Iterator
 
 import pytest
 
-from runonce.codec import Codec
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.kafka import topics
-from runonce.oracle import verify
-from runonce.submit import Submitter
-from runonce.topic_reader import read_all
+from runonce.kafka.reader import read_all
+from runonce.sdk.submit import Submitter
+from runonce.testkit.oracle import verify
+from runonce.wire.codec import Codec
+
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import RunonceProcess, WorkerProcess
 

@@ -10,10 +10,11 @@ import pytest
 from confluent_kafka import Producer
 
 from runonce.kafka import acls, clients, topics
-from runonce.oracle import verify
-from runonce.streams import records as rec
+from runonce.kafka.reader import read_all
 from runonce.streams.faust_runtime.stop import EXIT_STOPPED_BEFORE_ACK
-from runonce.topic_reader import read_all
+from runonce.testkit.oracle import verify
+from runonce.wire.headers import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION
+
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import RUNTIMES, WorkerProcess
 
@@ -24,7 +25,7 @@ DLQ_WRITE = acls.Grant("stream", "topic", topics.DLQ, "literal", ("WRITE",))
 
 def _dead_letters_for(cluster: SecuredCluster, position: tuple[int, int]) -> list[object]:
     return [r for r in read_all(cluster.admin.kafka_access(), topics.DLQ)
-            if (r.header(rec.H_ORIGIN_PARTITION), r.header(rec.H_ORIGIN_OFFSET))
+            if (r.header(H_ORIGIN_PARTITION), r.header(H_ORIGIN_OFFSET))
             == (str(position[0]).encode(), str(position[1]).encode())]
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable
 
-from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
-from runonce.streams.metrics import StreamMetrics
 from runonce.kafka.record import Headers
+from runonce.sdk.submit import build_request
+from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
-from runonce.submit import build_request
+from runonce.wire.codec import Codec
 
 
 class MemoryStore:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from runonce.cli import build_parser, main
+from runonce.ops.cli import build_parser, main
 
 COMMANDS = ["broker", "topics", "acl", "worker", "executor", "sandbox", "up", "down", "status", "submit", "tail", "verify", "stats", "demo"]
 

@@ -4,9 +4,9 @@ import struct
 
 import pytest
 
-from runonce.codec import MAGIC, Codec, crc64_avro
 from runonce.errors import DecodeError, UnknownSchema
-from runonce.submit import build_request
+from runonce.sdk.submit import build_request
+from runonce.wire.codec import MAGIC, Codec, crc64_avro
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from runonce.cli import build_parser
 from runonce.kafka.broker import SERVER_DEFAULTS
+from runonce.ops.cli import build_parser
 
 COMPOSE = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())
 

@@ -12,18 +12,26 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runonce.codec import Codec
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.executor import Executor, consumer_config
-from runonce.kafka.positions import (NO_OFFSET, Committed, StartPolicy, UnknownPosition, rewind_positions,
-                                     start_positions)
 from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
-from runonce.core.decision import Decision, Origin, Reason
+from runonce.core.decision import Decision, Origin
 from runonce.core.decision import Outcome as Verdict
+from runonce.core.decision import Reason
 from runonce.kafka import topics
+from runonce.kafka.positions import (
+    NO_OFFSET,
+    Committed,
+    StartPolicy,
+    UnknownPosition,
+    rewind_positions,
+    start_positions,
+)
+from runonce.sdk.submit import build_request
 from runonce.settings import Settings
-from runonce.streams.records import H_ERROR_TYPE, decision_record
-from runonce.submit import build_request
+from runonce.streams.records import decision_record
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_TYPE
 
 T = topics.APPROVED
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from runonce.codec import Codec
-from runonce.oracle import account, expected_mismatches
-from runonce.streams import records as rec
-from runonce.submit import build_request
-from runonce.topic_reader import Record
+from runonce.kafka.reader import Record
+from runonce.sdk.submit import build_request
+from runonce.testkit.oracle import account, expected_mismatches
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 codec = Codec()
 
@@ -27,8 +27,8 @@ def decision(request: dict[str, Any], p: int, o: int, outcome: str = "APPROVED",
 
 
 def dlq(p: int, o: int) -> Record:
-    headers = ((rec.H_ORIGIN_TOPIC, b"actions.requested"), (rec.H_ORIGIN_PARTITION, str(p).encode()),
-               (rec.H_ORIGIN_OFFSET, str(o).encode()), (rec.H_ERROR_TYPE, b"decode_error"))
+    headers = ((H_ORIGIN_TOPIC, b"actions.requested"), (H_ORIGIN_PARTITION, str(p).encode()),
+               (H_ORIGIN_OFFSET, str(o).encode()), (H_ERROR_TYPE, b"decode_error"))
     return Record("actions.dlq", 0, 0, 0, None, b"junk", headers)
 
 

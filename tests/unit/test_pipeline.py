@@ -10,8 +10,16 @@ import pytest
 
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
-from runonce.scenarios import incidents
-from runonce.streams import records as rec
+from runonce.testkit.scenarios import incidents
+from runonce.wire.headers import (
+    H_ALERT,
+    H_ERROR_MESSAGE,
+    H_ERROR_TYPE,
+    H_ORIGIN_OFFSET,
+    H_ORIGIN_PARTITION,
+    H_ORIGIN_TOPIC,
+)
+
 from tests.support.memory import MemoryPipeline
 
 T0 = 1_800_000_000_000
@@ -85,8 +93,8 @@ def test_undecodable_input_is_dead_lettered_with_reason_and_origin(value: bytes 
         inbound = await pipe.feed_raw(value, key=b"k", timestamp_ms=T0, partition=3)
         [(key, body, headers)] = pipe.outputs[topics.DLQ]
         h = dict(headers)
-        assert h[rec.H_ERROR_TYPE] == kind.encode() and message in h[rec.H_ERROR_MESSAGE].decode()
-        assert (h[rec.H_ORIGIN_TOPIC], h[rec.H_ORIGIN_PARTITION], h[rec.H_ORIGIN_OFFSET]) == (
+        assert h[H_ERROR_TYPE] == kind.encode() and message in h[H_ERROR_MESSAGE].decode()
+        assert (h[H_ORIGIN_TOPIC], h[H_ORIGIN_PARTITION], h[H_ORIGIN_OFFSET]) == (
             b"actions.requested", b"3", str(inbound.offset).encode())
         assert key == b"k" and body == (value or b"")
     run(go())
@@ -103,8 +111,8 @@ def test_invalid_actions_are_dead_lettered(tool: str, params: dict[str, Any], na
         pipe = MemoryPipeline()
         await pipe.feed(tool, params, key="K", natural_id=natural_id, timestamp_ms=T0)
         [(_, _, headers)] = pipe.outputs[topics.DLQ]
-        assert dict(headers)[rec.H_ERROR_TYPE] == b"invalid_action"
-        assert message in dict(headers)[rec.H_ERROR_MESSAGE].decode()
+        assert dict(headers)[H_ERROR_TYPE] == b"invalid_action"
+        assert message in dict(headers)[H_ERROR_MESSAGE].decode()
         assert not pipe.outputs[topics.APPROVED] and pipe.keys.size() == 0  # no claim taken
     run(go())
 
@@ -117,15 +125,15 @@ def test_invalid_actions_are_dead_lettered(tool: str, params: dict[str, Any], na
     ({"action_id": ""}, "action_id is empty"),
 ])
 def test_schema_valid_but_invalid_records_are_dead_lettered(record_changes: dict[str, Any], message: str) -> None:
-    from runonce.submit import build_request
+    from runonce.sdk.submit import build_request
 
     async def go() -> None:
         pipe = MemoryPipeline()
         record = {**build_request("send_email", {"to": "a"}, agent_id="t", idempotency_key="k"), **record_changes}
         await pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=b"k", timestamp_ms=T0)
         [(_, _, headers)] = pipe.outputs[topics.DLQ]
-        assert dict(headers)[rec.H_ERROR_TYPE] == b"invalid_action"
-        assert message in dict(headers)[rec.H_ERROR_MESSAGE].decode()
+        assert dict(headers)[H_ERROR_TYPE] == b"invalid_action"
+        assert message in dict(headers)[H_ERROR_MESSAGE].decode()
     run(go())
 
 
@@ -135,7 +143,7 @@ def test_budget_drop_carries_an_alert_header() -> None:
         for i in range(6):
             await pipe.feed("restart_service", {"service": "api"}, timestamp_ms=T0 + i)
         [(_, _, headers)] = pipe.outputs[topics.DROPPED]
-        assert dict(headers)[rec.H_ALERT] == b"budget_exhausted"
+        assert dict(headers)[H_ALERT] == b"budget_exhausted"
     run(go())
 
 

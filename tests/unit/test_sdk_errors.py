@@ -4,9 +4,9 @@ import socket
 
 import pytest
 
-from runonce.client import ActionClient
 from runonce.errors import BrokerUnavailable, InvalidAction
-from runonce.submit import build_request
+from runonce.sdk.client import ActionClient
+from runonce.sdk.submit import build_request
 
 
 def test_an_unreachable_broker_is_a_clear_error() -> None:

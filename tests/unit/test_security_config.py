@@ -76,7 +76,6 @@ def test_acl_file_errors_name_the_grant(tmp_path: Path, body: str, message: str)
         acls.load(path)
 
 
-
 def test_a_broker_secured_once_stays_secured(tmp_path: Path) -> None:
     from runonce.kafka.broker import Broker
 
@@ -91,7 +90,7 @@ def test_a_broker_secured_once_stays_secured(tmp_path: Path) -> None:
 
 
 def test_secured_stack_hands_each_component_its_own_principal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runonce.stack import Stack, services
+    from runonce.ops.stack import Stack, services
 
     monkeypatch.setenv("RUNONCE_SASL_USERNAME", "admin")  # the caller's principal must not leak down
     monkeypatch.setenv("RUNONCE_SASL_PASSWORD", "caller-secret")

@@ -7,13 +7,14 @@ import json
 
 import pytest
 
-from runonce.cli import broker_time_ms
-from runonce.codec import Codec
 from runonce.errors import ConfigError
 from runonce.kafka import topics
 from runonce.kafka.record import Record
-from runonce.submit import build_request
-from runonce.tail import Filter, line, view
+from runonce.ops.cli import broker_time_ms
+from runonce.ops.tail import Filter, line, view
+from runonce.sdk.submit import build_request
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_MESSAGE, H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 NOW_MS = 1_796_050_000_000
 
@@ -55,9 +56,9 @@ def test_filters_keep_only_what_matches_every_field_given() -> None:
 
 
 def test_dead_letters_and_unreadable_records_still_show() -> None:
-    headers = (("runonce.error.type", b"decode_error"), ("runonce.error.message", b"not Avro"),
-               ("runonce.origin.topic", b"actions.requested"), ("runonce.origin.partition", b"3"),
-               ("runonce.origin.offset", b"99"))
+    headers = ((H_ERROR_TYPE, b"decode_error"), (H_ERROR_MESSAGE, b"not Avro"),
+               (H_ORIGIN_TOPIC, b"actions.requested"), (H_ORIGIN_PARTITION, b"3"),
+               (H_ORIGIN_OFFSET, b"99"))
     dead = view(Codec(), Record(topics.DLQ, 0, 5, NOW_MS, None, b"junk", headers))
     assert dead["origin"] == {"topic": "actions.requested", "partition": 3, "offset": 99}
     assert line(dead) == "DLQ   decode_error     from actions.requested[3]@99: not Avro"

@@ -12,11 +12,11 @@ from typing import Any, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 
-from runonce.codec import Codec
 from runonce.core.content import canonical_json
 from runonce.errors import BrokerUnavailable, InvalidAction
 from runonce.kafka import clients, topics
 from runonce.kafka.access import Bootstrap
+from runonce.wire.codec import Codec
 
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,

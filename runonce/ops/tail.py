@@ -8,12 +8,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
+from runonce.kafka.reader import read_all
 from runonce.kafka.record import Record
-from runonce.topic_reader import read_all
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_MESSAGE, H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 TOPIC_BY_NAME = {"dropped": topics.DROPPED, "approved": topics.APPROVED, "dlq": topics.DLQ,
                  "results": topics.RESULTS, "requested": topics.REQUESTED}
@@ -41,10 +42,10 @@ def view(codec: Codec, record: Record) -> dict[str, Any]:
     }
     if record.topic == topics.DLQ:
         h = {k: v.decode("utf-8", "replace") for k, v in record.headers}
-        return {**base, "kind": "dead_letter", "error_type": h.get("runonce.error.type"),
-                "error": h.get("runonce.error.message"),
-                "origin": {"topic": h.get("runonce.origin.topic"), "partition": _int(h.get("runonce.origin.partition")),
-                           "offset": _int(h.get("runonce.origin.offset"))}}
+        return {**base, "kind": "dead_letter", "error_type": h.get(H_ERROR_TYPE),
+                "error": h.get(H_ERROR_MESSAGE),
+                "origin": {"topic": h.get(H_ORIGIN_TOPIC), "partition": _int(h.get(H_ORIGIN_PARTITION)),
+                           "offset": _int(h.get(H_ORIGIN_OFFSET))}}
     try:
         name, rec = codec.decode(record.value)
     except InvalidInput as exc:

@@ -11,10 +11,10 @@ from typing import Any, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from runonce.codec import Codec
 from runonce.kafka import clients, topics
 from runonce.kafka.access import Bootstrap
-from runonce.streams import records as rec
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 
 class DecisionWatcher:
@@ -43,8 +43,8 @@ class DecisionWatcher:
                 with self._lock:
                     if msg.topic() == topics.DLQ:
                         h = {k: (v or b"").decode("utf-8", "replace") for k, v in (msg.headers() or ())}
-                        if h.get(rec.H_ORIGIN_TOPIC) == topics.REQUESTED:  # not a foreign internal record
-                            self.dead[(int(h[rec.H_ORIGIN_PARTITION]), int(h[rec.H_ORIGIN_OFFSET]))] = h
+                        if h.get(H_ORIGIN_TOPIC) == topics.REQUESTED:  # not a foreign internal record
+                            self.dead[(int(h[H_ORIGIN_PARTITION]), int(h[H_ORIGIN_OFFSET]))] = h
                     else:
                         _, d = self.codec.decode(msg.value(), expect="ActionDecision")
                         self.by_action[d["request"]["action_id"]].append(d)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from runonce.submit import build_request
+from runonce.sdk.submit import build_request
 
 
 @dataclass

@@ -22,12 +22,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
-from runonce.topic_reader import Record, read_all
-from runonce.streams.records import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
+from runonce.kafka.reader import Record, read_all
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 Position = tuple[int, int]  # (partition, offset) in actions.requested
 
@@ -133,7 +133,7 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         if part is None or off is None:
             continue
         pos = (int(part), int(off))
-        kind = r.header("runonce.error.type")
+        kind = r.header(H_ERROR_TYPE)
         seen[pos].add(("DLQ", kind.decode() if kind else "?", ""))
         writes[pos] += 1
         dead_letters[pos] += 1

@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from runonce.client import ResultWatcher
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.errors import ConnectorError
 from runonce.connectors.registry import FACTORIES
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.kafka import groups, topics
-from runonce.scenarios import Incident, incidents
+from runonce.sdk.client import ResultWatcher
+from runonce.sdk.submit import Submitter
+from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
-from runonce.submit import Submitter
-from runonce.watch import DecisionWatcher
+from runonce.testkit.scenarios import Incident, incidents
 
 Progress = Callable[[str], None]
 

@@ -155,10 +155,10 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
+    from urllib.parse import urlsplit
+
     from runonce.connectors.sandbox.http_vendors import VendorServer
     from runonce.connectors.sandbox.smtp_server import SmtpServer
-
-    from urllib.parse import urlsplit
 
     url = urlsplit(settings.vendor_url)
     smtp_host, _, smtp_port = settings.smtp_address.rpartition(":")
@@ -175,7 +175,7 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     """Broker, topics, stream worker, sandbox vendors and executors in the background."""
-    from runonce.stack import Stack
+    from runonce.ops.stack import Stack
 
     Stack(settings, progress=_say).up(with_executors=not getattr(args, "no_executors", False),
                                       secure=getattr(args, "secure", False))
@@ -183,14 +183,14 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_down(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.stack import Stack
+    from runonce.ops.stack import Stack
 
     print(Stack(settings, progress=_say).down().describe())
     return 0
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.stack import Stack
+    from runonce.ops.stack import Stack
 
     rows = Stack(settings).status()
     for name, state in rows:
@@ -200,7 +200,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 # -- submit / tail / verify / stats ----------------------------------------------------
 def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.submit import Submitter
+    from runonce.sdk.submit import Submitter
 
     try:
         params = json.loads(args.params)
@@ -234,7 +234,7 @@ def broker_time_ms(value: str, now_ms: int) -> int:
 
 
 def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.tail import Filter, tail
+    from runonce.ops.tail import Filter, tail
 
     now_ms = int(time.time() * 1000)
     since_ms = broker_time_ms(args.since, now_ms) if args.since else None
@@ -245,7 +245,7 @@ def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.oracle import verify
+    from runonce.testkit.oracle import verify
 
     deadline = time.monotonic() + args.wait
     while True:
@@ -259,15 +259,15 @@ def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.stats import stats_table
+    from runonce.ops.stats import stats_table
 
     print(stats_table(settings.kafka_access()))
     return 0
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.demo import format_table, run_demo
-    from runonce.stack import Stack
+    from runonce.ops.demo import format_table, run_demo
+    from runonce.ops.stack import Stack
 
     Stack(settings, progress=_say).up(with_executors=False)  # the demo runs its own sandboxes and executors
     _say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")

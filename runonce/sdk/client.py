@@ -25,13 +25,13 @@ from typing import Any, Callable, Generator, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from runonce.codec import Codec
 from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, RunonceError
 from runonce.kafka import clients, topics
 from runonce.kafka.access import Bootstrap
-from runonce.submit import Submitter
-from runonce.watch import DecisionWatcher
+from runonce.sdk.submit import Submitter
+from runonce.sdk.watch import DecisionWatcher
+from runonce.wire.codec import Codec
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from runonce.codec import Codec
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
-from runonce.topic_reader import read_all
+from runonce.kafka.reader import read_all
+from runonce.wire.codec import Codec
+from runonce.wire.headers import H_ERROR_TYPE
 
 
 def collect(bootstrap: Bootstrap) -> dict[str, Counter[tuple[str, ...]]]:
@@ -41,7 +42,7 @@ def collect(bootstrap: Bootstrap) -> dict[str, Counter[tuple[str, ...]]]:
     for tool, status in latest.values():
         counts["results"][(tool, status)] += 1
     for r in read_all(bootstrap, topics.DLQ):
-        kind = r.header("runonce.error.type")
+        kind = r.header(H_ERROR_TYPE)
         counts["dlq"][(kind.decode() if kind else "?",)] += 1
     return counts
 
