@@ -45,6 +45,7 @@ from runonce.kafka.topics import admin_client, create_topics  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
+from runonce.wire.keys import request_key  # noqa: E402
 
 
 POLICIES = PolicyBook.load()
@@ -130,7 +131,7 @@ def produce(bootstrap: str, topic: str, records: list[dict[str, Any]], codec: Co
     p = Producer(producer_config(bootstrap, **{"linger.ms": 5, "batch.num.messages": 2000}))
     started = time.monotonic()
     for i, r in enumerate(records):
-        key = (r["idempotency_key"] or r["action_id"]).encode()
+        key = request_key(r).encode()
         while True:
             try:
                 p.produce(topic, key=key, value=codec.encode("ActionRequested", r))

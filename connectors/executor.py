@@ -30,8 +30,8 @@ from typing import Any, Callable, Protocol
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.results import ResultIndex, to_record
-from runonce.connectors.runner import ActionRunner, Outcome, Status
+from runonce.connectors.results import ResultIndex
+from runonce.connectors.runner import ActionRunner
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
@@ -41,6 +41,8 @@ from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
+from runonce.wire.keys import request_key
+from runonce.wire.results import Result, Status, result_record
 
 log = logging.getLogger("runonce.executor")
 
@@ -49,10 +51,10 @@ LOOKUP_TIMEOUT_S = 10.0
 
 
 class Results(Protocol):
-    by_action: dict[str, Outcome]
+    by_action: dict[str, Result]
     by_key: dict[str, str]
 
-    def put(self, action_id: str, vendor_key: str, outcome: Outcome) -> None: ...
+    def put(self, action_id: str, vendor_key: str, outcome: Result) -> None: ...
 
     def restore(self, partitions: list[int]) -> int: ...
 
@@ -177,14 +179,14 @@ class Executor:
             self._skip(tp, msg.offset())
             return
         call = ActionCall(request["action_id"], request["tool"], json.loads(request["params_json"]),
-                          request["idempotency_key"] or request["action_id"])
+                          request_key(request))
         prior = self.index.by_action.get(call.action_id)
         first_user = self.index.by_key.get(call.vendor_key)
         if prior is None and first_user is not None and first_user != call.action_id:
             # Second line of defence: approved carried another action with the same key.
             original = self.index.by_action[first_user]
             status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
-            outcome: Outcome | None = Outcome(status, original.vendor_ref,
+            outcome: Result | None = Result(status, original.vendor_ref,
                                               f"not executed: duplicate of action {first_user}", 0)
             self._count("blocked_duplicate", call.tool)
         else:
@@ -220,9 +222,9 @@ class Executor:
     def _commit_intent(self, call: ActionCall, request: dict[str, Any], offsets: dict[tuple[str, int], int],
                        partition: int) -> bool:
         """``attempting`` for this action, with the offsets of the records before it."""
-        return self._commit([self._result_record(call, request, Outcome(Status.ATTEMPTING), partition)], offsets)
+        return self._commit([self._result_record(call, request, Result(Status.ATTEMPTING), partition)], offsets)
 
-    def _commit_result(self, call: ActionCall, request: dict[str, Any], outcome: Outcome,
+    def _commit_result(self, call: ActionCall, request: dict[str, Any], outcome: Result,
                        offsets: dict[tuple[str, int], int], partition: int) -> bool:
         """The final outcome and this record's offset, together."""
         if not self._commit([self._result_record(call, request, outcome, partition)], offsets):
@@ -246,8 +248,8 @@ class Executor:
         self._rewind()
         return False
 
-    def _result_record(self, call: ActionCall, request: dict[str, Any], outcome: Outcome, partition: int) -> Out:
-        record = to_record(call.action_id, request["idempotency_key"], call.tool, outcome)
+    def _result_record(self, call: ActionCall, request: dict[str, Any], outcome: Result, partition: int) -> Out:
+        record = result_record(call.action_id, request["idempotency_key"], call.tool, outcome, int(time.time() * 1000))
         return Out(topics.RESULTS, call.action_id.encode(), self.codec.encode("ActionResult", record), partition)
 
     def _rewind(self) -> None:

@@ -5,14 +5,12 @@ owner of approved partition p is the only writer of results partition p."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from runonce.connectors.runner import Outcome, Status
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
 from runonce.kafka.reader import read_all
 from runonce.wire.codec import Codec
+from runonce.wire.keys import request_key
+from runonce.wire.results import Result, result_of
 
 
 class ResultIndex:
@@ -22,12 +20,12 @@ class ResultIndex:
         self.tools = tools
         self.codec = codec or Codec()
         self.timeout_s = timeout_s
-        self.by_action: dict[str, Outcome] = {}
+        self.by_action: dict[str, Result] = {}
         #: vendor key -> the action id that first used it (second line of defense)
         self.by_key: dict[str, str] = {}
 
-    def put(self, action_id: str, vendor_key: str, outcome: Outcome) -> None:
-        self.by_action[action_id] = outcome
+    def put(self, action_id: str, vendor_key: str, result: Result) -> None:
+        self.by_action[action_id] = result
         self.by_key.setdefault(vendor_key, action_id)
 
     def restore(self, partitions: list[int]) -> int:
@@ -40,16 +38,7 @@ class ResultIndex:
                 continue
             _, r = self.codec.decode(record.value, expect="ActionResult")
             if r["tool"] in self.tools:
-                self.put(r["action_id"], r["idempotency_key"] or r["action_id"], from_record(r))
+                self.put(r["action_id"], request_key(r), result_of(r))
                 applied += 1
         return applied
 
-
-def from_record(r: dict[str, Any]) -> Outcome:
-    return Outcome(Status(r["status"]), r["vendor_ref"], r["error"], r["attempts"])
-
-
-def to_record(action_id: str, idempotency_key: str | None, tool: str, outcome: Outcome) -> dict[str, Any]:
-    return {"action_id": action_id, "idempotency_key": idempotency_key, "tool": tool,
-            "status": outcome.status.value, "vendor_ref": outcome.vendor_ref, "error": outcome.error,
-            "attempts": outcome.attempts, "completed_at_ms": int(time.time() * 1000)}

@@ -5,32 +5,13 @@ an unknown too, never an absence: nothing is performed on a guess."""
 
 from __future__ import annotations
 
-import enum
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
 from runonce.connectors.errors import ConnectorError, OutcomeUnknown, PermanentVendorError, TransientVendorError
-
-
-class Status(enum.Enum):
-    ATTEMPTING = "attempting"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    IN_DOUBT = "in_doubt"
-
-    @property
-    def final(self) -> bool:
-        return self is not Status.ATTEMPTING
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    status: Status
-    vendor_ref: str | None = None
-    error: str | None = None
-    attempts: int = 0
+from runonce.wire.results import Result, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +44,7 @@ class ActionRunner:
         self.sleep = sleep
         self.clock = clock
 
-    def run(self, call: ActionCall, prior: Outcome | None, write_intent: Callable[[], None]) -> Outcome | None:
+    def run(self, call: ActionCall, prior: Result | None, write_intent: Callable[[], None]) -> Result | None:
         """The outcome to record, or None when a final result already exists (nothing to do)."""
         if prior is not None and prior.status.final:
             return None
@@ -72,10 +53,10 @@ class ActionRunner:
         write_intent()
         return self._perform(call, attempts_before=0)
 
-    def reconcile(self, call: ActionCall, attempts_before: int) -> Outcome:
+    def reconcile(self, call: ActionCall, attempts_before: int) -> Result:
         capability = self.connector.capability
         if capability is Capability.NONE:
-            return Outcome(Status.IN_DOUBT, error="redelivered after an intent without a result; "
+            return Result(Status.IN_DOUBT, error="redelivered after an intent without a result; "
                            f"{self.connector.name} cannot tell whether it happened, so it was not repeated",
                            attempts=attempts_before)
         if capability is Capability.STATE_CHECK:
@@ -84,7 +65,7 @@ class ActionRunner:
             if look.unanswered is not None:
                 return self._in_doubt(look, attempts_before)
             if look.response is not None:
-                return Outcome(Status.SUCCEEDED, look.response.vendor_ref, attempts=attempts_before)
+                return Result(Status.SUCCEEDED, look.response.vendor_ref, attempts=attempts_before)
         return self._perform(call, attempts_before)  # VENDOR_KEY: the vendor replays a repeat
 
     def look(self, call: ActionCall, attempted_at: float) -> Look:
@@ -113,34 +94,34 @@ class ActionRunner:
                 return Look()
             self.sleep(min(self.retry.lag_poll_s, settled_at - asked_at))
 
-    def _in_doubt(self, look: Look, attempts: int) -> Outcome:
-        return Outcome(Status.IN_DOUBT, error=f"not performed: {look.unanswered}", attempts=attempts)
+    def _in_doubt(self, look: Look, attempts: int) -> Result:
+        return Result(Status.IN_DOUBT, error=f"not performed: {look.unanswered}", attempts=attempts)
 
-    def _perform(self, call: ActionCall, attempts_before: int) -> Outcome:
+    def _perform(self, call: ActionCall, attempts_before: int) -> Result:
         unknown: str | None = None
         last_error = ""
         attempt = 0
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
                 response = self.connector.perform(call)
-                return Outcome(Status.SUCCEEDED, response.vendor_ref, attempts=attempts_before + attempt)
+                return Result(Status.SUCCEEDED, response.vendor_ref, attempts=attempts_before + attempt)
             except PermanentVendorError as exc:
-                return Outcome(Status.FAILED, error=str(exc), attempts=attempts_before + attempt)
+                return Result(Status.FAILED, error=str(exc), attempts=attempts_before + attempt)
             except OutcomeUnknown as exc:
                 unknown = last_error = str(exc)
                 if self.connector.capability is Capability.NONE:
-                    return Outcome(Status.IN_DOUBT, error=str(exc), attempts=attempts_before + attempt)
+                    return Result(Status.IN_DOUBT, error=str(exc), attempts=attempts_before + attempt)
                 if self.connector.capability is Capability.STATE_CHECK:
                     look = self.look(call, attempted_at=self.clock())
                     if look.unanswered is not None:
                         return self._in_doubt(look, attempts_before + attempt)
                     if look.response is not None:
-                        return Outcome(Status.SUCCEEDED, look.response.vendor_ref,
+                        return Result(Status.SUCCEEDED, look.response.vendor_ref,
                                        attempts=attempts_before + attempt)
             except TransientVendorError as exc:
                 last_error = str(exc)
             if attempt < self.retry.max_attempts:
                 self.sleep(self.retry.backoff_s(attempt))
         status = Status.IN_DOUBT if unknown else Status.FAILED
-        return Outcome(status, error=f"gave up after {attempt} attempts: {last_error}",
+        return Result(status, error=f"gave up after {attempt} attempts: {last_error}",
                        attempts=attempts_before + attempt)

@@ -20,17 +20,18 @@ from typing import Callable
 import pytest
 
 from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
+from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.wire.results import Result, Status
 
 
 class MemoryResultStore:
     def __init__(self) -> None:
-        self.outcomes: dict[str, Outcome] = {}
+        self.outcomes: dict[str, Result] = {}
 
-    def call(self, runner: ActionRunner, call: ActionCall) -> Outcome:
+    def call(self, runner: ActionRunner, call: ActionCall) -> Result:
         prior = self.outcomes.get(call.vendor_key)
         outcome = runner.run(call, prior, lambda: self.outcomes.__setitem__(call.vendor_key,
-                                                                            Outcome(Status.ATTEMPTING)))
+                                                                            Result(Status.ATTEMPTING)))
         if outcome is None:
             assert prior is not None
             return prior
@@ -38,7 +39,7 @@ class MemoryResultStore:
         return outcome
 
 
-def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[], int]) -> Outcome:
+def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[], int]) -> Result:
     """Run the replay test; raises AssertionError naming the broken assertion. Returns the outcome."""
     store = MemoryResultStore()
     runner = ActionRunner(connector, RetryPolicy(max_attempts=3, base_backoff_s=0.05))
@@ -55,5 +56,5 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
 
 
 @pytest.fixture
-def replay() -> Callable[[Connector, ActionCall, Callable[[], int]], Outcome]:
+def replay() -> Callable[[Connector, ActionCall, Callable[[], int]], Result]:
     return replay_test

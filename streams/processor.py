@@ -17,8 +17,8 @@ from typing import Any
 from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
-from runonce.core.policy import Policy, PolicyBook
-from runonce.errors import DecodeError, InvalidAction, InvalidInput, InvariantViolation
+from runonce.core.policy import PolicyBook
+from runonce.errors import DecodeError, InvalidInput, InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.record import Out
@@ -118,7 +118,7 @@ class KeyStage(_Stage):
             _, record = self.codec.decode(inbound.value, expect="ActionRequested")
             action = Action.from_record(record)
             policy = self.policies.for_tool(action.tool)
-            scope, natural_id = _scope_of(action, policy)  # validates params before any state changes
+            scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)  # before any state
         except InvalidInput as exc:
             return self.dead_letter(inbound, exc, origin)
         key = dedup_key(action, policy)
@@ -179,7 +179,7 @@ class ScopeStage(_Stage):
         origin = Origin(record["source_partition"], record["source_offset"], record["event_time_ms"])
         policy = self.policies.for_tool(action.tool)
         try:
-            scope, natural_id = _scope_of(action, policy)
+            scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)
         except InvalidInput as exc:  # the policy file changed between the stages
             return self.dead_letter(inbound, exc, origin)
         if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
@@ -196,7 +196,7 @@ class ScopeStage(_Stage):
         elif record["unkeyed"]:
             self.metrics.unkeyed.labels(action.tool).inc()
         out = rec.carry_on(record, decision)
-        alert = [(H_ALERT, b"budget_exhausted")] if decision.reason is Reason.BUDGET_EXHAUSTED else []
+        alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
         self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
@@ -227,12 +227,3 @@ class Pipeline:
         """One output per input, in input order (state changes apply in that order too)."""
         return [self.process(inbound) for inbound in batch]
 
-
-def _scope_of(action: Action, policy: Policy) -> tuple[str | None, str | None]:
-    if not policy.has_scope_rules:
-        if action.natural_id is not None:
-            raise InvalidAction(f"action {action.action_id}: natural_id given but tool {action.tool} "
-                                f"has no write-once rule")
-        return None, None
-    return (policy.scope_key(action.params, action.action_id),
-            policy.natural_id_for(action.params, action.natural_id, action.action_id))

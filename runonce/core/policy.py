@@ -75,6 +75,15 @@ class Policy:
         # Keys are Kafka keys and RocksDB keys: bound their size, keep them readable when short.
         return key if len(key) <= 200 else f"{self.tool}:sha256={sha256_hex(key)}"
 
+    def scope_of(self, params: Mapping[str, Any], explicit_natural_id: str | None,
+                 action_id: str) -> tuple[str | None, str | None]:
+        """(scope key, natural id) of an action; (None, None) for a tool without scope rules,
+        whose actions stage 1 decides alone. Raises InvalidAction when the rules cannot read
+        the params (or a natural id is given to a tool without a write-once rule)."""
+        if not self.has_scope_rules:
+            return None, self.natural_id_for(params, explicit_natural_id, action_id)
+        return self.scope_key(params, action_id), self.natural_id_for(params, explicit_natural_id, action_id)
+
     def natural_id_for(self, params: Mapping[str, Any], explicit: str | None, action_id: str) -> str | None:
         if self.natural_id is None:
             if explicit is not None:

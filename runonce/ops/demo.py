@@ -19,12 +19,14 @@ from runonce.connectors.errors import ConnectorError
 from runonce.connectors.registry import FACTORIES
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.core.decision import Reason
 from runonce.kafka import groups, topics
 from runonce.sdk.client import ResultWatcher
 from runonce.sdk.submit import Submitter
 from runonce.sdk.watch import DecisionWatcher
 from runonce.settings import Settings
 from runonce.testkit.scenarios import Incident, incidents
+from runonce.wire.decisions import DecisionView
 
 Progress = Callable[[str], None]
 
@@ -104,11 +106,12 @@ def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatc
     sub.flush()
     decided = decisions.wait(ids, timeout_s=180)
     deadline = time.monotonic() + 180
-    for action_id, d in decided.items():
-        if d["outcome"] == "APPROVED":
-            results.wait(action_id, deadline)
-    reasons = Counter(d["reason"] if d["outcome"] == "DROPPED" else f"flagged {d['reason']}"
-                      for d in decided.values() if d["outcome"] == "DROPPED" or d["reason"] != "unique")
+    views = [DecisionView.of(d) for d in decided.values()]
+    for v in views:
+        if v.approved:
+            results.wait(v.action_id, deadline)
+    reasons = Counter(v.reason.value if v.dropped else f"flagged {v.reason.value}"
+                      for v in views if v.dropped or v.reason is not Reason.UNIQUE)
     return vendors.ledger.count() - before, reasons
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from runonce.core.decision import Outcome
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
 from runonce.kafka.reader import read_all
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE
+from runonce.wire.results import Status
 
 
 def collect(bootstrap: Bootstrap) -> dict[str, Counter[tuple[str, ...]]]:
@@ -53,7 +55,7 @@ def stats_table(bootstrap: Bootstrap) -> str:
     for (tool, outcome, reason), n in sorted(counts["decisions"].items()):
         rows.append(f"{tool:<26}{outcome:<10}{reason:<22}{n:>7}")
     total = sum(counts["decisions"].values())
-    approved = sum(n for (_, o, _), n in counts["decisions"].items() if o == "APPROVED")
+    approved = sum(n for (_, o, _), n in counts["decisions"].items() if o == Outcome.APPROVE.value)
     rows.append(f"decided {total}: approved {approved}, dropped {total - approved}; "
                 f"unkeyed {sum(counts['unkeyed'].values())}; dead-lettered {sum(counts['dlq'].values())}")
     if counts["unreadable"]:
@@ -61,6 +63,6 @@ def stats_table(bootstrap: Bootstrap) -> str:
             f"{t}={n}" for (t,), n in sorted(counts["unreadable"].items())))
     if counts["results"]:
         rows.append("executor results: " + ", ".join(f"{t}/{s}={n}" for (t, s), n in sorted(counts["results"].items())))
-    in_doubt = sum(n for (_, s), n in counts["results"].items() if s == "in_doubt")
+    in_doubt = sum(n for (_, s), n in counts["results"].items() if s == Status.IN_DOUBT.value)
     rows.append(f"in_doubt {in_doubt}")
     return "\n".join(rows)

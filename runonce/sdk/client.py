@@ -32,6 +32,8 @@ from runonce.kafka.access import Bootstrap
 from runonce.sdk.submit import Submitter
 from runonce.sdk.watch import DecisionWatcher
 from runonce.wire.codec import Codec
+from runonce.wire.decisions import DecisionView
+from runonce.wire.results import DROPPED, Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ class ResultWatcher:
                 if msg.error() or msg.value() is None:
                     continue
                 _, r = self.codec.decode(msg.value(), expect="ActionResult")
-                if r["status"] != "attempting":
+                if Status(r["status"]).final:
                     with self._cond:
                         self.final[r["action_id"]] = r
                         self._cond.notify_all()
@@ -125,13 +127,14 @@ class ActionClient:
         seen: set[str] = set()
         current = action_id
         while True:
-            decision = self._decisions.wait([current], timeout_s=max(0.0, deadline - time.monotonic()))[current]
-            if decision["outcome"] == "APPROVED":
+            decision = DecisionView.of(
+                self._decisions.wait([current], timeout_s=max(0.0, deadline - time.monotonic()))[current])
+            if decision.approved:
                 r = self._results.wait(current, deadline)
                 return ActionOutcome(action_id, r["status"], current, r["vendor_ref"], r["error"])
-            first = decision["first_action_id"]
-            if first is None or first in seen or decision["reason"] in ("key_payload_mismatch", "budget_exhausted"):
-                return ActionOutcome(action_id, "dropped", current, drop_reason=decision["reason"])
+            first = decision.first_action_id
+            if first is None or first in seen or not decision.resolves_to_original:
+                return ActionOutcome(action_id, DROPPED, current, drop_reason=decision.reason.value)
             seen.add(current)
             current = first  # a duplicate: the original's outcome is this call's outcome
 

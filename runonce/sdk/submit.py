@@ -17,6 +17,7 @@ from runonce.errors import BrokerUnavailable, InvalidAction
 from runonce.kafka import clients, topics
 from runonce.kafka.access import Bootstrap
 from runonce.wire.codec import Codec
+from runonce.wire.keys import request_key
 
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
@@ -54,7 +55,7 @@ class Submitter:
         return str(record["action_id"])
 
     def send(self, record: Mapping[str, Any]) -> None:
-        key = record["idempotency_key"] or record["action_id"]
+        key = request_key(record)
         value = self.codec.encode("ActionRequested", dict(record))
         while True:
             try:

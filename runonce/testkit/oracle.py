@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from runonce.core.decision import Outcome, Reason
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
@@ -29,6 +30,7 @@ from runonce.kafka.reader import Record, read_all
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
+APPROVED, DROPPED = Outcome.APPROVE.value, Outcome.DROP.value
 Position = tuple[int, int]  # (partition, offset) in actions.requested
 
 
@@ -123,7 +125,7 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         repeat = f" repeating {d['first_action_id']}" if d.get("first_action_id") else ""
         where[pos].append(f"{d['outcome']} {d['reason']} (action {action_id}{repeat}) "
                           f"at {r.topic}[{r.partition}]@{r.offset}")
-        if d["outcome"] == "APPROVED" and d["request"]["idempotency_key"]:
+        if d["outcome"] == APPROVED and d["request"]["idempotency_key"]:
             approved_by_key[d["request"]["idempotency_key"]].add(action_id)
     for r in dlq:
         topic = r.header(H_ORIGIN_TOPIC)
@@ -151,9 +153,9 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         report.re_emitted += writes[pos] - 1
         if writes[pos] > 1 and action_id:
             report.re_emitted_by_action[action_id] = writes[pos] - 1
-        if outcome == "APPROVED":
+        if outcome == APPROVED:
             report.approved += 1
-        elif outcome == "DROPPED":
+        elif outcome == DROPPED:
             report.dropped += 1
             report.reasons[reason] += 1
         else:
@@ -179,9 +181,9 @@ def expected_mismatches(report: Report, planted: Mapping[str, str]) -> dict[str,
     out = {}
     for action_id, want in planted.items():
         outcome, reason = report.outcome_by_action.get(action_id, ("MISSING", "missing"))
-        found = reason if outcome in ("DROPPED", "APPROVED") else f"{outcome}:{reason}"
-        if outcome == "APPROVED" and reason == "content_window_audit":
-            found = "content_window_audit"
+        found = reason if outcome in (DROPPED, APPROVED) else f"{outcome}:{reason}"
+        if outcome == APPROVED and reason == Reason.CONTENT_WINDOW_AUDIT.value:
+            found = Reason.CONTENT_WINDOW_AUDIT.value
         if found != want:
             out[action_id] = (want, found)
     return out

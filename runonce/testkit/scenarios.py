@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from runonce.core.decision import Reason
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -44,36 +46,36 @@ def incidents(run_id: str | None = None) -> list[Incident]:
     lead_email = {"to": f"lead+{r}@example.com", "subject": "Quick intro", "body": "Approved draft #1"}
     return [
         Incident("email_timeout_retries", "47 copies of one email after timeout retries (no key)",
-                 tuple(Request("send_email", email) for _ in range(47)), 1, "duplicate_key",
+                 tuple(Request("send_email", email) for _ in range(47)), 1, Reason.DUPLICATE_KEY.value,
                  "unkeyed: the content-derived key catches the retries"),
         Incident("approval_race", "871 emails from two workers racing on one approval",
                  tuple(Request("send_email", lead_email, idempotency_key=f"dispatch-{r}-{i}",
                                agent_id=f"worker-{i % 2}") for i in range(871)),
-                 1, "content_window", "each dispatch had its own key: the recipient+content window catches them"),
+                 1, Reason.CONTENT_WINDOW.value, "each dispatch had its own key: the recipient+content window catches them"),
         Incident("card_charged_four_times", "a card charged four times by a retrying booking agent",
                  tuple(Request("charge_payment", {"card": f"card-{r}", "amount_cents": 41_900, "currency": "usd"},
-                               idempotency_key=f"booking-{r}") for _ in range(4)), 1, "duplicate_key"),
+                               idempotency_key=f"booking-{r}") for _ in range(4)), 1, Reason.DUPLICATE_KEY.value),
         Incident("duplicate_tickets", "312 duplicate tickets",
                  tuple(Request("create_jira_ticket", {"project": "SUP", "customer_id": f"cust-{r}",
                                                       "description": "Login fails with SSO", "summary": f"try {i}"},
                                idempotency_key=f"ticket-{r}-{i}") for i in range(312)),
-                 1, "natural_id_taken"),
+                 1, Reason.NATURAL_ID_TAKEN.value),
         Incident("slack_reposts", "18 Slack reposts of one alert",
                  tuple(Request("post_slack_message", {"channel": f"#incidents-{r}", "text": "DB latency p99 > 2s"},
-                               idempotency_key=f"alert-{r}-db-latency") for _ in range(18)), 1, "duplicate_key",
+                               idempotency_key=f"alert-{r}-db-latency") for _ in range(18)), 1, Reason.DUPLICATE_KEY.value,
                  "the agent passes the alert's id as its key: reposts are retries"),
         Incident("calendar_copies", "7 copies of one calendar event",
                  tuple(Request("schedule_calendar_event", {"calendar_id": f"exec-{r}", "start": "2026-12-01T15:00Z",
                                                            "attendees": ["ana@x.com", "cust@y.com"],
                                                            "title": "Customer call"},
-                               idempotency_key=f"cal-{r}-{i}") for i in range(7)), 1, "natural_id_taken"),
+                               idempotency_key=f"cal-{r}-{i}") for i in range(7)), 1, Reason.NATURAL_ID_TAKEN.value),
         Incident("restart_loop", "47 restarts of a crashing container",
                  tuple(Request("restart_service", {"service": f"api-{r}", "host": "srv-2"}) for _ in range(47)),
-                 5, "budget_exhausted"),
+                 5, Reason.BUDGET_EXHAUSTED.value),
         # Not one of the seed's rows: what the shipped Slack policy does when the agent sends no key.
         Incident("slack_reposts_unkeyed", "18 Slack reposts of one alert, without a key",
                  tuple(Request("post_slack_message", {"channel": f"#status-{r}", "text": "DB latency p99 > 2s"})
-                       for _ in range(18)), 18, "content_window_audit",
+                       for _ in range(18)), 18, Reason.CONTENT_WINDOW_AUDIT.value,
                  "post_slack_message audits repeats within 5 min: approved and flagged, not blocked",
                  tags=("footnote",)),
     ]

@@ -14,13 +14,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from runonce.core.decision import Outcome, Reason
 from runonce.sdk.submit import build_request
 
 
 @dataclass
 class Family:
     kind: str
-    #: (request record, planted reason) in production order; the first is planted "unique"
+    #: (request record, planted reason) in production order; the first is planted Reason.UNIQUE.value
     members: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: the repeats are produced this long after the original (a retry after a timeout), so
     #: the original's claim must survive whatever happens to the stream job in between
@@ -47,29 +48,29 @@ def generate(n_actions: int, repeat_ratio: float = 0.15, seed: int = 7, run_id: 
         key = f"{run_id}-k{i}"
         if kind in ("key_retry", "unique_update"):
             params: dict[str, Any] = {"record_id": f"{run_id}-{i}", "field": "stage", "value": "won"}
-            fam.members.append((build_request("update_salesforce_field", params, agent_id="gen", idempotency_key=key), "unique"))
+            fam.members.append((build_request("update_salesforce_field", params, agent_id="gen", idempotency_key=key), Reason.UNIQUE.value))
             for _ in range(repeats):
                 fam.members.append((build_request("update_salesforce_field", params, agent_id="gen",
-                                                  idempotency_key=key), "duplicate_key"))
+                                                  idempotency_key=key), Reason.DUPLICATE_KEY.value))
         elif kind == "key_reuse":
             params = {"card": f"{run_id}-card{i}", "amount_cents": 1000 + i}
-            fam.members.append((build_request("charge_payment", params, agent_id="gen", idempotency_key=key), "unique"))
+            fam.members.append((build_request("charge_payment", params, agent_id="gen", idempotency_key=key), Reason.UNIQUE.value))
             for r in range(repeats):
                 fam.members.append((build_request("charge_payment", {**params, "amount_cents": 1 + r}, agent_id="gen",
-                                                  idempotency_key=key), "key_payload_mismatch"))
+                                                  idempotency_key=key), Reason.KEY_PAYLOAD_MISMATCH.value))
         elif kind == "unique_charge":
             params = {"card": f"{run_id}-card{i}", "amount_cents": 500}
-            fam.members.append((build_request("charge_payment", params, agent_id="gen", idempotency_key=key), "unique"))
+            fam.members.append((build_request("charge_payment", params, agent_id="gen", idempotency_key=key), Reason.UNIQUE.value))
         elif kind == "natural_id_repeat":
             params = {"project": "SUP", "customer_id": f"{run_id}-c{i}", "description": f"issue {i}"}
             for r in range(repeats + 1):
                 fam.members.append((build_request("create_jira_ticket", {**params, "attempt": r}, agent_id="gen",
-                                                  idempotency_key=f"{key}-{r}"), "natural_id_taken" if r else "unique"))
+                                                  idempotency_key=f"{key}-{r}"), Reason.NATURAL_ID_TAKEN.value if r else Reason.UNIQUE.value))
         else:  # content_repeat, unique_email
             params = {"to": f"{run_id}-{i}@example.com", "subject": "hi", "body": f"message {i}"}
             for r in range(repeats + 1):
                 fam.members.append((build_request("send_email", params, agent_id="gen", idempotency_key=f"{key}-{r}"),
-                                    "content_window" if r else "unique"))
+                                    Reason.CONTENT_WINDOW.value if r else Reason.UNIQUE.value))
         families.append(fam)
         total += len(fam.members)
     return families
@@ -85,9 +86,9 @@ def late_unkeyed_retries(n_families: int, seed: int = 13, run_id: str = "w", del
     for i in range(n_families):
         params = {"record_id": f"{run_id}-late{i}", "field": "owner", "value": f"agent-{i}"}
         fam = Family("late_unkeyed_retry", retry_after_s=rnd.uniform(*delay_s))
-        fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), "unique"))
+        fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), Reason.UNIQUE.value))
         for _ in range(rnd.choice((1, 1, 2))):
-            fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), "duplicate_key"))
+            fam.members.append((build_request("update_salesforce_field", params, agent_id="gen"), Reason.DUPLICATE_KEY.value))
         families.append(fam)
     return families
 
@@ -123,12 +124,12 @@ def check_families(families: list[Family], outcome_by_action: dict[str, tuple[st
     problems = []
     for fam in families:
         found = [outcome_by_action.get(rec["action_id"], ("MISSING", "missing")) for rec, _ in fam.members]
-        approved = [f for f in found if f[0] == "APPROVED"]
+        approved = [f for f in found if f[0] == Outcome.APPROVE.value]
         if len(approved) != 1:
             problems.append(f"{fam.kind}: {len(approved)} approved of {len(found)}: {found}")
             continue
         planted = sorted(reason for _, reason in fam.members[1:])
-        dropped = sorted(reason for outcome, reason in found if outcome == "DROPPED")
+        dropped = sorted(reason for outcome, reason in found if outcome == Outcome.DROP.value)
         if planted != dropped:
             problems.append(f"{fam.kind}: planted {planted}, found {dropped}")
     return problems

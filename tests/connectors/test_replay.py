@@ -9,10 +9,10 @@ import pytest
 
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.registry import FACTORIES
-from runonce.connectors.runner import Outcome
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.settings import Settings
+from runonce.wire.results import Result
 
 PARAMS: dict[str, tuple[str, dict[str, Any], str]] = {
     "smtp": ("send_email", {"to": "john@prospect.example", "subject": "Following up", "body": "Hi"}, "smtp"),
@@ -32,7 +32,7 @@ def test_every_registered_connector_is_covered() -> None:
 
 @pytest.mark.parametrize("vendor", sorted(FACTORIES))
 def test_replay(vendor: str, vendors: VendorServer, smtp: SmtpServer,
-                replay: Callable[[Connector, ActionCall, Callable[[], int]], Outcome]) -> None:
+                replay: Callable[[Connector, ActionCall, Callable[[], int]], Result]) -> None:
     settings = Settings(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
     connector = FACTORIES[vendor](settings)
     tool, params, ledger_vendor = PARAMS[vendor]
@@ -43,7 +43,7 @@ def test_replay(vendor: str, vendors: VendorServer, smtp: SmtpServer,
 
 
 def test_the_replay_test_catches_a_connector_that_is_not_idempotent(vendors: VendorServer,
-                                                                    replay: Callable[..., Outcome]) -> None:
+                                                                    replay: Callable[..., Result]) -> None:
     """The check can fail: a connector that bypasses the protocol and posts twice is caught."""
     from runonce.connectors.vendors import SlackConnector
 
@@ -72,9 +72,10 @@ def test_stripe_semantics_of_the_payments_sandbox(vendors: VendorServer) -> None
 
 def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: VendorServer) -> None:
     """The vendor charged, but the answer was lost; then it failed twice: one charge in the end."""
-    from runonce.connectors.runner import ActionRunner, RetryPolicy, Status
+    from runonce.connectors.runner import ActionRunner, RetryPolicy
     from runonce.connectors.sandbox.faults import Fault
     from runonce.connectors.vendors import PaymentsConnector
+    from runonce.wire.results import Status
 
     vendors.state.faults.add(Fault("/v1/charges", drop_response=1))
     vendors.state.faults.add(Fault("/v1/charges", fail_500=2))

@@ -9,10 +9,11 @@ import uuid
 import pytest
 
 from runonce.connectors.base import ActionCall
-from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
+from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors import JiraConnector, SalesforceConnector
+from runonce.wire.results import Result, Status
 
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01, check_attempts=3, lag_poll_s=0.1)
 SEARCH = "/jira/rest/api/2/search"
@@ -30,7 +31,7 @@ def test_a_redelivered_ticket_whose_search_cannot_answer_is_in_doubt(vendors: Ve
     call = jira_call()
     jira.perform(call)  # the crashed executor's call: the ticket exists
     vendors.state.faults.add(fault)
-    out = ActionRunner(jira, FAST).run(call, Outcome(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = ActionRunner(jira, FAST).run(call, Result(Status.ATTEMPTING, attempts=1), lambda: None)
     assert out is not None and out.status is Status.IN_DOUBT, out
     assert "state check unanswered" in (out.error or "")
     assert vendors.ledger.count("jira", JiraConnector.label(call)) == 1
@@ -40,7 +41,7 @@ def test_a_salesforce_read_that_fails_never_writes(vendors: VendorServer) -> Non
     sf = SalesforceConnector(vendors.url, timeout_s=0.3)
     call = ActionCall("a1", "update_salesforce_field", {"record_id": "006B", "field": "Stage", "value": "Won"}, "k")
     vendors.state.faults.add(Fault("/salesforce", fail_500=10))
-    out = ActionRunner(sf, FAST).run(call, Outcome(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = ActionRunner(sf, FAST).run(call, Result(Status.ATTEMPTING, attempts=1), lambda: None)
     assert out is not None and out.status is Status.IN_DOUBT and vendors.ledger.count("salesforce") == 0
 
 

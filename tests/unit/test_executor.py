@@ -14,10 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.executor import Executor, consumer_config
-from runonce.connectors.runner import ActionRunner, Outcome, RetryPolicy, Status
-from runonce.core.decision import Decision, Origin
-from runonce.core.decision import Outcome as Verdict
-from runonce.core.decision import Reason
+from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
 from runonce.kafka.positions import (
     NO_OFFSET,
@@ -32,6 +30,7 @@ from runonce.settings import Settings
 from runonce.streams.records import decision_record
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE
+from runonce.wire.results import Result, Status
 
 T = topics.APPROVED
 
@@ -88,11 +87,11 @@ class FakeTransactions:
 
 @dataclass
 class FakeIndex:
-    by_action: dict[str, Outcome] = field(default_factory=dict)
+    by_action: dict[str, Result] = field(default_factory=dict)
     by_key: dict[str, str] = field(default_factory=dict)
     restored: list[list[int]] = field(default_factory=list)
 
-    def put(self, action_id: str, vendor_key: str, outcome: Outcome) -> None:
+    def put(self, action_id: str, vendor_key: str, outcome: Result) -> None:
         self.by_action[action_id] = outcome
         self.by_key.setdefault(vendor_key, action_id)
 
@@ -154,7 +153,7 @@ class Msg:
 
 def approved(action_id: str, tool: str = "send_email") -> bytes:
     request = build_request(tool, {"to": "x@y"}, agent_id="a", action_id=action_id)
-    record = decision_record(request, Decision(Verdict.APPROVE, Reason.UNIQUE), dedup_key=None,
+    record = decision_record(request, Decision(Outcome.APPROVE, Reason.UNIQUE), dedup_key=None,
                              content_hash="h", unkeyed=True, origin=Origin(0, 0, 0))
     return Codec().encode("ActionDecision", record)
 
@@ -289,7 +288,7 @@ def test_redelivered_result_is_not_performed_again() -> None:
     consumer = FakeConsumer([tp(0, 3)])
     mailer = Mailer()
     ex = executor(consumer, connector=mailer)
-    ex.index.put("a1", "a1", Outcome(Status.SUCCEEDED, "msg-a1"))
+    ex.index.put("a1", "a1", Result(Status.SUCCEEDED, "msg-a1"))
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     assert mailer.sent == [] and ex.pending == {(T, 0): 4}

@@ -60,3 +60,16 @@ def test_long_scopes_are_hashed() -> None:
     email = PolicyBook.load().tools["send_email"]
     assert email.scope_key({"to": "a@b.c"}, "x") == "send_email:to=a@b.c"
     assert email.scope_key({"to": "a" * 500}, "x").startswith("send_email:sha256=")
+
+
+def test_scope_of_is_what_stage_2_decides_on() -> None:
+    book = PolicyBook.load()
+    params = {"project": "P", "customer_id": "c", "description": "d"}
+    scope, nid = book.for_tool("create_jira_ticket").scope_of(params, None, "a")
+    assert scope == "create_jira_ticket:project=P&customer_id=c"
+    assert nid == book.for_tool("create_jira_ticket").natural_id_for(params, None, "a")
+    # A tool without scope rules is decided by stage 1 alone ...
+    assert book.for_tool("charge_payment").scope_of({"card": "x"}, None, "a") == (None, None)
+    # ... and a natural id given to it is broken input, not something to ignore.
+    with pytest.raises(InvalidAction, match="no write-once rule"):
+        book.for_tool("charge_payment").scope_of({"card": "x"}, "N-1", "a")

@@ -1,0 +1,46 @@
+"""``actions.results`` as Python: an executor's status for an action and the record it writes.
+
+``attempting`` is the intent an executor commits before it calls the vendor; the other three
+are final. The SDK reports ``dropped`` for an action runonce dropped (it has no result)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+class Status(enum.Enum):
+    ATTEMPTING = "attempting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    IN_DOUBT = "in_doubt"
+
+    @property
+    def final(self) -> bool:
+        return self is not Status.ATTEMPTING
+
+
+#: the SDK's status for an action runonce dropped: no executor ever saw it
+DROPPED = "dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What performing an action came to (one ``ActionResult`` record's content)."""
+
+    status: Status
+    vendor_ref: str | None = None
+    error: str | None = None
+    attempts: int = 0
+
+
+def result_of(record: Mapping[str, Any]) -> Result:
+    return Result(Status(record["status"]), record["vendor_ref"], record["error"], record["attempts"])
+
+
+def result_record(action_id: str, idempotency_key: str | None, tool: str, result: Result,
+                  completed_at_ms: int) -> dict[str, Any]:
+    return {"action_id": action_id, "idempotency_key": idempotency_key, "tool": tool,
+            "status": result.status.value, "vendor_ref": result.vendor_ref, "error": result.error,
+            "attempts": result.attempts, "completed_at_ms": completed_at_ms}

@@ -1,0 +1,50 @@
+"""The wire contract's readers: the key rule, decisions as the core's Enums, results."""
+
+from __future__ import annotations
+
+import pytest
+
+from runonce.core.decision import Outcome, Reason
+from runonce.wire.decisions import DecisionView
+from runonce.wire.keys import request_key
+from runonce.wire.results import Result, Status, result_of, result_record
+
+
+def _decision(outcome: str, reason: str, first: str | None) -> dict:
+    return {"request": {"action_id": "a2", "tool": "send_email", "agent_id": "ag"}, "outcome": outcome,
+            "reason": reason, "first_action_id": first}
+
+
+def test_requested_records_are_keyed_by_the_callers_key_else_the_action_id() -> None:
+    assert request_key({"idempotency_key": "k-1", "action_id": "a"}) == "k-1"
+    assert request_key({"idempotency_key": None, "action_id": "a"}) == "a"
+    assert request_key({"idempotency_key": "", "action_id": "a"}) == "a"
+
+
+@pytest.mark.parametrize("reason, resolves", [
+    (Reason.DUPLICATE_KEY, True), (Reason.CONTENT_WINDOW, True), (Reason.NATURAL_ID_TAKEN, True),
+    (Reason.KEY_PAYLOAD_MISMATCH, False), (Reason.BUDGET_EXHAUSTED, False),
+])
+def test_a_drop_resolves_to_the_originals_result_unless_it_was_another_action(reason: Reason, resolves: bool) -> None:
+    view = DecisionView.of(_decision("DROPPED", reason.value, "a1"))
+    assert (view.outcome, view.reason, view.first_action_id) == (Outcome.DROP, reason, "a1")
+    assert view.dropped and not view.approved
+    assert view.resolves_to_original is resolves
+
+
+def test_approvals_and_drops_without_an_original_resolve_to_nothing() -> None:
+    assert not DecisionView.of(_decision("APPROVED", "content_window_audit", "a1")).resolves_to_original
+    assert not DecisionView.of(_decision("DROPPED", "tool_denied", None)).resolves_to_original
+
+
+def test_an_unknown_outcome_is_an_error_not_a_guess() -> None:
+    with pytest.raises(ValueError):
+        DecisionView.of(_decision("MAYBE", "unique", None))
+
+
+def test_a_result_round_trips_through_its_record() -> None:
+    result = Result(Status.IN_DOUBT, None, "timeout", 3)
+    record = result_record("a1", None, "send_email", result, completed_at_ms=1_700_000_000_000)
+    assert record["status"] == "in_doubt" and record["completed_at_ms"] == 1_700_000_000_000
+    assert result_of(record) == result
+    assert [s.final for s in Status] == [False, True, True, True]
