@@ -1,25 +1,23 @@
-"""Packages are found, not listed: every folder under the four source roots is a package of
-the wheel (pyproject.toml maps the top-level streams/, connectors/ and schemas/ folders to
-runonce.streams, runonce.connectors and runonce.schemas). Everything else is in pyproject.toml."""
+"""Packages are found, not listed: every folder under runonce/ is a package of the wheel.
 
+``runonce/streams``, ``runonce/connectors`` and ``runonce/schemas`` are symlinks to the
+top-level folders of those names, so ``runonce.streams`` is a plain folder to Python, to
+setuptools and to static tools (a type checker, an IDE) alike: no import hook, no mapping.
+Everything else is in pyproject.toml."""
+
+import os
 from pathlib import Path
 
 from setuptools import setup
 
 HERE = Path(__file__).resolve().parent
-ROOTS = {"runonce": "runonce", "runonce.streams": "streams", "runonce.connectors": "connectors",
-         "runonce.schemas": "schemas"}
 
 
 def find_packages() -> list[str]:
     found = []
-    for name, folder in ROOTS.items():
-        root = HERE / folder
-        for d in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]:
-            rel = d.relative_to(root).parts
-            if any(part.startswith((".", "__")) for part in rel):
-                continue  # caches
-            found.append(".".join((name, *rel)))
+    for folder, dirs, _ in os.walk(HERE / "runonce", followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))  # caches
+        found.append(".".join(Path(folder).relative_to(HERE).parts))
     return found
 
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
-from runonce.kafka.broker import Broker  # noqa: E402
+from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runonce.kafka.broker import Broker  # noqa: E402
+from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402

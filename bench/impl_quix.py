@@ -25,7 +25,7 @@ from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, ScopeState
 from runonce.core.policy import PolicyBook
 from runonce.errors import InvalidInput
-from runonce.streams.records import carry_on, decision_record
+from runonce.streams.records import stage2_record, decision_record
 from runonce.wire.codec import Codec
 
 codec = Codec()
@@ -67,7 +67,7 @@ def stage2(value: dict[str, Any], key: Any, timestamp: int, headers: Any, state:
     if d.new_state is not None:
         state.set(scope, d.new_state.to_bytes().decode())
     return {"outcome": d.outcome.value, "scope": scope,
-            "bytes": codec.encode("ActionDecision", carry_on(record, d)).decode("latin-1")}
+            "bytes": codec.encode("ActionDecision", stage2_record(record, d)).decode("latin-1")}
 
 
 def main() -> None:

@@ -37,8 +37,8 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
 
 from runonce.core.policy import PolicyBook  # noqa: E402
+from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.broker import Broker  # noqa: E402
 from runonce.kafka.clients import producer_config  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.kafka.topics import admin_client, create_topics  # noqa: E402

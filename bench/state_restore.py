@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Producer  # noqa: E402
 
 from runonce.core.decision import Claim, KeyState  # noqa: E402
+from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.broker import Broker  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402

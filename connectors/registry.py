@@ -12,8 +12,8 @@ from runonce.settings import Settings
 
 
 def _smtp(settings: Settings) -> Connector:
-    host, _, port = settings.smtp_address.rpartition(":")
-    return SmtpConnector(host or "127.0.0.1", int(port))
+    host, port = settings.smtp_endpoint
+    return SmtpConnector(host, port)
 
 
 FACTORIES: dict[str, Callable[[Settings], Connector]] = {

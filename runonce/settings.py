@@ -18,6 +18,7 @@ DEFAULT_KAFKA_VERSION = "3.9.1"
 
 
 def _default_cache_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME/runonce`` when the environment given names one, else ``~/.cache/runonce``."""
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "runonce"
 
@@ -27,7 +28,7 @@ class Settings:
     #: where the local broker, worker state and pid files live
     home: Path = Path(".runonce")
     #: Maven-resolved broker jars are cached here, shared by every checkout
-    cache_dir: Path = field(default_factory=lambda: _default_cache_dir(os.environ))
+    cache_dir: Path = field(default_factory=lambda: _default_cache_dir({}))
     #: explicit bootstrap servers; when None, the local broker's address file is read
     bootstrap: str | None = None
     kafka_version: str = DEFAULT_KAFKA_VERSION
@@ -95,6 +96,29 @@ class Settings:
     def kafka_access(self) -> KafkaAccess:
         """Address and principal every Kafka client of this component connects with."""
         return KafkaAccess(self.bootstrap_servers(), self.sasl_username, self.sasl_password, self.sasl_mechanism)
+
+    @property
+    def smtp_endpoint(self) -> tuple[str, int]:
+        """``smtp_address`` as (host, port); a missing host is 127.0.0.1."""
+        host, _, port = self.smtp_address.rpartition(":")
+        try:
+            return host or "127.0.0.1", int(port)
+        except ValueError:
+            raise ConfigError(f"smtp address must be host:port, got {self.smtp_address!r}") from None
+
+    def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The environment of a runonce process started from this one (``runonce up``, the demo):
+        ``base`` with this component's home, broker, vendors and cache, and no principal (each
+        child is given its own)."""
+        env = {k: v for k, v in base.items() if k not in _PRINCIPAL_VARS}
+        env.update({"RUNONCE_HOME": str(self.home), "RUNONCE_BOOTSTRAP": self.bootstrap_servers(),
+                    "RUNONCE_VENDOR_URL": self.vendor_url, "RUNONCE_SMTP": self.smtp_address,
+                    "RUNONCE_CACHE_DIR": str(self.cache_dir)})
+        return env
+
+    def with_principal(self, env: Mapping[str, str], username: str, password_file: Path) -> dict[str, str]:
+        """``env`` for a child that connects as ``username``, its password read from a file."""
+        return {**env, "RUNONCE_SASL_USERNAME": username, "RUNONCE_SASL_PASSWORD_FILE": str(password_file)}
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -171,6 +195,9 @@ class Settings:
                 f"processing_guarantee must be at_least_once or exactly_once, got {self.processing_guarantee!r}"
             )
 
+
+#: the variables that name a principal: never handed down to a child process
+_PRINCIPAL_VARS = frozenset({"RUNONCE_SASL_USERNAME", "RUNONCE_SASL_PASSWORD", "RUNONCE_SASL_PASSWORD_FILE"})
 
 #: the stream job's runtimes; the first is the default
 RUNTIMES = ("transactional", "faust")

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-echo "== mypy (pure core, wire contract, settings, errors) =="
+echo "== mypy --strict (the whole package) =="
 .venv/bin/mypy
 echo "== pytest: main suite (plaintext broker) =="
 .venv/bin/pytest --ignore=tests/security "$@"

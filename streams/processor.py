@@ -21,8 +21,8 @@ from runonce.core.policy import PolicyBook
 from runonce.errors import DecodeError, InvalidInput, InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
-from runonce.kafka.record import Out
-from runonce.streams import records as rec
+from runonce.kafka.record import Headers, Out
+from runonce.streams import records
 from runonce.streams.expiry import Sweeper
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
@@ -76,13 +76,13 @@ class _Stage:
         return Out(topics.DLQ, inbound.key, inbound.value or b"", headers=tuple(headers))
 
     def final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
-              extra_headers: rec.Headers = ()) -> Out:
+              extra_headers: Headers = ()) -> Out:
         labels = (outcome.value, reason.value, tool)
         counter = self._decided.get(labels)
         if counter is None:
             counter = self._decided[labels] = self.metrics.decisions.labels(*labels)
         counter.inc()
-        return Out(_FINAL_TOPIC[outcome], rec.output_key(record), self.codec.encode("ActionDecision", record),
+        return Out(_FINAL_TOPIC[outcome], records.output_key(record), self.codec.encode("ActionDecision", record),
                    headers=tuple(extra_headers))
 
     def sweep(self, partition: int, event_time_ms: int) -> None:
@@ -133,7 +133,7 @@ class KeyStage(_Stage):
         if decision.replay:
             self.metrics.replays.labels(self.name).inc()
         unkeyed = action.idempotency_key is None
-        out = rec.decision_record(record, decision, dedup_key=key, content_hash=action.content_hash,
+        out = records.decision_record(record, decision, dedup_key=key, content_hash=action.content_hash,
                                   unkeyed=unkeyed, origin=origin)
         if decision.outcome is Outcome.PASS:
             if scope is None:  # the core passes only actions whose policy has scope rules
@@ -195,7 +195,7 @@ class ScopeStage(_Stage):
             self.metrics.replays.labels(self.name).inc()
         elif record["unkeyed"]:
             self.metrics.unkeyed.labels(action.tool).inc()
-        out = rec.carry_on(record, decision)
+        out = records.stage2_record(record, decision)
         alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
         self._latency.observe(time.perf_counter() - started)

@@ -28,7 +28,7 @@ def decision_record(request: Mapping[str, Any], decision: Decision[Any], *, dedu
     }
 
 
-def carry_on(record: Mapping[str, Any], decision: Decision[Any]) -> dict[str, Any]:
+def stage2_record(record: Mapping[str, Any], decision: Decision[Any]) -> dict[str, Any]:
     """A stage-2 decision on top of the stage-1 record it received."""
     repeat = decision.repeat_of
     out = dict(record)

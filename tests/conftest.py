@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from runonce.kafka.broker import Broker
+from runonce.devbroker.broker import Broker
 from runonce.kafka.topics import create_topics
 from runonce.settings import Settings
 

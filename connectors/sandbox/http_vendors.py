@@ -201,6 +201,7 @@ class VendorServer:
     @property
     def url(self) -> str:
         host = self.httpd.server_address[0]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.httpd.server_address[1]}"
 
     @property

@@ -36,7 +36,7 @@ def _claim(action: Action, origin: Origin, ttl_ms: int) -> Claim:
                  origin.event_time_ms + ttl_ms)
 
 
-def _after_keys(policy: Policy) -> Outcome:
+def _outcome_after_keys(policy: Policy) -> Outcome:
     return Outcome.PASS if policy.has_scope_rules else Outcome.APPROVE
 
 
@@ -48,15 +48,15 @@ def decide_key(action: Action, prior: KeyState | None, *, policy: Policy, key: s
     if key is None:
         if policy.key_mode is KeyMode.REQUIRE:
             return Decision(Outcome.DROP, Reason.MISSING_KEY, matched_key=action.tool)
-        return Decision(_after_keys(policy), Reason.UNIQUE)  # key = "none": scope rules only
+        return Decision(_outcome_after_keys(policy), Reason.UNIQUE)  # key = "none": scope rules only
     t = origin.event_time_ms
     if prior is not None and prior.claim.live_at(t):
         if prior.claim.action_id == action.action_id:
-            return Decision(_after_keys(policy), Reason.UNIQUE, replay=True)
+            return Decision(_outcome_after_keys(policy), Reason.UNIQUE, replay=True)
         reason = Reason.DUPLICATE_KEY if prior.content_hash == action.content_hash else Reason.KEY_PAYLOAD_MISMATCH
         return Decision(Outcome.DROP, reason, repeat_of=prior.claim, matched_key=key, window_ms=policy.key_ttl_ms)
     state = KeyState(_claim(action, origin, policy.key_ttl_ms), action.content_hash)
-    return Decision(_after_keys(policy), Reason.UNIQUE, new_state=state)
+    return Decision(_outcome_after_keys(policy), Reason.UNIQUE, new_state=state)
 
 
 def prune(state: ScopeState, event_time_ms: int) -> ScopeState:

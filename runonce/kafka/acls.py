@@ -128,7 +128,9 @@ def _delete(admin: AdminClient, bindings: list[AclBinding], timeout_s: float) ->
 def _bindings_of(admin: AdminClient, names: list[str], timeout_s: float) -> list[AclBinding]:
     found: list[AclBinding] = []
     for name in names:
-        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{name}", None,
+        # None matches any name and any host in a filter (librdkafka); the stubs want str
+        flt = AclBindingFilter(ResourceType.ANY, None,  # type: ignore[arg-type]
+                               ResourcePatternType.ANY, f"User:{name}", None,  # type: ignore[arg-type]
                                AclOperation.ANY, AclPermissionType.ANY)
         found.extend(admin.describe_acls(flt, request_timeout=timeout_s).result())
     return found

@@ -56,11 +56,12 @@ def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, parti
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
                     continue
-                raise clients.translate(msg.error(), f"reading {topic}")
+                raise clients.translate(err, f"reading {topic}")
             record = Record.of(msg)
             if until_ms is not None and record.timestamp_ms > until_ms:
                 past_until.add(record.partition)

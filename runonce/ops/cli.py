@@ -22,7 +22,7 @@ def _say(msg: str) -> None:
 
 # -- broker / topics -------------------------------------------------------------------
 def cmd_broker(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.kafka.broker import Broker, BrokerState
+    from runonce.devbroker.broker import Broker, BrokerState
 
     broker = Broker(settings, progress=_say)
     if args.action == "fetch":
@@ -53,11 +53,16 @@ def cmd_topics(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _name(value: Any) -> str:
+    """An ACL binding's enum field (the stubs also allow its raw str or int)."""
+    return str(getattr(value, "name", value))
+
+
 def cmd_acl(settings: Settings, args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from runonce.devbroker.users import write_users
     from runonce.kafka import acls
-    from runonce.kafka.users import write_users
 
     grants = acls.load(Path(args.file) if args.file else None)
     if args.action == "users":
@@ -76,9 +81,9 @@ def cmd_acl(settings: Settings, args: argparse.Namespace) -> int:
               + (f"; {deleted} other bindings removed" if args.prune else ""))
         return 0
     for binding in acls.current(settings.kafka_access(), acls.principals(grants)):
-        print(f"{binding.principal:<15} {binding.permission_type.name:<6} {binding.operation.name:<9} "
-              f"{binding.restype.name.lower()} {binding.name}"
-              f"{'*' if binding.resource_pattern_type.name == 'PREFIXED' else ''}")
+        print(f"{binding.principal:<15} {_name(binding.permission_type):<6} {_name(binding.operation):<9} "
+              f"{_name(binding.restype).lower()} {binding.name}"
+              f"{'*' if _name(binding.resource_pattern_type) == 'PREFIXED' else ''}")
     return 0
 
 
@@ -161,9 +166,9 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.connectors.sandbox.smtp_server import SmtpServer
 
     url = urlsplit(settings.vendor_url)
-    smtp_host, _, smtp_port = settings.smtp_address.rpartition(":")
+    smtp_host, smtp_port = settings.smtp_endpoint
     vendors = VendorServer(url.port or 80, url.hostname or "127.0.0.1").start()
-    smtp = SmtpServer(vendors.ledger, int(smtp_port), smtp_host or "127.0.0.1").start()
+    smtp = SmtpServer(vendors.ledger, smtp_port, smtp_host).start()
     _say(f"sandbox vendors on {vendors.url} (ledger: {vendors.url}/_ledger), SMTP on {smtp_host}:{smtp.port}")
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})

@@ -70,8 +70,7 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
 
 
 def _start_executors(settings: Settings, run_id: str, progress: Progress) -> list[subprocess.Popen[bytes]]:
-    env = {**os.environ, "RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": settings.bootstrap_servers(),
-           "RUNONCE_VENDOR_URL": settings.vendor_url, "RUNONCE_SMTP": settings.smtp_address}
+    env = settings.child_env(os.environ)
     log_dir = Path(settings.home) / "demo-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs = []

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.registry import FACTORIES
+from runonce.devbroker.broker import Broker, BrokerStatus, pid_alive
+from runonce.devbroker.users import SUPER_USER, read_users, write_private, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
-from runonce.kafka.broker import Broker, BrokerStatus, _pid_alive
 from runonce.kafka.topics import create_topics
-from runonce.kafka.users import SUPER_USER, read_users, write_private, write_users
 from runonce.settings import Settings
 
 
@@ -66,14 +66,9 @@ class Stack:
 
     def env(self, svc: Service, secure: bool) -> dict[str, str]:
         """A service's environment: on a secured broker its own principal, its password in a file."""
-        env = {**os.environ, "RUNONCE_HOME": str(self.settings.home),
-               "RUNONCE_BOOTSTRAP": self.settings.bootstrap_servers(),
-               "RUNONCE_VENDOR_URL": self.settings.vendor_url, "RUNONCE_SMTP": self.settings.smtp_address}
-        for name in ("RUNONCE_SASL_USERNAME", "RUNONCE_SASL_PASSWORD", "RUNONCE_SASL_PASSWORD_FILE"):
-            env.pop(name, None)  # never hand the caller's principal down
+        env = self.settings.child_env(os.environ)  # never the caller's principal
         if secure and svc.principal:
-            env.update({"RUNONCE_SASL_USERNAME": svc.principal,
-                        "RUNONCE_SASL_PASSWORD_FILE": str(self.credentials / svc.principal)})
+            env = self.settings.with_principal(env, svc.principal, self.credentials / svc.principal)
         return env
 
     def up(self, with_executors: bool = True, secure: bool = False) -> BrokerStatus:
@@ -96,7 +91,7 @@ class Stack:
             if not with_executors and svc.name != "worker":
                 continue
             pid = self._pid(svc.name)
-            if pid is not None and _pid_alive(pid):
+            if pid is not None and pid_alive(pid):
                 continue
             with open(self.logs / f"{svc.name}.log", "ab") as log:
                 proc = subprocess.Popen([sys.executable, "-m", "runonce", *svc.argv], stdout=log,
@@ -112,7 +107,7 @@ class Stack:
             pid = self._pid(svc.name)
             if pid is None:
                 continue
-            if _pid_alive(pid):
+            if pid_alive(pid):
                 _stop(pid)
                 self.progress(f"{svc.name} stopped")
             (self.pids / f"{svc.name}.pid").unlink(missing_ok=True)
@@ -122,7 +117,7 @@ class Stack:
         rows = [("broker", Broker(self.settings).status().describe())]
         for svc in services():
             pid = self._pid(svc.name)
-            state = "stopped" if pid is None else (f"running (pid {pid})" if _pid_alive(pid)
+            state = "stopped" if pid is None else (f"running (pid {pid})" if pid_alive(pid)
                                                    else f"crashed (pid {pid}; see {self.logs / (svc.name + '.log')})")
             rows.append((svc.name, state))
         return rows
@@ -134,9 +129,9 @@ def _stop(pid: int, timeout_s: float = 20.0) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.killpg(pid, signal.SIGKILL)
 
 

@@ -42,13 +42,14 @@ class DecisionWatcher:
                     continue
                 with self._lock:
                     if msg.topic() == topics.DLQ:
-                        h = {k: (v or b"").decode("utf-8", "replace") for k, v in (msg.headers() or ())}
+                        h = {k: _text(v) for k, v in _pairs(msg.headers())}
                         if h.get(H_ORIGIN_TOPIC) == topics.REQUESTED:  # not a foreign internal record
                             self.dead[(int(h[H_ORIGIN_PARTITION]), int(h[H_ORIGIN_OFFSET]))] = h
                     else:
                         _, d = self.codec.decode(msg.value(), expect="ActionDecision")
                         self.by_action[d["request"]["action_id"]].append(d)
-                        self.headers_by_action[d["request"]["action_id"]].append(dict(msg.headers() or ()))
+                        self.headers_by_action[d["request"]["action_id"]].append(
+                            {k: v for k, v in _pairs(msg.headers()) if isinstance(v, bytes)})
 
     def wait(self, action_ids: Iterable[str], timeout_s: float = 60.0) -> dict[str, dict[str, Any]]:
         ids = list(action_ids)
@@ -82,3 +83,14 @@ class DecisionWatcher:
         self._stop.set()
         self._thread.join(5)
         self._consumer.close()
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
+def _pairs(headers: Any) -> list[tuple[str, str | bytes | None]]:
+    """A message's headers as pairs (confluent-kafka's types also allow a dict)."""
+    if isinstance(headers, dict):
+        return list(headers.items())
+    return list(headers or ())

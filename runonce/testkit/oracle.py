@@ -26,7 +26,8 @@ from runonce.core.decision import Outcome, Reason
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import Bootstrap
-from runonce.kafka.reader import Record, read_all
+from runonce.kafka.reader import read_all
+from runonce.kafka.record import Record
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 

@@ -21,7 +21,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from runonce import schemas
+import runonce.schemas as schemas
 from runonce.errors import DecodeError, UnknownSchema
 
 MAGIC = b"\xc3\x01"

@@ -15,7 +15,7 @@ redelivered action gets the same outcome (re-emitted with the same action_id).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import faust
 from faust.types import EventT
@@ -76,14 +76,12 @@ class FaustTableStore:
         return out
 
 
-def _inbound(event: EventT) -> Inbound:
+def _inbound(event: EventT[Any]) -> Inbound:
     msg = event.message
-    headers = msg.headers
-    if isinstance(headers, dict):
-        headers = list(headers.items())
+    raw = msg.headers
+    headers = tuple(raw.items()) if isinstance(raw, Mapping) else tuple(raw or ())
     return Inbound(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                   timestamp_ms=round(msg.timestamp * 1000), key=msg.key, value=msg.value,
-                   headers=tuple(headers or ()))
+                   timestamp_ms=round(msg.timestamp * 1000), key=msg.key, value=msg.value, headers=headers)
 
 
 async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any) -> None:
@@ -97,7 +95,7 @@ async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any) -> None:
             stop_before_ack(f"could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}", exc)
 
 
-class _App(faust.App):  # type: ignore[misc]
+class _App(faust.App):
     """faust's app without its Monitor sensor on the per-event path.
 
     The Monitor keeps per-event timings and counters for faust's web views, which runonce

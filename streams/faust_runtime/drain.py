@@ -45,6 +45,6 @@ def drain_before_commit() -> None:
             except asyncio.TimeoutError:
                 continue  # still waiting: never return with records in hand
 
-    ProducerBuffer._send_pending = _send_pending
-    ProducerBuffer.flush = flush
+    ProducerBuffer._send_pending = _send_pending  # type: ignore[method-assign]  # the patch
+    ProducerBuffer.flush = flush  # type: ignore[method-assign]
     setattr(ProducerBuffer, _PATCHED, True)

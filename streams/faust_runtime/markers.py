@@ -40,7 +40,7 @@ def read_past_markers() -> None:
     init = Recovery.__init__
 
     def __init__(self: Any, app: Any, tables: Any, **kwargs: Any) -> None:
-        init(self, _RecoveryView(app), tables, **kwargs)
+        init(self, _RecoveryView(app), tables, **kwargs)  # type: ignore[arg-type]  # the app, seen through a view
 
-    Recovery.__init__ = __init__
+    Recovery.__init__ = __init__  # type: ignore[method-assign]  # the patch
     setattr(Recovery, _PATCHED, True)

@@ -34,7 +34,7 @@ class DeadLetterUnwritable(FatalError):
     """actions.dlq refused a dead letter after bounded retries; the worker stops."""
 
 
-class SendFailureGuard(Sensor):  # type: ignore[misc]
+class SendFailureGuard(Sensor):
     """Stop the worker on any failed send except dead letters (``FaustSink`` retries those)."""
 
     def __init__(self, on_fatal: Callable[[str], None] = stop_before_ack, **kwargs: Any) -> None:
@@ -72,8 +72,8 @@ class FaustSink:
         last: BaseException | None = None
         for attempt in range(1, self.dead_letter_attempts + 1):
             try:
-                delivery = await self._topics[topics.DLQ].send(key=key, value=value, partition=partition,
-                                                               headers=list(headers) or None)
+                delivery = asyncio.ensure_future(await self._topics[topics.DLQ].send(
+                    key=key, value=value, partition=partition, headers=list(headers) or None))
                 done, _ = await asyncio.wait({delivery}, timeout=self.dead_letter_timeout_s)
             except Exception as exc:  # noqa: BLE001  faust/aiokafka raise many types; all mean "not written"
                 last = exc

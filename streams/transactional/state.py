@@ -55,7 +55,7 @@ class PartitionDB:
         for key, value in items:
             if key == CHECKPOINT_KEY or (after is not None and key == after):
                 continue
-            out.append((key, value))
+            out.append((bytes(key), bytes(value)))  # type: ignore[arg-type]  # rocksdict keys/values: bytes here
             if len(out) >= limit:
                 break
         return out

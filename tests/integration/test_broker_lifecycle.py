@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runonce.kafka.broker import Broker, BrokerState, _pid_alive
+from runonce.devbroker.broker import Broker, BrokerState, pid_alive
 from runonce.settings import Settings
 
 pytestmark = pytest.mark.broker
@@ -27,13 +27,13 @@ def test_start_twice_stop_status_and_crash(base_settings: Settings, tmp_path) ->
         assert broker.status().state is BrokerState.RUNNING
 
         stopped = broker.stop()
-        assert stopped.state is BrokerState.STOPPED and not _pid_alive(first.pid)
+        assert stopped.state is BrokerState.STOPPED and not pid_alive(first.pid)
 
         restarted = broker.start()
         assert restarted.bootstrap == first.bootstrap  # same ports when free: clients keep their address
         os.kill(restarted.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while _pid_alive(restarted.pid) and time.monotonic() < deadline:
+        while pid_alive(restarted.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         crashed = broker.status()
         assert crashed.state is BrokerState.CRASHED  # told apart from a clean stop

@@ -25,8 +25,8 @@ from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.vendors import SmtpConnector
+from runonce.devbroker.broker import Broker, BrokerState
 from runonce.kafka import groups, topics
-from runonce.kafka.broker import Broker, BrokerState
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings

@@ -14,11 +14,11 @@ from typing import Iterator
 
 import pytest
 
+from runonce.devbroker.broker import Broker
+from runonce.devbroker.users import write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
-from runonce.kafka.broker import Broker
 from runonce.kafka.topics import create_topics
-from runonce.kafka.users import write_users
 from runonce.settings import Settings
 
 

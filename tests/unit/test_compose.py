@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runonce.kafka.broker import SERVER_DEFAULTS
+from runonce.devbroker.broker import SERVER_DEFAULTS
 from runonce.ops.cli import build_parser
 
 COMPOSE = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from runonce.devbroker.users import read_users, secured_properties, write_users
 from runonce.errors import ConfigError
 from runonce.kafka import acls
 from runonce.kafka.clients import base_config
-from runonce.kafka.users import read_users, secured_properties, write_users
 from runonce.settings import Settings
 
 
@@ -77,7 +77,7 @@ def test_acl_file_errors_name_the_grant(tmp_path: Path, body: str, message: str)
 
 
 def test_a_broker_secured_once_stays_secured(tmp_path: Path) -> None:
-    from runonce.kafka.broker import Broker
+    from runonce.devbroker.broker import Broker
 
     users_file = tmp_path / "users"
     users = write_users(users_file, ["agent"])

@@ -25,9 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from runonce.devbroker.users import admin_access, format_users, read_users, secured_properties, write_private
 from runonce.errors import BrokerSetupError
 from runonce.kafka.access import KafkaAccess
-from runonce.kafka.users import admin_access, format_users, read_users, secured_properties, write_private
 from runonce.settings import Settings
 
 #: the transaction and offsets settings a one-node cluster needs for transactions to work
@@ -79,7 +79,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -154,7 +154,7 @@ class Broker:
                 f"(Debian: apt-get install -y openjdk-17-jre-headless maven, which scripts/setup.sh does)"
             )
         self.jar_dir.mkdir(parents=True, exist_ok=True)
-        pom = resources.files("runonce.kafka") / "pom.xml"
+        pom = resources.files("runonce.devbroker") / "pom.xml"
         self.progress(f"resolving org.apache.kafka:kafka_2.13:{self.settings.kafka_version} from Maven Central ...")
         with resources.as_file(pom) as pom_path:
             cmd = [
@@ -182,7 +182,7 @@ class Broker:
         bootstrap = self._bootstrap_if_any()
         if pid is None:
             return BrokerStatus(BrokerState.STOPPED, None, None, self.log_file)
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return BrokerStatus(BrokerState.CRASHED, pid, bootstrap, self.log_file)
         if bootstrap and _answers(self._health_access(bootstrap)):
             return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
@@ -251,7 +251,7 @@ class Broker:
         return path
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
-        log4j = resources.files("runonce.kafka") / "log4j.properties"
+        log4j = resources.files("runonce.devbroker") / "log4j.properties"
         return [
             "java", f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 256)}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
             f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{self.jar_dir}/*", main, *args,
@@ -299,7 +299,7 @@ class Broker:
         bootstrap = self._bootstrap_if_any()
         access = self._health_access(bootstrap) if bootstrap else None
         while time.monotonic() < deadline:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 raise BrokerSetupError(f"the broker exited while starting; last log lines:\n{self._log_tail()}")
             if access is not None and _answers(access, timeout_s=1.0):
                 return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
@@ -316,15 +316,15 @@ class Broker:
     def stop(self, timeout_s: float = 30.0) -> BrokerStatus:
         """Stop cleanly (SIGTERM), escalating to SIGKILL; leaves no process behind."""
         pid = self._read_pid()
-        if pid is not None and _pid_alive(pid):
+        if pid is not None and pid_alive(pid):
             self._signal(pid, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
             self._signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout_s
-            while _pid_alive(pid) and time.monotonic() < deadline:
+            while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _pid_alive(pid):
+            if pid_alive(pid):
                 self._signal(pid, signal.SIGKILL)
-                while _pid_alive(pid):
+                while pid_alive(pid):
                     time.sleep(0.1)
         self._pid_file.unlink(missing_ok=True)
         return self.status()
