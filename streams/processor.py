@@ -71,7 +71,7 @@ class _Stage:
         topic = (inbound.header(H_ORIGIN_TOPIC)
                  if inbound.topic == topics.REKEY and trust_origin_headers else None)
         headers = dead_letter_headers(error, topic.decode("utf-8", "replace") if topic else inbound.topic,
-                                          origin.partition, origin.offset, origin.event_time_ms)
+                                      origin.partition, origin.offset, origin.event_time_ms)
         self.metrics.dead_letters.labels(error.kind).inc()
         return Out(topics.DLQ, inbound.key, inbound.value or b"", headers=tuple(headers))
 
@@ -134,7 +134,7 @@ class KeyStage(_Stage):
             self.metrics.replays.labels(self.name).inc()
         unkeyed = action.idempotency_key is None
         out = records.decision_record(record, decision, dedup_key=key, content_hash=action.content_hash,
-                                  unkeyed=unkeyed, origin=origin)
+                                      unkeyed=unkeyed, origin=origin)
         if decision.outcome is Outcome.PASS:
             if scope is None:  # the core passes only actions whose policy has scope rules
                 raise InvariantViolation(f"{action.action_id}: passed to stage 2 without a scope")
