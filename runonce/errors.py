@@ -6,7 +6,8 @@ caller should do about them::
 
     RunonceError                      root: catch this to catch everything of ours
     ├── RetryableError                transient; the same call may succeed later
-    │   └── BrokerUnavailable         Kafka could not be reached in time
+    │   ├── BrokerUnavailable         Kafka could not be reached in time
+    │   └── ResultTimeout             no outcome yet; awaiting again (or resubmitting) is safe
     ├── InvalidInput                  dead-letter the record; never retry it
     │   ├── DecodeError               bytes are not an action (not Avro, bad header)
     │   │   └── UnknownSchema         single-object header names a fingerprint we lack
@@ -34,6 +35,11 @@ class RetryableError(RunonceError):
 
 class BrokerUnavailable(RetryableError):
     """The Kafka bootstrap address did not answer within the timeout."""
+
+
+class ResultTimeout(RetryableError, TimeoutError):
+    """An action was submitted but its outcome did not arrive in time. It is recorded: waiting
+    again, or submitting the same call again, never performs it twice. (Also a TimeoutError.)"""
 
 
 class InvalidInput(RunonceError):

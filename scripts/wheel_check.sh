@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the Docker image gets (`pip install .`): the wheel, installed non-editable into a clean
+# What the Docker image gets (`pip install ".[mcp]"`): the wheel, installed non-editable into a clean
 # venv, run from outside the source tree. Every module imports from site-packages, and
 # `runonce demo` (broker, stream worker, sandbox vendors, executors) prints the incident table.
 set -euo pipefail
@@ -19,7 +19,7 @@ git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && pr
 wheel=$(ls "$work"/dist/runonce-*.whl)
 echo "wheel: $(basename "$wheel"), $(.venv/bin/python -m zipfile -l "$wheel" | tail -n +2 | wc -l) files"
 python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q "$wheel[testing]"
+"$work/venv/bin/python" -m pip install -q "$wheel[testing,mcp]"
 cd "$work"
 "$work/venv/bin/python" - <<'PY'
 import importlib

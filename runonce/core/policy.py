@@ -112,6 +112,14 @@ def parse_duration_ms(value: Any, where: str) -> int:
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 
+def format_duration(ms: int) -> str:
+    """The largest unit that divides ``ms`` exactly: 86400000 -> '24h' is '1d', 300000 -> '5m'."""
+    for unit in ("d", "h", "m", "s"):
+        if ms % _UNIT_MS[unit] == 0:
+            return f"{ms // _UNIT_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
 _FIELDS = {"denied", "key", "key_ttl", "scope", "natural_id", "content_window", "budget"}
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
-from runonce.errors import FatalError, RunonceError
+from runonce.errors import ConfigError, FatalError, RunonceError
 from runonce.settings import Settings
 
 
@@ -159,6 +159,28 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        import anyio
+
+        from runonce.gateway.server import create_gateway, serve_http, serve_stdio
+    except ImportError as exc:
+        raise ConfigError(f"the MCP gateway needs the mcp package: pip install 'runonce[mcp]' ({exc})") from exc
+    from runonce.core.policy import PolicyBook
+    from runonce.sdk.client import ActionClient
+
+    policies = PolicyBook.load(settings.policy_file)
+    with ActionClient(settings.kafka_access(), agent_id="mcp", policies=policies) as client:
+        gateway = create_gateway(client, policies, timeout_s=args.timeout_s)
+        if args.http is not None:
+            _say(f"MCP gateway on http://{args.host}:{args.http}/mcp (Kafka at {settings.kafka_access()})")
+            serve_http(gateway, args.host, args.http)
+        else:
+            _say(f"MCP gateway on stdio (Kafka at {settings.kafka_access()})")
+            anyio.run(serve_stdio, gateway)
+    return 0
+
+
 def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
@@ -222,7 +244,6 @@ def broker_time_ms(value: str, now_ms: int) -> int:
     """``--since``/``--until``: an ISO 8601 time (UTC unless it says otherwise) or a duration
     ago ("15m", "2h", "7d")."""
     from runonce.core.policy import parse_duration_ms
-    from runonce.errors import ConfigError
 
     try:
         return now_ms - parse_duration_ms(value, "time")
@@ -358,6 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="from this broker time: ISO 8601 (2026-11-30T14:00:00Z) or a duration ago "
                                    "(15m, 2h, 7d); looked up in the broker's time index, not scanned")
     p.add_argument("--until", help="up to this broker time (same forms as --since)")
+    p = add("mcp", cmd_mcp, "Serve runonce's tools to agents over the Model Context Protocol (stdio by default): "
+                            "each tool call becomes an action, performed at most once; the answer is its "
+                            "outcome (a repeat gets the original call's result).")
+    p.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead")
+    p.add_argument("--host", default="127.0.0.1", help="with --http: the address to listen on")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="answer a call still without an outcome after this long (calling again is safe)")
     p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
     add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")

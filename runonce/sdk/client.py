@@ -26,7 +26,7 @@ from typing import Any, Callable, Generator, Mapping
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from runonce.core.policy import PolicyBook
-from runonce.errors import BrokerUnavailable, RunonceError
+from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
 from runonce.kafka import clients, topics
 from runonce.kafka.access import Bootstrap
 from runonce.sdk.submit import Submitter
@@ -45,7 +45,15 @@ class ActionOutcome:
     result_of: str
     vendor_ref: str | None = None
     error: str | None = None
+    #: why runonce dropped it, when it has no result of its own (denied, budget, key misuse)
     drop_reason: str | None = None
+    #: for a repeat that resolved to its original's result: why it was a repeat
+    repeat_reason: str | None = None
+
+    @property
+    def repeated(self) -> bool:
+        """This call was not performed: it repeats ``result_of``, whose result this is."""
+        return self.result_of != self.action_id and self.drop_reason is None
 
 
 class ResultWatcher:
@@ -81,7 +89,7 @@ class ResultWatcher:
             while action_id not in self.final:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"no result for action {action_id} yet (is its executor running?)")
+                    raise ResultTimeout(f"no result for action {action_id} yet (is its executor running?)")
                 self._cond.wait(min(left, 0.5))
             return self.final[action_id]
 
@@ -115,27 +123,36 @@ class ActionClient:
         self._warned: set[str] = set()
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
-               natural_id: str | None = None) -> Handle:
+               natural_id: str | None = None, agent_id: str | None = None) -> Handle:
+        """Publish the action and return a handle on its outcome. ``agent_id`` overrides the
+        client's own (a gateway serving several agents)."""
         if not self.policies.for_tool(tool).named and tool not in self._warned:
             self._warned.add(tool)
             warnings.warn(f"no runonce policy names tool {tool!r}: it gets the [default] policy", stacklevel=2)
-        action_id = self._submitter.submit(tool, params, idempotency_key=idempotency_key, natural_id=natural_id)
+        action_id = self._submitter.submit(tool, params, idempotency_key=idempotency_key, natural_id=natural_id,
+                                           agent_id=agent_id)
         self._submitter.flush()
         return Handle(self, action_id)
 
     def _resolve(self, action_id: str, deadline: float) -> ActionOutcome:
         seen: set[str] = set()
         current = action_id
+        repeat_reason: str | None = None
         while True:
-            decision = DecisionView.of(
-                self._decisions.wait([current], timeout_s=max(0.0, deadline - time.monotonic()))[current])
+            try:
+                decided = self._decisions.wait([current], timeout_s=max(0.0, deadline - time.monotonic()))
+            except TimeoutError as exc:
+                raise ResultTimeout(f"action {action_id} not decided yet (is a stream worker running?)") from exc
+            decision = DecisionView.of(decided[current])
             if decision.approved:
                 r = self._results.wait(current, deadline)
-                return ActionOutcome(action_id, r["status"], current, r["vendor_ref"], r["error"])
+                return ActionOutcome(action_id, r["status"], current, r["vendor_ref"], r["error"],
+                                     repeat_reason=repeat_reason)
             first = decision.first_action_id
             if first is None or first in seen or not decision.resolves_to_original:
                 return ActionOutcome(action_id, DROPPED, current, drop_reason=decision.reason.value)
             seen.add(current)
+            repeat_reason = repeat_reason or decision.reason.value
             current = first  # a duplicate: the original's outcome is this call's outcome
 
     def tool(self, name: str, *, key_from: str | None = "idempotency_key") -> Callable[[Callable[..., Any]], Callable[..., ActionOutcome]]:

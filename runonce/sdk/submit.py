@@ -48,8 +48,8 @@ class Submitter:
         self._errors: list[KafkaError] = []
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
-               natural_id: str | None = None, action_id: str | None = None) -> str:
-        record = build_request(tool, params, agent_id=self.agent_id, idempotency_key=idempotency_key,
+               natural_id: str | None = None, action_id: str | None = None, agent_id: str | None = None) -> str:
+        record = build_request(tool, params, agent_id=agent_id or self.agent_id, idempotency_key=idempotency_key,
                                natural_id=natural_id, action_id=action_id)
         self.send(record)
         return str(record["action_id"])

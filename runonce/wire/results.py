@@ -23,6 +23,8 @@ class Status(enum.Enum):
 
 #: the SDK's status for an action runonce dropped: no executor ever saw it
 DROPPED = "dropped"
+#: the gateway's status for a call whose outcome had not arrived when it answered
+PENDING = "pending"
 
 
 @dataclass(frozen=True, slots=True)

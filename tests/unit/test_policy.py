@@ -73,3 +73,11 @@ def test_scope_of_is_what_stage_2_decides_on() -> None:
     # ... and a natural id given to it is broken input, not something to ignore.
     with pytest.raises(InvalidAction, match="no write-once rule"):
         book.for_tool("charge_payment").scope_of({"card": "x"}, "N-1", "a")
+
+
+@pytest.mark.parametrize("text", ["24h", "5m", "30d", "1500ms", "90s"])
+def test_durations_format_back_to_what_parses_them(text: str) -> None:
+    from runonce.core.policy import format_duration, parse_duration_ms
+
+    ms = parse_duration_ms(text, "t")
+    assert parse_duration_ms(format_duration(ms), "t") == ms

@@ -1,0 +1,61 @@
+"""What the model is told about a tool call: one short text it can act on, the same facts as
+structured content, and whether it is an error.
+
+A repeat is not an error: the model gets the original call's result and is told the action
+was not performed again. ``in_doubt`` says plainly that calling again will not help, so a
+model does not retry into a second side effect; a timeout says calling again is safe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runonce.core.decision import Reason
+from runonce.sdk.client import ActionOutcome
+from runonce.wire.results import DROPPED, PENDING, Status
+
+_DROPS = {
+    Reason.TOOL_DENIED.value: "Denied: runonce's policy never runs this tool.",
+    Reason.BUDGET_EXHAUSTED.value: "Not performed: this tool's budget for this resource is used up "
+                                   "(runonce stops loops like repeated restarts). Do not retry; escalate.",
+    Reason.KEY_PAYLOAD_MISMATCH.value: "Refused: this idempotency key was already used with different "
+                                       "arguments. Use a new key for a different action.",
+    Reason.MISSING_KEY.value: "Refused: this tool needs an idempotency_key argument.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str
+    facts: dict[str, Any]
+    is_error: bool
+
+
+def answer(tool: str, outcome: ActionOutcome) -> Answer:
+    facts = {"tool": tool, "action_id": outcome.action_id, "status": outcome.status,
+             "vendor_ref": outcome.vendor_ref, "result_of": outcome.result_of}
+    if outcome.status == DROPPED:
+        reason = outcome.drop_reason or "?"
+        return Answer(_DROPS.get(reason, f"Not performed: dropped by runonce ({reason})."),
+                      {**facts, "drop_reason": reason}, True)
+    repeat = ""
+    if outcome.repeated:
+        repeat = (f"Not performed again: this call repeats action {outcome.result_of} "
+                  f"({outcome.repeat_reason or 'a repeat'}). The original call's result: ")
+        facts["repeat_reason"] = outcome.repeat_reason
+    status = Status(outcome.status)
+    if status is Status.SUCCEEDED:
+        return Answer(f"{repeat}Done: {tool} succeeded (vendor reference {outcome.vendor_ref}).", facts, False)
+    if status is Status.FAILED:
+        return Answer(f"{repeat}Failed: the vendor refused it ({outcome.error}). It was not performed; "
+                      "change the arguments before calling again.", {**facts, "error": outcome.error}, True)
+    return Answer(f"{repeat}Outcome unknown (in_doubt): the vendor did not confirm whether {tool} happened "
+                  f"({outcome.error}). Calling again will not perform it twice and will not tell you more: "
+                  f"ask an operator to check action {outcome.result_of}.", {**facts, "error": outcome.error}, True)
+
+
+def timed_out(tool: str, action_id: str | None, timeout_s: float) -> Answer:
+    return Answer(f"No outcome within {timeout_s:.0f} s. The call is recorded"
+                  + (f" (action {action_id})" if action_id else "")
+                  + "; calling again with the same arguments is safe: runonce will not perform it twice.",
+                  {"tool": tool, "action_id": action_id, "status": PENDING}, True)

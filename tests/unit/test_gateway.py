@@ -1,0 +1,63 @@
+"""What the MCP gateway offers a model and what it tells it: pure functions of the policies
+and of an outcome."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from runonce.core.policy import PolicyBook
+from runonce.gateway.answers import answer, timed_out
+from runonce.gateway.tools import served_tools
+from runonce.sdk.client import ActionOutcome
+
+BOOK = PolicyBook.load()
+
+
+def _specs() -> dict:
+    return {s.name: s for s in served_tools(BOOK)}
+
+
+def test_served_tools_are_the_policies_minus_the_denied() -> None:
+    assert set(_specs()) == {t for t, p in BOOK.tools.items() if not p.denied}
+    assert "execute_database_write" not in _specs()
+
+
+def test_a_tools_schema_requires_what_its_rules_read() -> None:
+    email, charge = _specs()["send_email"].input_schema, _specs()["charge_payment"].input_schema
+    jsonschema.validate({"to": "a@b", "subject": "s", "body": "b"}, email)
+    with pytest.raises(jsonschema.ValidationError, match="'to' is a required property"):
+        jsonschema.validate({"subject": "s"}, email)
+    with pytest.raises(jsonschema.ValidationError, match="'idempotency_key' is a required property"):
+        jsonschema.validate({"card": "tok", "amount_cents": 1}, charge)  # key = "require"
+
+
+def test_descriptions_say_what_runonce_does_with_a_repeat() -> None:
+    assert "within 1d is dropped" in _specs()["send_email"].description
+    assert "at most 5 per service every 20m" in _specs()["restart_service"].description
+    assert "is performed and flagged" in _specs()["post_slack_message"].description
+
+
+def test_a_repeat_gets_the_originals_result_and_is_not_an_error() -> None:
+    a = answer("send_email", ActionOutcome("a2", "succeeded", "a1", "msg-1", repeat_reason="content_window"))
+    assert not a.is_error and a.facts["vendor_ref"] == "msg-1"
+    assert a.text.startswith("Not performed again: this call repeats action a1 (content_window)")
+    own = answer("send_email", ActionOutcome("a1", "succeeded", "a1", "msg-1"))
+    assert own.text == "Done: send_email succeeded (vendor reference msg-1)."
+
+
+@pytest.mark.parametrize("outcome, starts", [
+    (ActionOutcome("a", "dropped", "a", drop_reason="tool_denied"), "Denied"),
+    (ActionOutcome("a", "dropped", "a", drop_reason="budget_exhausted"), "Not performed: this tool's budget"),
+    (ActionOutcome("a", "failed", "a", error="card declined"), "Failed: the vendor refused it (card declined)"),
+    (ActionOutcome("a", "in_doubt", "a", error="timeout"), "Outcome unknown (in_doubt)"),
+])
+def test_what_did_not_happen_is_an_error_the_model_can_act_on(outcome: ActionOutcome, starts: str) -> None:
+    a = answer("t", outcome)
+    assert a.is_error and a.text.startswith(starts)
+
+
+def test_in_doubt_says_calling_again_will_not_help_and_a_timeout_says_it_is_safe() -> None:
+    assert "Calling again will not perform it twice" in answer("t", ActionOutcome("a", "in_doubt", "a")).text
+    late = timed_out("t", "a9", 30)
+    assert late.facts["status"] == "pending" and "calling again with the same arguments is safe" in late.text
