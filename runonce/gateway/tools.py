@@ -31,8 +31,8 @@ def served_tools(policies: PolicyBook) -> list[ToolSpec]:
 
 def spec_of(policy: Policy) -> ToolSpec:
     required = list(dict.fromkeys([*policy.scope, *(policy.natural_id.fields if policy.natural_id else ())]))
-    properties: dict[str, Any] = {name: {"description": f"{name} (runonce decides repeats on it)"}
-                                  for name in required}
+    properties: dict[str, Any] = {name: {"description": "identifies what the action touches: runonce decides "
+                                                        "repeats per value of it"} for name in required}
     properties[KEY_ARGUMENT] = {
         "type": "string",
         "description": "The same key on a retry makes it a repeat: runonce performs the action once "
@@ -54,14 +54,15 @@ def describe(policy: Policy) -> str:
                      "returns the first call's result instead of acting again")
     if policy.key_mode is KeyMode.DERIVE:
         rules.append("without a key, an identical call counts as a retry")
-    where = "+".join(policy.scope)
+    where = " + ".join(f"`{name}`" for name in policy.scope)
     if policy.natural_id:
-        rules.append(f"one per {'+'.join(policy.natural_id.fields)} within {format_duration(policy.natural_id.ttl_ms)}")
+        fields = " + ".join(f"`{name}`" for name in policy.natural_id.fields)
+        rules.append(f"one per {fields} within {format_duration(policy.natural_id.ttl_ms)}")
     if policy.content_window:
         verb = "is dropped" if policy.content_window.mode.value == "strict" else "is performed and flagged"
-        rules.append(f"the same content to the same {where} within "
+        rules.append(f"the same content for the same {where} within "
                      f"{format_duration(policy.content_window.window_ms)} {verb}")
     if policy.budget:
         rules.append(f"at most {policy.budget.max_actions} per {where} every "
                      f"{format_duration(policy.budget.window_ms)}")
-    return f"{policy.tool}, performed at most once by runonce: " + "; ".join(rules) + "."
+    return f"{policy.tool} through runonce: " + "; ".join(rules) + "."

@@ -34,7 +34,7 @@ def test_a_tools_schema_requires_what_its_rules_read() -> None:
 
 def test_descriptions_say_what_runonce_does_with_a_repeat() -> None:
     assert "within 1d is dropped" in _specs()["send_email"].description
-    assert "at most 5 per service every 20m" in _specs()["restart_service"].description
+    assert "at most 5 per `service` every 20m" in _specs()["restart_service"].description
     assert "is performed and flagged" in _specs()["post_slack_message"].description
 
 
