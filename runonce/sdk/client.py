@@ -115,7 +115,7 @@ class ActionClient:
     def __init__(self, bootstrap: Bootstrap, *, agent_id: str = "agent", policies: PolicyBook | None = None) -> None:
         self.policies = policies or PolicyBook.load()
         try:
-            self._submitter = Submitter(bootstrap, agent_id=agent_id)
+            self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
             self._decisions = DecisionWatcher(bootstrap)
             self._results = ResultWatcher(bootstrap)
         except Exception as exc:  # confluent_kafka raises KafkaException; its message names the cause

@@ -1,7 +1,8 @@
 """Publishing actions to actions.requested: the producing half of the agent SDK.
 
-Records are keyed by idempotency key (so stage 1 decides them where they land, with no
-re-keying hop) and produced with an idempotent producer.
+Records are keyed by idempotency key, or (given the policies) an unkeyed one by the content
+key the stream job derives, so stage 1 decides them where they land, with no re-keying hop;
+produced with an idempotent producer.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from typing import Any, Mapping
 from confluent_kafka import KafkaError, KafkaException
 
 from runonce.core.content import canonical_json
+from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, InvalidAction
 from runonce.kafka import clients, topics
 from runonce.kafka.access import Bootstrap
 from runonce.wire.codec import Codec
-from runonce.wire.keys import request_key
+from runonce.wire.keys import routing_key
 
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
@@ -40,8 +42,10 @@ def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempo
 
 class Submitter:
     def __init__(self, bootstrap: Bootstrap, *, agent_id: str = "agent", codec: Codec | None = None,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, policies: PolicyBook | None = None) -> None:
         self.agent_id = agent_id
+        #: with policies, unkeyed actions are keyed by their content key (no re-key hop)
+        self.policies = policies
         self.codec = codec or Codec()
         self.timeout_s = timeout_s
         self._producer = clients.producer(bootstrap)
@@ -55,7 +59,7 @@ class Submitter:
         return str(record["action_id"])
 
     def send(self, record: Mapping[str, Any]) -> None:
-        key = request_key(record)
+        key = routing_key(record, self.policies)
         value = self.codec.encode("ActionRequested", dict(record))
         while True:
             try:

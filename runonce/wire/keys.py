@@ -2,12 +2,33 @@
 
 Kafka's partitioner puts every retry carrying one key in one partition, so stage 1 sees them
 in order; an unkeyed action is re-keyed by its content key in the stream job. Executors pass
-the same value to the vendor as its idempotency key."""
+the same value to the vendor as its idempotency key.
+
+The SDK does better for unkeyed actions (``routing_key``): it keys them by the content key
+the stream job would derive, with the same policy code, so stage 1 decides them where they
+land and the re-key hop (a transaction and a read_committed read) is skipped."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from runonce.core.action import Action
+from runonce.core.decide import dedup_key
+from runonce.core.policy import PolicyBook
+from runonce.errors import InvalidInput
+
 
 def request_key(request: Mapping[str, Any]) -> str:
     return str(request["idempotency_key"] or request["action_id"])
+
+
+def routing_key(request: Mapping[str, Any], policies: PolicyBook | None) -> str:
+    """The Kafka key the SDK produces a request with: the caller's key; else the content key
+    the stream job derives (policy permitting); else the action id."""
+    if request["idempotency_key"] or policies is None:
+        return request_key(request)
+    try:
+        action = Action.from_record(request)
+    except InvalidInput:
+        return request_key(request)  # the stream job dead-letters it, with the reason
+    return dedup_key(action, policies.for_tool(action.tool)) or request_key(request)

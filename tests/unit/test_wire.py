@@ -6,7 +6,7 @@ import pytest
 
 from runonce.core.decision import Outcome, Reason
 from runonce.wire.decisions import DecisionView
-from runonce.wire.keys import request_key
+from runonce.wire.keys import request_key, routing_key
 from runonce.wire.results import Result, Status, result_of, result_record
 
 
@@ -48,3 +48,44 @@ def test_a_result_round_trips_through_its_record() -> None:
     assert record["status"] == "in_doubt" and record["completed_at_ms"] == 1_700_000_000_000
     assert result_of(record) == result
     assert [s.final for s in Status] == [False, True, True, True]
+
+
+def test_the_sdk_keys_an_unkeyed_action_where_stage_1_decides_it_without_a_rekey() -> None:
+    import asyncio
+
+    from runonce.core.policy import PolicyBook
+    from runonce.kafka import topics
+    from runonce.sdk.submit import build_request
+    from runonce.wire.keys import routing_key
+    from tests.support.memory import MemoryPipeline
+
+    book = PolicyBook.load()
+
+    async def go() -> None:
+        pipe = MemoryPipeline()
+        for i, (tool, params) in enumerate([("send_email", {"to": "a@b", "body": "hi"}),
+                                            ("update_salesforce_field", {"record_id": "r1", "value": 1}),
+                                            ("send_email", {"to": "a@b", "body": "hi"})]):  # a retry
+            record = build_request(tool, params, agent_id="sdk", requested_at_ms=1_800_000_000_000 + i)
+            key = routing_key(record, book)
+            assert key.startswith("content:")
+            await pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=key.encode(),
+                                timestamp_ms=record["requested_at_ms"])
+        assert pipe.key_stage.metrics.rekeyed._value.get() == 0
+        assert len(pipe.outputs[topics.REKEY]) == 0
+        assert len(pipe.decisions(topics.APPROVED)) == 2
+        assert [d["reason"] for d in pipe.decisions(topics.DROPPED)] == ["duplicate_key"]
+
+    asyncio.run(go())
+
+
+def test_routing_key_keeps_the_callers_key_and_falls_back_to_the_action_id() -> None:
+    from runonce.core.policy import PolicyBook
+
+    book = PolicyBook.load()
+    keyed = {"idempotency_key": "k", "action_id": "a", "tool": "send_email", "params_json": "{}"}
+    assert routing_key(keyed, book) == "k"
+    slack = {"idempotency_key": None, "action_id": "a", "tool": "post_slack_message", "agent_id": "x",
+             "params_json": '{"channel": "c"}', "natural_id": None, "requested_at_ms": 1}
+    assert routing_key(slack, book) == "a"  # key = "none": no content key
+    assert routing_key({**slack, "tool": "send_email"}, None) == "a"  # no policies: the wire rule
