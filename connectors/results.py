@@ -6,7 +6,7 @@ owner of approved partition p is the only writer of results partition p."""
 from __future__ import annotations
 
 from runonce.kafka import topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.wire.codec import Codec
 from runonce.wire.keys import request_key
@@ -14,7 +14,7 @@ from runonce.wire.results import Result, result_of
 
 
 class ResultIndex:
-    def __init__(self, bootstrap: Bootstrap, tools: frozenset[str], codec: Codec | None = None,
+    def __init__(self, bootstrap: KafkaTarget, tools: frozenset[str], codec: Codec | None = None,
                  timeout_s: float = 60.0) -> None:
         self.bootstrap = bootstrap
         self.tools = tools

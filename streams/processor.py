@@ -20,9 +20,8 @@ from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import PolicyBook
 from runonce.errors import DecodeError, InvalidInput, InvariantViolation
 from runonce.kafka import topics
-from runonce.kafka.partitioner import partition_for
 from runonce.kafka.record import Headers, Out
-from runonce.streams import records
+from runonce.streams import records, routing
 from runonce.streams.expiry import Sweeper
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
@@ -35,8 +34,6 @@ from runonce.wire.headers import (
     H_ORIGIN_TOPIC,
     dead_letter_headers,
 )
-
-_FINAL_TOPIC = {Outcome.APPROVE: topics.APPROVED, Outcome.DROP: topics.DROPPED}
 
 
 def _int_header(inbound: Inbound, name: str) -> int | None:
@@ -69,7 +66,7 @@ class _Stage:
         # Origin headers are trusted only on the internal re-key topic, which only this job writes:
         # on actions.requested they are whatever an agent put there.
         topic = (inbound.header(H_ORIGIN_TOPIC)
-                 if inbound.topic == topics.REKEY and trust_origin_headers else None)
+                 if routing.trusts_origin_headers(inbound.topic) and trust_origin_headers else None)
         headers = dead_letter_headers(error, topic.decode("utf-8", "replace") if topic else inbound.topic,
                                       origin.partition, origin.offset, origin.event_time_ms)
         self.metrics.dead_letters.labels(error.kind).inc()
@@ -82,7 +79,7 @@ class _Stage:
         if counter is None:
             counter = self._decided[labels] = self.metrics.decisions.labels(*labels)
         counter.inc()
-        return Out(_FINAL_TOPIC[outcome], records.output_key(record), self.codec.encode("ActionDecision", record),
+        return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
                    headers=tuple(extra_headers))
 
     def sweep(self, partition: int, event_time_ms: int) -> None:
@@ -100,7 +97,7 @@ class KeyStage(_Stage):
         super().__init__(expires_at_ms=KeyState.expires_at_of, **kwargs)
 
     def _origin(self, inbound: Inbound) -> Origin:
-        if inbound.topic == topics.REKEY:  # the place and time it first arrived, carried in headers
+        if routing.trusts_origin_headers(inbound.topic):  # where and when it first arrived, in headers
             return Origin(_int_header(inbound, H_ORIGIN_PARTITION) or 0,
                           _int_header(inbound, H_ORIGIN_OFFSET) or 0,
                           _int_header(inbound, H_ORIGIN_TIMESTAMP) or inbound.timestamp_ms)
@@ -122,7 +119,7 @@ class KeyStage(_Stage):
         except InvalidInput as exc:
             return self.dead_letter(inbound, exc, origin)
         key = dedup_key(action, policy)
-        if key is not None and partition_for(key, self.partitions) != inbound.partition:
+        if key is not None and routing.needs_rekey(key, inbound.partition, self.partitions):
             return self._rekey(inbound, key, origin)
         p = inbound.partition
         prior_raw = self.store.get(p, key.encode()) if key is not None else None
@@ -138,8 +135,9 @@ class KeyStage(_Stage):
         if decision.outcome is Outcome.PASS:
             if scope is None:  # the core passes only actions whose policy has scope rules
                 raise InvariantViolation(f"{action.action_id}: passed to stage 2 without a scope")
-            result = Out(topics.SCOPED, scope.encode(), self.codec.encode("ActionDecision", out),
-                         partition=partition_for(scope, self.partitions))
+            result = Out(routing.next_topic(decision.outcome), scope.encode(),
+                         self.codec.encode("ActionDecision", out),
+                         partition=routing.owner_partition(scope, self.partitions))
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
@@ -156,8 +154,8 @@ class KeyStage(_Stage):
             (H_ORIGIN_TIMESTAMP, str(origin.event_time_ms).encode()),
         ]
         self.metrics.rekeyed.inc()
-        return Out(topics.REKEY, key.encode(), inbound.value or b"", partition=partition_for(key, self.partitions),
-                   headers=tuple(headers))
+        return Out(topics.REKEY, key.encode(), inbound.value or b"",
+                   partition=routing.owner_partition(key, self.partitions), headers=tuple(headers))
 
 
 class ScopeStage(_Stage):

@@ -37,9 +37,10 @@ class KafkaAccess:
         return f"{self.bootstrap} as {self.username}" if self.secured else self.bootstrap
 
 
-#: what client helpers accept: a bare bootstrap address (an unsecured broker) or a KafkaAccess
-Bootstrap = Union[str, KafkaAccess]
+#: which Kafka to reach, and as whom: a bare bootstrap address (an unsecured broker) or a
+#: KafkaAccess (address and principal); what every client helper accepts
+KafkaTarget = Union[str, KafkaAccess]
 
 
-def as_access(bootstrap: Bootstrap) -> KafkaAccess:
+def as_access(bootstrap: KafkaTarget) -> KafkaAccess:
     return bootstrap if isinstance(bootstrap, KafkaAccess) else KafkaAccess(bootstrap)

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from runonce.errors import ConfigError
-from runonce.kafka.access import Bootstrap, KafkaAccess
+from runonce.kafka.access import KafkaAccess, KafkaTarget
 from runonce.kafka.clients import base_config, translate
 
 _RESOURCES = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP,
@@ -89,7 +89,7 @@ def principals(grants: list[Grant]) -> list[str]:
     return list(dict.fromkeys(g.principal for g in grants))
 
 
-def apply(bootstrap: Bootstrap, grants: list[Grant], *, prune: bool = False,
+def apply(bootstrap: KafkaTarget, grants: list[Grant], *, prune: bool = False,
           timeout_s: float = 30.0) -> tuple[int, int]:
     """Create the file's bindings; with ``prune`` delete its principals' other bindings.
     Returns (bindings in the file, bindings deleted)."""
@@ -108,7 +108,7 @@ def apply(bootstrap: Bootstrap, grants: list[Grant], *, prune: bool = False,
     return len(wanted), deleted
 
 
-def revoke(bootstrap: Bootstrap, grants: list[Grant], timeout_s: float = 30.0) -> int:
+def revoke(bootstrap: KafkaTarget, grants: list[Grant], timeout_s: float = 30.0) -> int:
     """Delete exactly these grants' bindings; returns how many the broker removed."""
     admin = AdminClient(base_config(bootstrap))
     try:
@@ -136,7 +136,7 @@ def _bindings_of(admin: AdminClient, names: list[str], timeout_s: float) -> list
     return found
 
 
-def current(bootstrap: Bootstrap, names: list[str], timeout_s: float = 30.0) -> list[AclBinding]:
+def current(bootstrap: KafkaTarget, names: list[str], timeout_s: float = 30.0) -> list[AclBinding]:
     admin = AdminClient(base_config(bootstrap))
     try:
         return _bindings_of(admin, names, timeout_s)

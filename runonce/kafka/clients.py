@@ -8,8 +8,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from runonce.errors import AccessDenied, BrokerUnavailable, RunonceError
-
-from runonce.kafka.access import Bootstrap, as_access
+from runonce.kafka.access import KafkaTarget, as_access
 
 #: librdkafka logs every refused connection; route its log through Python logging, quiet
 #: by default (failures surface as exceptions and timeouts; -v shows them).
@@ -17,11 +16,11 @@ LIBRDKAFKA_LOG = logging.getLogger("runonce.librdkafka")
 LIBRDKAFKA_LOG.addHandler(logging.NullHandler())  # no stderr fallback; root handlers still get it under -v
 
 
-def base_config(bootstrap: Bootstrap) -> dict[str, Any]:
+def base_config(bootstrap: KafkaTarget) -> dict[str, Any]:
     return {**as_access(bootstrap).librdkafka(), "logger": LIBRDKAFKA_LOG}
 
 
-def producer_config(bootstrap: Bootstrap, **extra: Any) -> dict[str, Any]:
+def producer_config(bootstrap: KafkaTarget, **extra: Any) -> dict[str, Any]:
     return {
         **base_config(bootstrap),
         "enable.idempotence": True,
@@ -33,11 +32,11 @@ def producer_config(bootstrap: Bootstrap, **extra: Any) -> dict[str, Any]:
     }
 
 
-def producer(bootstrap: Bootstrap, **extra: Any) -> Producer:
+def producer(bootstrap: KafkaTarget, **extra: Any) -> Producer:
     return Producer(producer_config(bootstrap, **extra))
 
 
-def reader(bootstrap: Bootstrap, group: str | None = None, **extra: Any) -> Consumer:
+def reader(bootstrap: KafkaTarget, group: str | None = None, **extra: Any) -> Consumer:
     """A read_committed consumer; without a group it is for assign()-style reads that commit nothing."""
     return Consumer({
         **base_config(bootstrap),

@@ -8,10 +8,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from runonce.errors import BrokerUnavailable, ConfigError
 from runonce.kafka import clients
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 
 
-def start_group_at_end(bootstrap: Bootstrap, group: str, topic: str, timeout_s: float = 10.0) -> None:
+def start_group_at_end(bootstrap: KafkaTarget, group: str, topic: str, timeout_s: float = 10.0) -> None:
     """Commit the topic's current end offsets for ``group``: it starts with what comes next."""
     c = Consumer({**clients.base_config(bootstrap), "group.id": group, "enable.auto.commit": False})
     try:

@@ -11,11 +11,11 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaExcep
 
 from runonce.errors import BrokerUnavailable
 from runonce.kafka import clients
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.record import Record
 
 
-def read_all(bootstrap: Bootstrap, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
+def read_all(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
              follow: bool = False, since_ms: int | None = None, until_ms: int | None = None) -> Iterator[Record]:
     """Every record of ``topic`` (or of some of its partitions) from the beginning, until each
     partition reports EOF; with ``follow``, keep reading until the caller stops iterating.

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from runonce.errors import BrokerUnavailable, ConfigError
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.clients import base_config, translate
 
 REQUESTED = "actions.requested"
@@ -69,11 +69,11 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
-def admin_client(bootstrap: Bootstrap) -> AdminClient:
+def admin_client(bootstrap: KafkaTarget) -> AdminClient:
     return AdminClient(base_config(bootstrap))
 
 
-def create_topics(bootstrap: Bootstrap, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
+def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
     """Create the missing topics and bring existing ones to runonce's configs; return
     {name: "created" | "exists" | "updated"}.
 

@@ -7,14 +7,14 @@ from collections import Counter
 from runonce.core.decision import Outcome
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE
 from runonce.wire.results import Status
 
 
-def collect(bootstrap: Bootstrap) -> dict[str, Counter[tuple[str, ...]]]:
+def collect(bootstrap: KafkaTarget) -> dict[str, Counter[tuple[str, ...]]]:
     codec = Codec()
     counts: dict[str, Counter[tuple[str, ...]]] = {"decisions": Counter(), "unkeyed": Counter(),
                                                    "results": Counter(), "dlq": Counter(),
@@ -49,7 +49,7 @@ def collect(bootstrap: Bootstrap) -> dict[str, Counter[tuple[str, ...]]]:
     return counts
 
 
-def stats_table(bootstrap: Bootstrap) -> str:
+def stats_table(bootstrap: KafkaTarget) -> str:
     counts = collect(bootstrap)
     rows = [f"{'tool':<26}{'outcome':<10}{'reason':<22}{'count':>7}"]
     for (tool, outcome, reason), n in sorted(counts["decisions"].items()):

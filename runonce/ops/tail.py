@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.kafka.record import Record
 from runonce.wire.codec import Codec
@@ -103,7 +103,7 @@ def line(v: dict[str, Any]) -> str:
     return text
 
 
-def tail(bootstrap: Bootstrap, which: str, *, follow: bool = False, limit: int = 0, as_json: bool = False,
+def tail(bootstrap: KafkaTarget, which: str, *, follow: bool = False, limit: int = 0, as_json: bool = False,
          keep: Filter = Filter(), since_ms: int | None = None, until_ms: int | None = None,
          out: Callable[[str], None] = lambda s: print(s, flush=True)) -> int:
     """Print the records of one topic; returns how many were shown."""

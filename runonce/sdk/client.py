@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
 from runonce.kafka import clients, topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.sdk.submit import Submitter
 from runonce.sdk.watch import DecisionWatcher
 from runonce.wire.codec import Codec
@@ -59,7 +59,7 @@ class ActionOutcome:
 class ResultWatcher:
     """Tails actions.results (from its end at start-up) and indexes the final results."""
 
-    def __init__(self, bootstrap: Bootstrap) -> None:
+    def __init__(self, bootstrap: KafkaTarget) -> None:
         self.codec = Codec()
         self.final: dict[str, dict[str, Any]] = {}
         self._cond = threading.Condition()
@@ -112,7 +112,7 @@ class Handle:
 
 
 class ActionClient:
-    def __init__(self, bootstrap: Bootstrap, *, agent_id: str = "agent", policies: PolicyBook | None = None) -> None:
+    def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", policies: PolicyBook | None = None) -> None:
         self.policies = policies or PolicyBook.load()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)

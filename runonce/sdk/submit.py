@@ -17,7 +17,7 @@ from runonce.core.content import canonical_json
 from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, InvalidAction
 from runonce.kafka import clients, topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.wire.codec import Codec
 from runonce.wire.keys import routing_key
 
@@ -41,7 +41,7 @@ def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempo
 
 
 class Submitter:
-    def __init__(self, bootstrap: Bootstrap, *, agent_id: str = "agent", codec: Codec | None = None,
+    def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", codec: Codec | None = None,
                  timeout_s: float = 30.0, policies: PolicyBook | None = None) -> None:
         self.agent_id = agent_id
         #: with policies, unkeyed actions are keyed by their content key (no re-key hop)

@@ -12,13 +12,13 @@ from typing import Any, Iterable
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from runonce.kafka import clients, topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 
 class DecisionWatcher:
-    def __init__(self, bootstrap: Bootstrap) -> None:
+    def __init__(self, bootstrap: KafkaTarget) -> None:
         self.codec = Codec()
         self.by_action: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.dead: dict[tuple[int, int], dict[str, str]] = {}

@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 from runonce.core.decision import Outcome, Reason
 from runonce.errors import InvalidInput
 from runonce.kafka import topics
-from runonce.kafka.access import Bootstrap
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.kafka.record import Record
 from runonce.wire.codec import Codec
@@ -171,7 +171,7 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
     return report
 
 
-def verify(bootstrap: Bootstrap, codec: Codec | None = None) -> Report:
+def verify(bootstrap: KafkaTarget, codec: Codec | None = None) -> Report:
     """Read the four topics to their current ends and account."""
     return account(read_all(bootstrap, topics.REQUESTED), read_all(bootstrap, topics.APPROVED),
                    read_all(bootstrap, topics.DROPPED), read_all(bootstrap, topics.DLQ), codec)
