@@ -32,7 +32,7 @@ from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
-from runonce.sdk.watch import DecisionWatcher  # noqa: E402
+from runonce.testkit.watch import DecisionWatcher  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 
 

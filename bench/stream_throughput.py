@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
-from runonce.sdk.watch import DecisionWatcher  # noqa: E402
+from runonce.testkit.watch import DecisionWatcher  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from tests.support.worker import WorkerProcess  # noqa: E402

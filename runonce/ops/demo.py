@@ -21,9 +21,8 @@ from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.core.decision import Reason
 from runonce.kafka import groups, topics
-from runonce.sdk.client import ResultWatcher
 from runonce.sdk.submit import Submitter
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from runonce.settings import Settings
 from runonce.testkit.scenarios import Incident, incidents
 from runonce.wire.decisions import DecisionView

@@ -16,24 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 import time
-import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import KafkaException
 
 from runonce.core.policy import PolicyBook
-from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
-from runonce.kafka import clients, topics
+from runonce.errors import InvariantViolation, RunonceError
+from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
-from runonce.sdk.submit import Submitter
-from runonce.sdk.watch import DecisionWatcher
-from runonce.wire.codec import Codec
+from runonce.sdk.outcomes import Outcomes
+from runonce.sdk.submit import Submitter, build_request
 from runonce.wire.decisions import DecisionView
-from runonce.wire.results import DROPPED, Status
+from runonce.wire.results import DROPPED
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,56 +53,18 @@ class ActionOutcome:
         return self.result_of != self.action_id and self.drop_reason is None
 
 
-class ResultWatcher:
-    """Tails actions.results (from its end at start-up) and indexes the final results."""
-
-    def __init__(self, bootstrap: KafkaTarget) -> None:
-        self.codec = Codec()
-        self.final: dict[str, dict[str, Any]] = {}
-        self._cond = threading.Condition()
-        self._stop = threading.Event()
-        self._consumer = clients.reader(bootstrap, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
-                                        **{"enable.partition.eof": False})
-        meta = self._consumer.list_topics(topics.RESULTS, timeout=10).topics[topics.RESULTS]
-        # From the beginning: results are compacted by action id, and an original's result
-        # may predate this client.
-        self._consumer.assign([TopicPartition(topics.RESULTS, p, OFFSET_BEGINNING) for p in meta.partitions])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for msg in self._consumer.consume(500, 0.2):
-                if msg.error() or msg.value() is None:
-                    continue
-                _, r = self.codec.decode(msg.value(), expect="ActionResult")
-                if Status(r["status"]).final:
-                    with self._cond:
-                        self.final[r["action_id"]] = r
-                        self._cond.notify_all()
-
-    def wait(self, action_id: str, deadline: float) -> dict[str, Any]:
-        with self._cond:
-            while action_id not in self.final:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ResultTimeout(f"no result for action {action_id} yet (is its executor running?)")
-                self._cond.wait(min(left, 0.5))
-            return self.final[action_id]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
-
-
 class Handle:
     def __init__(self, client: ActionClient, action_id: str) -> None:
         self.client = client
         self.action_id = action_id
+        self._outcome: ActionOutcome | None = None
 
     def result(self, timeout: float = 60.0) -> ActionOutcome:
-        return self.client._resolve(self.action_id, time.monotonic() + timeout)
+        """The outcome (waiting at most ``timeout`` seconds; ResultTimeout after that, and
+        calling again keeps waiting). Once known, it is kept."""
+        if self._outcome is None:
+            self._outcome = self.client._resolve(self.action_id, time.monotonic() + timeout)
+        return self._outcome
 
     def __await__(self) -> Generator[Any, None, ActionOutcome]:
         return asyncio.get_running_loop().run_in_executor(None, self.result).__await__()
@@ -116,10 +75,11 @@ class ActionClient:
         self.policies = policies or PolicyBook.load()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
-            self._decisions = DecisionWatcher(bootstrap)
-            self._results = ResultWatcher(bootstrap)
-        except Exception as exc:  # confluent_kafka raises KafkaException; its message names the cause
-            raise BrokerUnavailable(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
+            self._outcomes = Outcomes(bootstrap, self.policies)
+        except RunonceError:
+            raise
+        except KafkaException as exc:
+            raise clients.translate(exc, f"cannot reach Kafka at {bootstrap}") from exc
         self._warned: set[str] = set()
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
@@ -129,31 +89,50 @@ class ActionClient:
         if not self.policies.for_tool(tool).named and tool not in self._warned:
             self._warned.add(tool)
             warnings.warn(f"no runonce policy names tool {tool!r}: it gets the [default] policy", stacklevel=2)
-        action_id = self._submitter.submit(tool, params, idempotency_key=idempotency_key, natural_id=natural_id,
-                                           agent_id=agent_id)
+        record = build_request(tool, params, agent_id=agent_id or self._submitter.agent_id,
+                               idempotency_key=idempotency_key, natural_id=natural_id)
+        self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
+        self._submitter.send(record)
         self._submitter.flush()
-        return Handle(self, action_id)
+        return Handle(self, str(record["action_id"]))
+
+    @property
+    def waiting(self) -> int:
+        """Actions this client keeps entries for (handles not resolved yet, and their originals)."""
+        return self._outcomes.watched
 
     def _resolve(self, action_id: str, deadline: float) -> ActionOutcome:
-        seen: set[str] = set()
-        current = action_id
-        repeat_reason: str | None = None
+        """This action's outcome: its own result, or for a repeat its original's (followed from
+        the drop's ``first_action_id``, looked up where the original was written). A timeout
+        keeps this action watched, so waiting again still finds it."""
+        outcome = self._follow(action_id, DecisionView.of(self._outcomes.decision(action_id, deadline)), deadline)
+        self._outcomes.forget(action_id)
+        return outcome
+
+    def _follow(self, action_id: str, decision: DecisionView, deadline: float) -> ActionOutcome:
+        if decision.approved:
+            return _outcome(action_id, self._outcomes.result(action_id, deadline), None)
+        repeat_reason = decision.reason.value
+        seen = {action_id}
         while True:
-            try:
-                decided = self._decisions.wait([current], timeout_s=max(0.0, deadline - time.monotonic()))
-            except TimeoutError as exc:
-                raise ResultTimeout(f"action {action_id} not decided yet (is a stream worker running?)") from exc
-            decision = DecisionView.of(decided[current])
-            if decision.approved:
-                r = self._results.wait(current, deadline)
-                return ActionOutcome(action_id, r["status"], current, r["vendor_ref"], r["error"],
-                                     repeat_reason=repeat_reason)
-            first = decision.first_action_id
-            if first is None or first in seen or not decision.resolves_to_original:
-                return ActionOutcome(action_id, DROPPED, current, drop_reason=decision.reason.value)
+            current, position = str(decision.first_action_id), decision.first_requested_at
+            if not decision.resolves_to_original or position is None or current in seen:
+                return ActionOutcome(action_id, DROPPED, decision.action_id, drop_reason=decision.reason.value)
             seen.add(current)
-            repeat_reason = repeat_reason or decision.reason.value
-            current = first  # a duplicate: the original's outcome is this call's outcome
+            self._outcomes.watch(current)
+            try:
+                looked = self._outcomes.look_back(current, position, deadline)
+                if looked.result is None and looked.decision is None:
+                    looked = self._outcomes.next_of(current, deadline)  # the original is still in flight
+                if looked.result is not None:
+                    return _outcome(action_id, looked.result, repeat_reason)
+                if looked.decision is None:
+                    raise InvariantViolation(f"looking back for {current} found neither decision nor result")
+                decision = DecisionView.of(looked.decision)
+                if decision.approved:
+                    return _outcome(action_id, self._outcomes.result(current, deadline), repeat_reason)
+            finally:
+                self._outcomes.forget(current)
 
     def tool(self, name: str, *, key_from: str | None = "idempotency_key") -> Callable[[Callable[..., Any]], Callable[..., ActionOutcome]]:
         """Decorate a tool function: calling it submits the action and waits for its outcome.
@@ -173,8 +152,7 @@ class ActionClient:
 
     def close(self) -> None:
         self._submitter.flush()
-        self._decisions.close()
-        self._results.close()
+        self._outcomes.close()
 
     def __enter__(self) -> ActionClient:
         return self
@@ -182,3 +160,7 @@ class ActionClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def _outcome(action_id: str, result: Mapping[str, Any], repeat_reason: str | None) -> ActionOutcome:
+    return ActionOutcome(action_id, result["status"], result["action_id"], result["vendor_ref"], result["error"],
+                         repeat_reason=repeat_reason)

@@ -24,12 +24,16 @@ class DecisionView:
     reason: Reason
     #: the action this one repeats (drops, and audit-flagged approvals)
     first_action_id: str | None
+    #: where that action is in actions.requested: (partition, offset)
+    first_requested_at: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> DecisionView:
         request = record["request"]
+        first_at = ((int(record["first_partition"]), int(record["first_offset"]))
+                    if record.get("first_partition") is not None and record.get("first_offset") is not None else None)
         return cls(request["action_id"], request["tool"], request["agent_id"], Outcome(record["outcome"]),
-                   Reason(record["reason"]), record["first_action_id"])
+                   Reason(record["reason"]), record["first_action_id"], first_at)
 
     @property
     def approved(self) -> bool:

@@ -7,7 +7,7 @@ import pytest
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 
 from tests.support.worker import RUNTIMES, WorkerProcess

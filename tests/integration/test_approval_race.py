@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runonce.sdk.submit import Submitter
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 
 from tests.support.worker import WorkerProcess

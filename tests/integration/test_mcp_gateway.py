@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end

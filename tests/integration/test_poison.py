@@ -20,7 +20,7 @@ from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import build_request
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
 from runonce.wire.codec import MAGIC, Codec

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.sdk.submit import Submitter, build_request
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
 from runonce.wire.codec import MAGIC, Codec

@@ -11,7 +11,7 @@ import pytest
 
 from runonce.ops.cli import main
 from runonce.sdk.submit import Submitter
-from runonce.sdk.watch import DecisionWatcher
+from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 
 from tests.support.worker import WorkerProcess

@@ -1,5 +1,7 @@
-"""A background reader of approved/dropped/dlq that indexes decisions as they arrive, so
-a caller (the demo, tests) waits for *its* actions without re-reading whole topics."""
+"""Background readers that index every decision (approved/dropped/dlq) and every final result
+from the beginning of the topics, for the demo, tests and benchmarks, which want to see all of
+them. Agents do not use these: the SDK's ``runonce/sdk/outcomes.py`` reads only what its
+handles need, from the client's start."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from typing import Any, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from runonce.errors import ResultTimeout
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
+from runonce.wire.results import Status
 
 
 class DecisionWatcher:
@@ -94,3 +98,46 @@ def _pairs(headers: Any) -> list[tuple[str, str | bytes | None]]:
     if isinstance(headers, dict):
         return list(headers.items())
     return list(headers or ())
+
+
+class ResultWatcher:
+    """Tails actions.results (from its end at start-up) and indexes the final results."""
+
+    def __init__(self, bootstrap: KafkaTarget) -> None:
+        self.codec = Codec()
+        self.final: dict[str, dict[str, Any]] = {}
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._consumer = clients.reader(bootstrap, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
+                                        **{"enable.partition.eof": False})
+        meta = self._consumer.list_topics(topics.RESULTS, timeout=10).topics[topics.RESULTS]
+        # From the beginning: results are compacted by action id, and an original's result
+        # may predate this client.
+        self._consumer.assign([TopicPartition(topics.RESULTS, p, OFFSET_BEGINNING) for p in meta.partitions])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(500, 0.2):
+                if msg.error() or msg.value() is None:
+                    continue
+                _, r = self.codec.decode(msg.value(), expect="ActionResult")
+                if Status(r["status"]).final:
+                    with self._cond:
+                        self.final[r["action_id"]] = r
+                        self._cond.notify_all()
+
+    def wait(self, action_id: str, deadline: float) -> dict[str, Any]:
+        with self._cond:
+            while action_id not in self.final:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ResultTimeout(f"no result for action {action_id} yet (is its executor running?)")
+                self._cond.wait(min(left, 0.5))
+            return self.final[action_id]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()

@@ -1,0 +1,277 @@
+"""Where an agent's handles get their outcomes, with memory and start-up bounded by what the
+client waits for, never by the size of the topics.
+
+- **One tail per client**: one consumer on ``actions.approved``, ``actions.dropped`` and
+  ``actions.results``, positioned at the client's start minus a margin (the broker's time
+  index: ``offsets_for_times``), not at the beginning. It keeps the decisions and results of
+  the actions this client submitted (``watch`` before producing, so none can be missed) and,
+  in a small cache bounded by count and age, the latest results of everyone else's actions.
+- **Looking back for an original**: a repeat names its original (``first_action_id`` and its
+  place in ``actions.requested``). The original's decision and result are on the partition of
+  its output key, written after it was requested: one read of the original request gives
+  both, and a scan of that one partition of each topic from that time finds them. Nothing is
+  read from the beginning of a topic.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
+
+from runonce.core.action import Action
+from runonce.core.decide import dedup_key
+from runonce.core.policy import PolicyBook
+from runonce.errors import InvalidInput, ResultTimeout
+from runonce.kafka import clients, topics
+from runonce.kafka.access import KafkaTarget
+from runonce.kafka.partitioner import partition_for
+from runonce.wire.codec import Codec
+from runonce.wire.results import Status
+
+#: the tail starts this long before the client: clocks of producer and broker may differ
+START_MARGIN_MS = 60_000
+#: an original's decision and result are searched from this long before its request
+LOOKBACK_MARGIN_MS = 60_000
+
+
+class RecentResults:
+    """The latest final result per action id, at most ``max_entries`` and ``max_age_s`` old."""
+
+    def __init__(self, max_entries: int = 10_000, max_age_s: float = 600.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_entries, self.max_age_s, self._clock = max_entries, max_age_s, clock
+        self._items: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+
+    def put(self, action_id: str, result: dict[str, Any]) -> None:
+        self._items[action_id] = (self._clock(), result)
+        self._items.move_to_end(action_id)
+        while len(self._items) > self.max_entries:
+            self._items.popitem(last=False)
+
+    def get(self, action_id: str) -> dict[str, Any] | None:
+        item = self._items.get(action_id)
+        if item is None:
+            return None
+        if self._clock() - item[0] > self.max_age_s:
+            del self._items[action_id]
+            return None
+        return item[1]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """What a look back found for an original: its decision and its final result, if any yet."""
+
+    decision: dict[str, Any] | None
+    result: dict[str, Any] | None
+
+
+class Outcomes:
+    def __init__(self, target: KafkaTarget, policies: PolicyBook, *, codec: Codec | None = None,
+                 recent: RecentResults | None = None, start_margin_ms: int = START_MARGIN_MS) -> None:
+        self.target, self.policies = target, policies
+        self.codec = codec or Codec()
+        self.recent = recent or RecentResults()
+        self._cond = threading.Condition()
+        #: action ids handles wait for (how many handles each) -> their decision / final result, once seen
+        self._watched: Counter[str] = Counter()
+        self._decisions: dict[str, dict[str, Any]] = {}
+        self._results: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
+                                        **{"enable.partition.eof": False})
+        start_ms = int(time.time() * 1000) - start_margin_ms
+        starts = _positions_at(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS), start_ms)
+        #: decisions and results share partition numbers (the executor writes a result to its
+        #: approved record's partition number)
+        self._partitions = sum(1 for tp in starts if tp.topic == topics.APPROVED)
+        self._consumer.assign(starts)
+        self._thread = threading.Thread(target=self._run, name="runonce-outcomes", daemon=True)
+        self._thread.start()
+
+    # -- the tail (its consumer is used by this thread only) -----------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(500, 0.2):
+                if msg.error() or msg.value() is None:
+                    continue
+                if msg.topic() == topics.RESULTS:
+                    _, r = self.codec.decode(msg.value(), expect="ActionResult")
+                    if Status(r["status"]).final:
+                        self._seen_result(r)
+                else:
+                    _, d = self.codec.decode(msg.value(), expect="ActionDecision")
+                    action_id = d["request"]["action_id"]
+                    if action_id in self._watched:
+                        with self._cond:
+                            self._decisions.setdefault(action_id, d)
+                            self._cond.notify_all()
+
+    def _seen_result(self, r: dict[str, Any]) -> None:
+        action_id = r["action_id"]
+        with self._cond:
+            self.recent.put(action_id, r)
+            if action_id in self._watched:
+                self._results[action_id] = r
+            self._cond.notify_all()
+
+    def watch(self, action_id: str) -> None:
+        """Keep what arrives for this action (call before it is produced)."""
+        with self._cond:
+            self._watched[action_id] += 1
+
+    def forget(self, action_id: str) -> None:
+        """One handle no longer waits for this action; the last one lets its entries go."""
+        with self._cond:
+            self._watched[action_id] -= 1
+            if self._watched[action_id] <= 0:
+                del self._watched[action_id]
+                self._decisions.pop(action_id, None)
+                self._results.pop(action_id, None)
+
+    @property
+    def watched(self) -> int:
+        """Actions some handle waits for: what this client's memory grows with."""
+        return len(self._watched)
+
+    def decision(self, action_id: str, deadline: float) -> dict[str, Any]:
+        return self._wait(lambda: self._decisions.get(action_id), deadline,
+                          f"action {action_id} not decided yet (is a stream worker running?)")
+
+    def result(self, action_id: str, deadline: float) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            return self._results.get(action_id) or self.recent.get(action_id)
+
+        return self._wait(ready, deadline, f"no result for action {action_id} yet (is its executor running?)")
+
+    def next_of(self, action_id: str, deadline: float) -> Looked:
+        """Wait for a watched action's decision or result, whichever the tail sees first."""
+        def ready() -> Looked | None:
+            result = self._results.get(action_id) or self.recent.get(action_id)
+            decision = self._decisions.get(action_id)
+            return Looked(decision, result) if result is not None or decision is not None else None
+
+        with self._cond:
+            while True:
+                found = ready()
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ResultTimeout(f"no outcome for action {action_id} yet")
+                self._cond.wait(min(left, 0.5))
+
+    def _wait(self, ready: Callable[[], dict[str, Any] | None], deadline: float, what: str) -> dict[str, Any]:
+        with self._cond:
+            while True:
+                found = ready()
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ResultTimeout(what)
+                self._cond.wait(min(left, 0.5))
+
+    # -- looking back --------------------------------------------------------------------
+    def look_back(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Looked:
+        """The decision and final result of an earlier action (a repeat's original), read from
+        the one partition that holds them, from the time it was requested."""
+        with self._cond:
+            known = self.recent.get(action_id)
+        if known is not None:
+            return Looked(None, known)
+        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}")
+        try:
+            request, requested_ms = _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)
+            partition = self._output_partition(request)
+            since_ms = requested_ms - LOOKBACK_MARGIN_MS
+            starts = [tp for tp in _positions_at(reader, (topics.APPROVED, topics.DROPPED, topics.RESULTS), since_ms)
+                      if tp.partition == partition]
+            decision, result = None, None
+            for msg in _read_to_end(reader, starts, deadline):
+                if msg.topic() == topics.RESULTS:
+                    _, r = self.codec.decode(msg.value(), expect="ActionResult")
+                    if r["action_id"] == action_id and Status(r["status"]).final:
+                        result = r
+                else:
+                    _, d = self.codec.decode(msg.value(), expect="ActionDecision")
+                    if d["request"]["action_id"] == action_id and decision is None:
+                        decision = d
+            if result is not None:
+                self._seen_result(result)
+            return Looked(decision, result)
+        finally:
+            reader.close()
+
+    def _output_partition(self, request: dict[str, Any]) -> int:
+        """Where the stream job wrote the decision (and the executor the result): the partition
+        of its output key, the dedup key else the action id."""
+        try:
+            action = Action.from_record(request)
+            key = dedup_key(action, self.policies.for_tool(action.tool)) or action.action_id
+        except InvalidInput:
+            key = request["action_id"]
+        return partition_for(key, self._partitions)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+
+def _positions_at(consumer: Any, names: tuple[str, ...], at_ms: int) -> list[TopicPartition]:
+    wanted = []
+    for name in names:
+        meta = consumer.list_topics(name, timeout=10).topics[name]
+        if meta.error is not None:
+            raise clients.translate(meta.error, f"reading {name}")
+        wanted += [TopicPartition(name, p, at_ms) for p in meta.partitions]
+    found = consumer.offsets_for_times(wanted, timeout=10)
+    # No record at or after the time: start at the end (what comes next is all there is).
+    return [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+
+
+def _read_one(reader: Any, codec: Codec, topic: str, partition: int, offset: int,
+              deadline: float) -> tuple[dict[str, Any], int]:
+    reader.assign([TopicPartition(topic, partition, offset)])
+    while time.monotonic() < deadline:
+        for msg in reader.consume(1, 0.2):
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise clients.translate(msg.error(), f"reading {topic}[{partition}]@{offset}")
+            _, request = codec.decode(msg.value(), expect="ActionRequested")
+            return request, int(msg.timestamp()[1])
+    raise ResultTimeout(f"{topic}[{partition}]@{offset} not read in time")
+
+
+def _read_to_end(reader: Any, starts: list[TopicPartition], deadline: float) -> Any:
+    ends = {}
+    for tp in starts:
+        ends[(tp.topic, tp.partition)] = reader.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+    reader.assign(starts)
+    pending = {k for k, end in ends.items() if end > 0}
+    while pending:
+        if time.monotonic() > deadline:
+            raise ResultTimeout(f"looking back through {sorted(pending)} took too long")
+        for msg in reader.consume(1000, 0.2):
+            key = (msg.topic(), msg.partition())
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(key)
+                    continue
+                raise clients.translate(err, f"reading {key}")
+            if msg.offset() + 1 >= ends[key]:
+                pending.discard(key)
+            if msg.value() is not None:
+                yield msg
