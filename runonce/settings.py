@@ -65,6 +65,10 @@ class Settings:
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     sasl_mechanism: str = "PLAIN"
+    #: the principal that reads outcomes for agents (the SDK's awaits, ``runonce mcp``), when it
+    #: is not this component's own: ``agent-reader`` beside ``agent`` on a secured broker
+    reader_sasl_username: str | None = None
+    reader_sasl_password: str | None = field(default=None, repr=False)
     #: local broker only: a users file (``name=password`` lines) turns on SASL on every
     #: listener, StandardAuthorizer and deny-by-default; ``admin`` is its super user
     broker_users_file: Path | None = None
@@ -96,6 +100,13 @@ class Settings:
     def kafka_access(self) -> KafkaAccess:
         """Address and principal every Kafka client of this component connects with."""
         return KafkaAccess(self.bootstrap_servers(), self.sasl_username, self.sasl_password, self.sasl_mechanism)
+
+    def outcomes_access(self) -> KafkaAccess:
+        """Address and principal an agent reads outcomes with: the reader principal if set."""
+        if self.reader_sasl_username is None:
+            return self.kafka_access()
+        return KafkaAccess(self.bootstrap_servers(), self.reader_sasl_username, self.reader_sasl_password,
+                           self.sasl_mechanism)
 
     @property
     def smtp_endpoint(self) -> tuple[str, int]:
@@ -149,7 +160,10 @@ class Settings:
             kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
         if env.get("RUNONCE_SASL_USERNAME"):
             kwargs["sasl_username"] = env["RUNONCE_SASL_USERNAME"]
-            kwargs["sasl_password"] = _password(env)
+            kwargs["sasl_password"] = _password(env, "RUNONCE_SASL")
+        if env.get("RUNONCE_READER_SASL_USERNAME"):
+            kwargs["reader_sasl_username"] = env["RUNONCE_READER_SASL_USERNAME"]
+            kwargs["reader_sasl_password"] = _password(env, "RUNONCE_READER_SASL")
         if env.get("RUNONCE_SASL_MECHANISM"):
             kwargs["sasl_mechanism"] = env["RUNONCE_SASL_MECHANISM"]
         if env.get("RUNONCE_BROKER_USERS"):
@@ -197,21 +211,22 @@ class Settings:
 
 
 #: the variables that name a principal: never handed down to a child process
-_PRINCIPAL_VARS = frozenset({"RUNONCE_SASL_USERNAME", "RUNONCE_SASL_PASSWORD", "RUNONCE_SASL_PASSWORD_FILE"})
+_PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER_")
+                             for what in ("USERNAME", "PASSWORD", "PASSWORD_FILE")})
 
 #: the stream job's runtimes; the first is the default
 RUNTIMES = ("transactional", "faust")
 
 
-def _password(env: Mapping[str, str]) -> str:
-    """RUNONCE_SASL_PASSWORD, or the first line of RUNONCE_SASL_PASSWORD_FILE (keeps it out of `ps`)."""
-    if env.get("RUNONCE_SASL_PASSWORD"):
-        return env["RUNONCE_SASL_PASSWORD"]
-    path = env.get("RUNONCE_SASL_PASSWORD_FILE")
+def _password(env: Mapping[str, str], prefix: str) -> str:
+    """<prefix>_PASSWORD, or the first line of <prefix>_PASSWORD_FILE (keeps it out of `ps`)."""
+    if env.get(f"{prefix}_PASSWORD"):
+        return env[f"{prefix}_PASSWORD"]
+    path = env.get(f"{prefix}_PASSWORD_FILE")
     if not path:
-        raise ConfigError("RUNONCE_SASL_USERNAME is set but neither RUNONCE_SASL_PASSWORD "
-                          "nor RUNONCE_SASL_PASSWORD_FILE is")
+        raise ConfigError(f"{prefix}_USERNAME is set but neither {prefix}_PASSWORD "
+                          f"nor {prefix}_PASSWORD_FILE is")
     try:
         return Path(path).read_text(encoding="utf-8").splitlines()[0].strip()
     except (OSError, IndexError) as exc:
-        raise ConfigError(f"RUNONCE_SASL_PASSWORD_FILE {path!r} cannot be read: {exc}") from exc
+        raise ConfigError(f"{prefix}_PASSWORD_FILE {path!r} cannot be read: {exc}") from exc

@@ -170,7 +170,8 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.sdk.client import ActionClient
 
     policies = PolicyBook.load(settings.policy_file)
-    with ActionClient(settings.kafka_access(), agent_id="mcp", policies=policies) as client:
+    with ActionClient(settings.kafka_access(), agent_id="mcp", policies=policies,
+                      outcomes=settings.outcomes_access()) as client:
         gateway = create_gateway(client, policies, timeout_s=args.timeout_s)
         if args.http is not None:
             _say(f"MCP gateway on http://{args.host}:{args.http}/mcp (Kafka at {settings.kafka_access()})")

@@ -71,11 +71,15 @@ class Handle:
 
 
 class ActionClient:
-    def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", policies: PolicyBook | None = None) -> None:
+    def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", policies: PolicyBook | None = None,
+                 outcomes: KafkaTarget | None = None) -> None:
+        """``bootstrap``: where (and as whom) to publish actions. ``outcomes``: where and as whom
+        to read their outcomes, when that is another principal (``agent-reader`` on a secured
+        broker: the ``agent`` principal may write requests and read nothing)."""
         self.policies = policies or PolicyBook.load()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
-            self._outcomes = Outcomes(bootstrap, self.policies)
+            self._outcomes = Outcomes(outcomes if outcomes is not None else bootstrap, self.policies)
         except RunonceError:
             raise
         except KafkaException as exc:

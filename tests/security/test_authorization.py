@@ -125,3 +125,14 @@ def test_apply_prune_removes_a_grant_that_is_not_in_the_file(cluster: SecuredClu
     while (err := _produce(cluster.access("agent"), scratch)) is None and time.monotonic() < deadline:
         time.sleep(0.5)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # ... and is gone again
+
+
+def test_an_agent_awaiting_as_itself_is_refused_and_as_agent_reader_may_read(cluster: SecuredCluster) -> None:
+    from runonce.sdk.client import ActionClient
+
+    with pytest.raises(AccessDenied, match="(GROUP|TOPIC)_AUTHORIZATION_FAILED"):
+        ActionClient(cluster.access("agent"), agent_id="sec-agent")
+    with ActionClient(cluster.access("agent"), agent_id="sec-agent", outcomes=cluster.access("agent-reader")):
+        pass
+    grants = [g for g in acls.load() if g.principal == "agent-reader"]
+    assert grants and not any("WRITE" in g.operations for g in grants)  # it writes nowhere

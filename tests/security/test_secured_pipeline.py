@@ -13,7 +13,7 @@ import pytest
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
-from runonce.sdk.submit import Submitter
+from runonce.sdk.client import ActionClient
 from runonce.testkit.oracle import verify
 from runonce.wire.codec import Codec
 
@@ -40,19 +40,20 @@ def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, ve
     executor.start()
     key = f"charge-{uuid.uuid4().hex[:8]}"
     try:
-        with Submitter(cluster.access("agent"), agent_id="sec-billing") as sub:
-            for _ in range(4):  # the seed's card charged four times: a framework retrying
-                sub.submit("charge_payment", {"card": "tok_visa", "amount_cents": 12900}, idempotency_key=key)
-        deadline = time.monotonic() + 120
-        while vendors.ledger.count("payments", key) == 0 and time.monotonic() < deadline:
-            assert worker.alive(), worker.log_tail()
-            assert executor.alive(), executor.log_tail()
-            time.sleep(0.5)
+        # The agent writes with `agent` and awaits with `agent-reader` (it may read nothing as `agent`).
+        with ActionClient(cluster.access("agent"), agent_id="sec-billing",
+                          outcomes=cluster.access("agent-reader")) as client:
+            handles = [client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 12900},
+                                     idempotency_key=key)
+                       for _ in range(4)]  # the seed's card charged four times: a framework retrying
+            outcomes = [h.result(120) for h in handles]
         time.sleep(2)  # room for a wrong second charge to show up
     finally:
         executor.stop()
         worker.stop()
     assert vendors.ledger.count("payments", key) == 1, (worker.log_tail(), executor.log_tail())
+    assert {(o.status, o.vendor_ref, o.result_of) for o in outcomes} == {
+        ("succeeded", outcomes[0].vendor_ref, handles[0].action_id)}
 
     codec = Codec()
     drops = [codec.decode(r.value)[1] for r in read_all(cluster.access("analyst"), topics.DROPPED)]
