@@ -71,17 +71,26 @@ def flood(bootstrap: str, start: int, stop: int) -> None:
 
 def probe(bootstrap: str, old_key: str) -> None:
     """In a fresh process (its RSS is the client's): the two handles, timed."""
+    def rss_mb() -> int:
+        # VmHWM, not getrusage's ru_maxrss: after fork + exec, ru_maxrss still counts the
+        # parent's size at the fork (here, a bench process that just produced the history).
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024)
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
     started = time.monotonic()
     with ActionClient(bootstrap, agent_id="bench") as client:
-        ready = time.monotonic()
+        ready, ready_rss = time.monotonic(), rss_mb()
         first = client.submit("charge_payment", CHARGE, idempotency_key=f"new-{uuid.uuid4().hex}").result(900)
-        first_at = time.monotonic()
+        first_at, first_rss = time.monotonic(), rss_mb()
         retry = client.submit("charge_payment", CHARGE, idempotency_key=old_key).result(900)
         retry_at = time.monotonic()
+        waiting = getattr(client, "waiting", None)
     assert first.status == "succeeded" and retry.repeated and retry.status == "succeeded", (first, retry)
     print(json.dumps({"client_ready_s": round(ready - started, 2), "first_handle_s": round(first_at - started, 2),
-                      "old_retry_s": round(retry_at - first_at, 2),
-                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+                      "old_retry_s": round(retry_at - first_at, 2), "rss_ready_mb": ready_rss,
+                      "rss_first_mb": first_rss, "peak_rss_mb": rss_mb(), "entries_kept": waiting}))
 
 
 def main() -> int:

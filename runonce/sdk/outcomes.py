@@ -2,19 +2,22 @@
 client waits for, never by the size of the topics.
 
 - **One tail per client**: one consumer on ``actions.approved``, ``actions.dropped`` and
-  ``actions.results``, positioned at the client's start minus a margin (the broker's time
-  index: ``offsets_for_times``), not at the beginning. It keeps the decisions and results of
-  the actions this client submitted (``watch`` before producing, so none can be missed) and,
-  in a small cache bounded by count and age, the latest results of everyone else's actions.
+  ``actions.results``, positioned at their ends when the client starts (explicit offsets, read
+  before the first submit: no clock is involved, and no decision of this client's actions can
+  come before them). It keeps the decisions and results of the actions this client submitted
+  (``watch`` before producing) and, in a small cache bounded by count and age, the latest
+  results of everyone else's actions.
 - **Looking back for an original**: a repeat names its original (``first_action_id`` and its
   place in ``actions.requested``). The original's decision and result are on the partition of
   its output key, written after it was requested: one read of the original request gives
-  both, and a scan of that one partition of each topic from that time finds them. Nothing is
-  read from the beginning of a topic.
+  both, and a scan of that one partition of each topic from that time (``offsets_for_times``)
+  finds them; it stops as soon as it has them, so it reads about as far as the original took
+  to be performed. Nothing is read from the beginning of a topic.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -22,7 +25,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from runonce.core.action import Action
 from runonce.core.decide import dedup_key
@@ -34,9 +37,8 @@ from runonce.kafka.partitioner import partition_for
 from runonce.wire.codec import Codec
 from runonce.wire.results import Status
 
-#: the tail starts this long before the client: clocks of producer and broker may differ
-START_MARGIN_MS = 60_000
 #: an original's decision and result are searched from this long before its request
+#: (producer and broker clocks may differ)
 LOOKBACK_MARGIN_MS = 60_000
 
 
@@ -77,7 +79,7 @@ class Looked:
 
 class Outcomes:
     def __init__(self, target: KafkaTarget, policies: PolicyBook, *, codec: Codec | None = None,
-                 recent: RecentResults | None = None, start_margin_ms: int = START_MARGIN_MS) -> None:
+                 recent: RecentResults | None = None) -> None:
         self.target, self.policies = target, policies
         self.codec = codec or Codec()
         self.recent = recent or RecentResults()
@@ -89,8 +91,7 @@ class Outcomes:
         self._stop = threading.Event()
         self._consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
                                         **{"enable.partition.eof": False})
-        start_ms = int(time.time() * 1000) - start_margin_ms
-        starts = _positions_at(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS), start_ms)
+        starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS))
         #: decisions and results share partition numbers (the executor writes a result to its
         #: approved record's partition number)
         self._partitions = sum(1 for tp in starts if tp.topic == topics.APPROVED)
@@ -183,49 +184,95 @@ class Outcomes:
 
     # -- looking back --------------------------------------------------------------------
     def look_back(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Looked:
-        """The decision and final result of an earlier action (a repeat's original), read from
-        the one partition that holds them, from the time it was requested."""
+        """The final result (else the decision) of an earlier action, a repeat's original: read
+        from the one partition that holds them, from the time it was requested, comparing
+        Kafka keys before decoding anything (results are keyed by action id, decisions by the
+        output key), and stopping at the first match."""
         with self._cond:
             known = self.recent.get(action_id)
         if known is not None:
             return Looked(None, known)
-        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}")
+        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
+                                **{"fetch.max.bytes": 4 * 1024 * 1024, "queued.max.messages.kbytes": 8192})
         try:
             request, requested_ms = _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)
-            partition = self._output_partition(request)
+            output_key = self._output_key(request)
+            partition = partition_for(output_key, self._partitions)
             since_ms = requested_ms - LOOKBACK_MARGIN_MS
-            starts = [tp for tp in _positions_at(reader, (topics.APPROVED, topics.DROPPED, topics.RESULTS), since_ms)
-                      if tp.partition == partition]
-            decision, result = None, None
-            for msg in _read_to_end(reader, starts, deadline):
-                if msg.topic() == topics.RESULTS:
+
+            def starts(*names: str) -> list[TopicPartition]:
+                return [tp for tp in _positions_at(reader, names, since_ms) if tp.partition == partition]
+
+            wanted = action_id.encode()
+            for msg in _read_to_end(reader, starts(topics.RESULTS), deadline):
+                if msg.key() == wanted:
                     _, r = self.codec.decode(msg.value(), expect="ActionResult")
-                    if r["action_id"] == action_id and Status(r["status"]).final:
-                        result = r
-                else:
+                    if Status(r["status"]).final:
+                        self._seen_result(r)
+                        return Looked(None, r)  # the original's result: all a repeat needs
+            key = output_key.encode()
+            for msg in _read_to_end(reader, starts(topics.APPROVED, topics.DROPPED), deadline):
+                if msg.key() == key:
                     _, d = self.codec.decode(msg.value(), expect="ActionDecision")
-                    if d["request"]["action_id"] == action_id and decision is None:
-                        decision = d
-            if result is not None:
-                self._seen_result(result)
-            return Looked(decision, result)
+                    if d["request"]["action_id"] == action_id:
+                        return Looked(d, None)  # decided, not (yet) performed
+            return Looked(None, None)  # still in flight: the tail will see what comes
         finally:
             reader.close()
 
-    def _output_partition(self, request: dict[str, Any]) -> int:
-        """Where the stream job wrote the decision (and the executor the result): the partition
-        of its output key, the dedup key else the action id."""
+    def _output_key(self, request: dict[str, Any]) -> str:
+        """The key the stream job wrote its decision with: the dedup key, else the action id
+        (the executor writes the result to the same partition number)."""
         try:
             action = Action.from_record(request)
-            key = dedup_key(action, self.policies.for_tool(action.tool)) or action.action_id
+            return dedup_key(action, self.policies.for_tool(action.tool)) or action.action_id
         except InvalidInput:
-            key = request["action_id"]
-        return partition_for(key, self._partitions)
+            return str(request["action_id"])
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5)
         self._consumer.close()
+
+
+#: answers of a cluster whose leaders are still settling (new topics, a broker restarting)
+_SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT})
+
+
+def _ends(consumer: Any, names: tuple[str, ...]) -> list[TopicPartition]:
+    """Each partition's current end, as explicit offsets (an OFFSET_END assignment would be
+    resolved later, when fetching starts: after a first submit, maybe)."""
+    ends = []
+    for name in names:
+        meta = consumer.list_topics(name, timeout=10).topics[name]
+        if meta.error is not None:
+            raise clients.translate(meta.error, f"reading {name}")
+        for p in meta.partitions:
+            tp = TopicPartition(name, p)
+            try:
+                high = _settled(functools.partial(_high_watermark, consumer, tp))
+            except KafkaException as exc:
+                raise clients.translate(exc, f"reading the end of {name}[{p}]") from exc
+            ends.append(TopicPartition(name, p, high))
+    return ends
+
+
+def _high_watermark(consumer: Any, tp: TopicPartition) -> int:
+    return int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+
+
+def _settled(ask: Callable[[], Any], patience_s: float = 30.0) -> Any:
+    """``ask()``, asked again while the cluster's leaders are still settling."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return ask()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in _SETTLING) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _positions_at(consumer: Any, names: tuple[str, ...], at_ms: int) -> list[TopicPartition]:
@@ -235,7 +282,7 @@ def _positions_at(consumer: Any, names: tuple[str, ...], at_ms: int) -> list[Top
         if meta.error is not None:
             raise clients.translate(meta.error, f"reading {name}")
         wanted += [TopicPartition(name, p, at_ms) for p in meta.partitions]
-    found = consumer.offsets_for_times(wanted, timeout=10)
+    found = _settled(lambda: consumer.offsets_for_times(wanted, timeout=10))
     # No record at or after the time: start at the end (what comes next is all there is).
     return [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
 

@@ -55,7 +55,7 @@ def stack(broker: Settings, stream_worker: WorkerProcess,
     logs = tmp_path_factory.mktemp("executor-logs")
     run = uuid.uuid4().hex[:6]
     executors = []
-    for vendor in ("smtp", "payments"):
+    for vendor in ("smtp", "payments", "slack"):
         group = f"runonce-exec-{vendor}-{run}"
         start_group_at_end(broker.bootstrap_servers(), group)
         p = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor, "--group", group,
@@ -142,6 +142,26 @@ def test_a_denied_tool_is_not_offered_and_a_call_to_it_is_refused(
     text, facts, is_error = asyncio.run(agent())
     assert is_error and text.startswith("Denied")
     assert facts["drop_reason"] == "tool_denied"
+
+
+def test_a_vendor_that_never_answers_is_in_doubt_not_a_hang(
+        stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    from runonce.connectors.sandbox.faults import Fault
+
+    vendors, _, env = stack
+    channel = f"ops-{uuid.uuid4().hex[:6]}"
+    vendors.state.faults.add(Fault(prefix=f"/slack/{channel}", drop_response=1))  # posts, then hangs up
+
+    async def agent() -> tuple[str, dict[str, Any], bool]:
+        async with stdio_session(env, "--timeout-s", "60") as session:
+            return await call(session, "post_slack_message", {"channel": f"#{channel}", "text": "db latency high"})
+
+    started = time.monotonic()
+    text, facts, is_error = asyncio.run(agent())
+    assert time.monotonic() - started < 60  # an answer, not the gateway's timeout
+    assert is_error and facts["status"] == "in_doubt"
+    assert text.startswith("Outcome unknown (in_doubt)") and "Calling again will not perform it twice" in text
+    assert len(vendors.ledger.effects("slack")) == 1  # it happened, once: only the answer was lost
 
 
 def _free_port() -> int:
