@@ -162,3 +162,24 @@ def test_a_denied_tool_resolves_to_its_drop_and_unknown_tools_warn(broker: Setti
         with pytest.warns(UserWarning, match="no runonce policy names tool 'book_flight'"):
             client.submit("book_flight", {"from": "SFO", "to": "JFK"}, idempotency_key=uuid.uuid4().hex)
     assert (denied.status, denied.drop_reason) == ("dropped", "tool_denied")
+
+
+def test_a_retry_from_a_fresh_client_resolves_to_an_original_it_never_saw(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer]) -> None:
+    """The agent restarted between the call and its retry: the new client's tail starts after
+    the original's result, so it must look the original up where it was written."""
+    vendors, _ = stack
+    key = f"restart-{uuid.uuid4().hex[:8]}"
+    charge = {"card": "tok_visa", "amount_cents": 7700}
+    with ActionClient(broker.bootstrap_servers(), agent_id="booking-agent") as first_life:
+        original = first_life.submit("charge_payment", charge, idempotency_key=key).result(60)
+    time.sleep(1)
+    with ActionClient(broker.bootstrap_servers(), agent_id="booking-agent") as second_life:
+        assert second_life._outcomes.recent.get(original.action_id) is None  # older than any cache
+        retried = second_life.submit("charge_payment", charge, idempotency_key=key).result(60)
+        assert second_life.waiting == 0  # nothing kept once resolved
+    assert original.status == "succeeded" and retried.repeated
+    assert (retried.status, retried.vendor_ref, retried.result_of) == ("succeeded", original.vendor_ref,
+                                                                       original.action_id)
+    assert retried.repeat_reason == "duplicate_key"
+    assert vendors.ledger.count("payments", key) == 1
