@@ -271,6 +271,20 @@ def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from runonce.ops.export import export
+    from runonce.ops.tail import Filter
+
+    now_ms = int(time.time() * 1000)
+    export(settings.kafka_access(), args.topic, Path(args.out), fmt=args.format,
+           keep=Filter(tool=args.tool, reason=args.reason, agent=args.agent),
+           since_ms=broker_time_ms(args.since, now_ms) if args.since else None,
+           until_ms=broker_time_ms(args.until, now_ms) if args.until else None, progress=_say)
+    return 0
+
+
 def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.testkit.oracle import verify
 
@@ -380,6 +394,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="from this broker time: ISO 8601 (2026-11-30T14:00:00Z) or a duration ago "
                                    "(15m, 2h, 7d); looked up in the broker's time index, not scanned")
     p.add_argument("--until", help="up to this broker time (same forms as --since)")
+    p = add("export", cmd_export, "Write a topic's records for a time range to Parquet or JSON lines, one flat "
+                                  "row each (for DuckDB, pandas), with tail's filters; progress on stderr. "
+                                  "Example: runonce export dropped --since 24h --out drops.parquet")
+    p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested"])
+    p.add_argument("--out", required=True, help="file to write (.parquet: Parquet; anything else: JSON lines)")
+    p.add_argument("--format", choices=["parquet", "jsonl"], help="override the format the suffix implies")
+    p.add_argument("--tool", help="only this tool's records")
+    p.add_argument("--reason", help="only decisions with this reason")
+    p.add_argument("--agent", help="only this agent's records")
+    p.add_argument("--since", help="from this broker time: ISO 8601 or a duration ago (24h); via the time index")
+    p.add_argument("--until", help="up to this broker time (same forms)")
     p = add("mcp", cmd_mcp, "Serve runonce's tools to agents over the Model Context Protocol (stdio by default): "
                             "each tool call becomes an action, performed at most once; the answer is its "
                             "outcome (a repeat gets the original call's result).")
