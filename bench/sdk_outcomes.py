@@ -22,20 +22,21 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Producer  # noqa: E402
 
-from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.results import Result, Status, result_record  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
 
 CHARGE = {"card": "tok_bench", "amount_cents": 4200}
 
@@ -103,44 +104,42 @@ def main() -> int:
         return 0
     from runonce.connectors.sandbox.http_vendors import VendorServer
 
-    out_dir = ROOT / "bench" / "out"
-    home = out_dir / f"sdk-{uuid.uuid4().hex[:6]}"
-    settings = Settings.from_env({"RUNONCE_HOME": str(home)})
-    broker = Broker(settings, progress=say)
-    settings = settings.with_(bootstrap=broker.start().bootstrap)
-    vendors = VendorServer().start()
-    env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
-    procs = []
-    try:
-        create_topics(settings.bootstrap_servers(), settings.partitions)
-        for name, argv in (("worker", ["worker", "--name", "sdk-bench"]),
-                           ("executor", ["executor", "--vendor", "payments"])):
-            procs.append(subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env,
-                                          stdout=subprocess.DEVNULL, stderr=open(out_dir / f"sdk-{name}.log", "wb")))
-        old_key = f"old-{uuid.uuid4().hex}"
-        with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
-            original = client.submit("charge_payment", CHARGE, idempotency_key=old_key).result(300)
-        say(f"original charge {original.status} ({original.vendor_ref})")
-        rows, done = [], 0
-        for size in sorted(args.sizes):
-            say(f"history: {size} decisions and {size} results")
-            flood(settings.bootstrap_servers(), done, size)
-            done = size
-            out = subprocess.run([sys.executable, __file__, "--probe", settings.bootstrap_servers(), old_key],
-                                 capture_output=True, text=True, timeout=1800)
-            if out.returncode:
-                raise SystemExit(out.stderr[-3000:])
-            rows.append({"history": size, **json.loads(out.stdout.strip().splitlines()[-1])})
-            say(json.dumps(rows[-1]))
-        print(json.dumps(rows, indent=2))
-        assert vendors.ledger.count("payments", old_key) == 1
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait(30)
-        vendors.stop()
-        broker.stop()
+    with local_broker("sdk", say) as settings:
+        vendors = VendorServer().start()
+        env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+        procs = [subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=open(OUT / f"sdk-{name}.log", "wb"))
+                 for name, argv in (("worker", ["worker", "--name", "sdk-bench"]),
+                                    ("executor", ["executor", "--vendor", "payments"]))]
+        try:
+            print(json.dumps(measure(settings, vendors, sorted(args.sizes)), indent=2))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(30)
+            vendors.stop()
     return 0
+
+
+def measure(settings: Settings, vendors: Any, sizes: list[int]) -> list[dict[str, Any]]:
+    old_key = f"old-{uuid.uuid4().hex}"
+    with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
+        original = client.submit("charge_payment", CHARGE, idempotency_key=old_key).result(300)
+    say(f"original charge {original.status} ({original.vendor_ref})")
+    rows: list[dict[str, Any]] = []
+    done = 0
+    for size in sizes:
+        say(f"history: {size} decisions and {size} results")
+        flood(settings.bootstrap_servers(), done, size)
+        done = size
+        out = subprocess.run([sys.executable, __file__, "--probe", settings.bootstrap_servers(), old_key],
+                             capture_output=True, text=True, timeout=1800)
+        if out.returncode:
+            raise SystemExit(out.stderr[-3000:])
+        rows.append({"history": size, **json.loads(out.stdout.strip().splitlines()[-1])})
+        say(json.dumps(rows[-1]))
+    assert vendors.ledger.count("payments", old_key) == 1
+    return rows
 
 
 if __name__ == "__main__":

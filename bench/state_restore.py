@@ -27,13 +27,13 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Producer  # noqa: E402
 
 from runonce.core.decision import Claim, KeyState  # noqa: E402
-from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
-from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
-from runonce.testkit.watch import DecisionWatcher  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
+from runonce.testkit.watch import DecisionWatcher  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
 
 
 def say(msg: str) -> None:
@@ -94,19 +94,14 @@ def main() -> int:
     ap.add_argument("--keys", type=int, default=10_000_000)
     ap.add_argument("--runtime", default="transactional", choices=["transactional", "faust"])
     args = ap.parse_args()
-    out_dir = ROOT / "bench" / "out"
-    home = out_dir / f"state-{uuid.uuid4().hex[:6]}"
-    settings = Settings.from_env({"RUNONCE_HOME": str(home)})
-    broker = Broker(settings, progress=say)
-    settings = settings.with_(bootstrap=broker.start().bootstrap)
-    try:
-        create_topics(settings.bootstrap_servers(), settings.partitions)
+    out_dir = OUT
+    with local_broker("state", say) as settings:
         baseline, _ = restore_seconds(settings, "empty", out_dir, args.runtime)
         say(f"worker ready with an empty changelog in {baseline:.1f} s; writing {args.keys} keys")
         fill(settings.bootstrap_servers(), args.keys, settings.partitions)
         say("restoring into an empty folder")
         total, peak_kb = restore_seconds(settings, "restore", out_dir, args.runtime)
-        state = home / "state" / "restore"
+        state = settings.home / "state" / "restore"
         disk_mb = sum(p.stat().st_size for p in state.rglob("*") if p.is_file()) / 1e6
         say("restarting with the folder intact")
         intact, intact_kb = restore_seconds(settings, "restore", out_dir, args.runtime)
@@ -114,8 +109,6 @@ def main() -> int:
                   "worker_ready_s": round(total, 1), "worker_peak_rss_mb": round(max(peak_kb, intact_kb) / 1024),
                   "restart_intact_first_decision_s": round(intact, 1), "rocksdb_mb": round(disk_mb)}
         print(json.dumps(result, indent=2))
-    finally:
-        broker.stop()
     return 0
 
 
