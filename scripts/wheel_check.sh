@@ -34,4 +34,22 @@ for name in names:
 assert "site-packages" in runonce.__file__, runonce.__file__
 print(f"wheel: {len(names)} modules import from {runonce.__file__}")
 PY
+# `runonce sandbox` (what docker-compose's sandbox service runs) answers on its HTTP port.
+ports=$("$work/venv/bin/python" -c 'import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')
+read -r http_port smtp_port <<<"$ports"
+RUNONCE_VENDOR_URL="http://127.0.0.1:$http_port" RUNONCE_SMTP="127.0.0.1:$smtp_port" \
+  "$work/venv/bin/runonce" sandbox 2>"$work/sandbox.log" &
+sandbox=$!
+for _ in $(seq 1 100); do
+  "$work/venv/bin/python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$http_port/_ledger', timeout=1)" \
+    2>/dev/null && break
+  sleep 0.2
+done
+"$work/venv/bin/python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$http_port/_ledger', timeout=1)" \
+  || { cat "$work/sandbox.log"; kill "$sandbox"; echo "wheel: runonce sandbox did not answer" >&2; exit 1; }
+kill "$sandbox"; wait "$sandbox" 2>/dev/null || true
+echo "wheel: runonce sandbox answered on 127.0.0.1:$http_port"
 RUNONCE_HOME="$work/home" "$work/venv/bin/runonce" demo
