@@ -51,19 +51,19 @@ def row(v: dict[str, Any], timestamp_ms: int) -> dict[str, Any]:
 
 
 def rows(target: KafkaTarget, which: str, *, keep: Filter = Filter(), since_ms: int | None = None,
-         until_ms: int | None = None) -> Iterator[dict[str, Any]]:
+         until_ms: int | None = None, topic: str | None = None) -> Iterator[dict[str, Any]]:
     codec = Codec()
-    for record in read_all(target, TOPIC_BY_NAME[which], since_ms=since_ms, until_ms=until_ms):
-        v = view(codec, record)
+    for record in read_all(target, topic or TOPIC_BY_NAME[which], since_ms=since_ms, until_ms=until_ms):
+        v = view(codec, record, dead_letters=which == "dlq")
         if keep.keeps(v):
             yield row(v, record.timestamp_ms)
 
 
 def export(target: KafkaTarget, which: str, path: Path, *, fmt: str | None = None, keep: Filter = Filter(),
-           since_ms: int | None = None, until_ms: int | None = None,
+           since_ms: int | None = None, until_ms: int | None = None, topic: str | None = None,
            progress: Callable[[str], None] = lambda _msg: None, every_s: float = 2.0) -> int:
     """Write the records to ``path`` (Parquet or JSON lines, by ``fmt`` or the file's suffix);
-    returns how many."""
+    returns how many. ``topic`` reads another topic holding records of that kind (a mirror)."""
     fmt = fmt or ("parquet" if path.suffix == ".parquet" else "jsonl")
     if fmt not in ("parquet", "jsonl"):
         raise ConfigError(f"export format must be parquet or jsonl, got {fmt!r}")
@@ -79,7 +79,7 @@ def export(target: KafkaTarget, which: str, path: Path, *, fmt: str | None = Non
                 said = time.monotonic()
             yield r
 
-    source = counted(rows(target, which, keep=keep, since_ms=since_ms, until_ms=until_ms))
+    source = counted(rows(target, which, keep=keep, since_ms=since_ms, until_ms=until_ms, topic=topic))
     if fmt == "parquet":
         _write_parquet(source, path, KIND_OF_TOPIC[which])
     else:

@@ -33,14 +33,15 @@ class Filter:
                    for field, want in (("tool", self.tool), ("reason", self.reason), ("agent", self.agent)))
 
 
-def view(codec: Codec, record: Record) -> dict[str, Any]:
-    """One record as a flat JSON-able object: what it is, about which action, and where it sits."""
+def view(codec: Codec, record: Record, *, dead_letters: bool | None = None) -> dict[str, Any]:
+    """One record as a flat JSON-able object: what it is, about which action, and where it sits.
+    ``dead_letters``: read it as a dead letter (default: if it comes from actions.dlq)."""
     base: dict[str, Any] = {
         "topic": record.topic, "partition": record.partition, "offset": record.offset,
         "broker_time": dt.datetime.fromtimestamp(record.timestamp_ms / 1000, dt.timezone.utc).isoformat(
             timespec="milliseconds").replace("+00:00", "Z"),
     }
-    if record.topic == topics.DLQ:
+    if record.topic == topics.DLQ if dead_letters is None else dead_letters:
         h = {k: v.decode("utf-8", "replace") for k, v in record.headers}
         return {**base, "kind": "dead_letter", "error_type": h.get(H_ERROR_TYPE),
                 "error": h.get(H_ERROR_MESSAGE),

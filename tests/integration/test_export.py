@@ -12,8 +12,8 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from runonce.kafka import topics
 from runonce.ops.export import export
 from runonce.ops.tail import Filter
 from runonce.sdk.submit import build_request
@@ -36,6 +36,16 @@ QUERIES = {
 }
 
 
+def _private_topic(broker: Settings) -> str:
+    """A topic of this test's own: records planted in runonce's topics would be accounted by the
+    oracle of every later test in the session (as decisions of requests that never were)."""
+    name = f"test.export.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers()})
+    for future in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        future.result(30)
+    return name
+
+
 def _decision(tool: str, agent: str, reason: str, i: int) -> dict:
     request = build_request(tool, {"service": "api", "i": i}, agent_id=agent, idempotency_key=None)
     return {"request": request, "outcome": "DROPPED", "reason": reason, "dedup_key": "",
@@ -47,24 +57,26 @@ def _decision(tool: str, agent: str, reason: str, i: int) -> dict:
 
 def test_a_time_range_of_drops_to_parquet_and_jsonl_queried_with_duckdb(broker: Settings, tmp_path: Path) -> None:
     tool = f"restart_probe_{uuid.uuid4().hex[:6]}"
+    topic = _private_topic(broker)
     codec = Codec()
     since_ms = int(time.time() * 1000) - 1000
     p = Producer({"bootstrap.servers": broker.bootstrap_servers()})
     planted = [("agent-a", "budget_exhausted")] * 42 + [("agent-b", "content_window")] * 3
     for i, (agent, reason) in enumerate(planted):
-        p.produce(topics.DROPPED, key=tool.encode(), value=codec.encode("ActionDecision", _decision(tool, agent, reason, i)))
+        p.produce(topic, key=tool.encode(), value=codec.encode("ActionDecision", _decision(tool, agent, reason, i)))
     assert p.flush(30) == 0
     keep = Filter(tool=tool)
     parquet = tmp_path / "drops.parquet"
     said: list[str] = []
-    assert export(broker.kafka_access(), "dropped", parquet, keep=keep, since_ms=since_ms, progress=said.append) == 45
+    assert export(broker.kafka_access(), "dropped", parquet, keep=keep, since_ms=since_ms, topic=topic,
+                  progress=said.append) == 45
     assert said and said[-1].startswith("exported 45 records to")
     table = pq.read_table(parquet)
     assert table.num_rows == 45 and table.schema.field("broker_time").type.tz == "UTC"
     assert set(table.column("reason").to_pylist()) == {"budget_exhausted", "content_window"}
 
     lines = tmp_path / "drops.jsonl"
-    assert export(broker.kafka_access(), "dropped", lines, keep=keep, since_ms=since_ms) == 45
+    assert export(broker.kafka_access(), "dropped", lines, keep=keep, since_ms=since_ms, topic=topic) == 45
     first = json.loads(lines.read_text().splitlines()[0])
     assert first["tool"] == tool and first["repeats_action_id"] and first["kind"] == "decision"
 
@@ -77,18 +89,17 @@ def test_a_time_range_of_drops_to_parquet_and_jsonl_queried_with_duckdb(broker: 
 
 
 def test_dead_letters_and_unreadable_records_are_exported_not_skipped(broker: Settings, tmp_path: Path) -> None:
-    since_ms = int(time.time() * 1000) - 1000
+    dlq, dropped = _private_topic(broker), _private_topic(broker)
     p = Producer({"bootstrap.servers": broker.bootstrap_servers()})
-    p.produce(topics.DLQ, key=b"k", value=b"\x00garbage", headers=[("runonce.error.type", b"decode_error"),
-                                                                   ("runonce.error.message", b"not Avro")])
-    marker = f"not avro {uuid.uuid4().hex}".encode()
-    p.produce(topics.DROPPED, key=b"k", value=marker)  # a foreign writer's record among the decisions
+    p.produce(dlq, key=b"k", value=b"\x00garbage", headers=[("runonce.error.type", b"decode_error"),
+                                                           ("runonce.error.message", b"not Avro")])
+    p.produce(dropped, key=b"k", value=b"not avro")  # a foreign writer's record among the decisions
     assert p.flush(30) == 0
-    dlq = tmp_path / "dlq.parquet"
-    assert export(broker.kafka_access(), "dlq", dlq, since_ms=since_ms) >= 1
+    out = tmp_path / "dlq.parquet"
+    assert export(broker.kafka_access(), "dlq", out, topic=dlq) == 1
     assert {"kind": "dead_letter", "error_type": "decode_error", "error": "not Avro"}.items() <= \
-        pq.read_table(dlq).to_pylist()[-1].items()
-    drops = tmp_path / "drops.parquet"
-    export(broker.kafka_access(), "dropped", drops, since_ms=since_ms)
-    unreadable = [r for r in pq.read_table(drops).to_pylist() if r["kind"] == "unreadable"]
-    assert unreadable and all(r["error"] and r["offset"] is not None for r in unreadable)
+        pq.read_table(out).to_pylist()[0].items()
+    out = tmp_path / "drops.parquet"
+    assert export(broker.kafka_access(), "dropped", out, topic=dropped) == 1
+    (unreadable,) = pq.read_table(out).to_pylist()
+    assert unreadable["kind"] == "unreadable" and unreadable["error"] and unreadable["offset"] == 0
