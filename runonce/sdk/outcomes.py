@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 
@@ -36,6 +36,8 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
 from runonce.wire.codec import Codec
 from runonce.wire.results import Status
+
+_T = TypeVar("_T")
 
 #: an original's decision and result are searched from this long before its request
 #: (producer and broker clocks may differ)
@@ -161,17 +163,9 @@ class Outcomes:
             decision = self._decisions.get(action_id)
             return Looked(decision, result) if result is not None or decision is not None else None
 
-        with self._cond:
-            while True:
-                found = ready()
-                if found is not None:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ResultTimeout(f"no outcome for action {action_id} yet")
-                self._cond.wait(min(left, 0.5))
+        return self._wait(ready, deadline, f"no outcome for action {action_id} yet")
 
-    def _wait(self, ready: Callable[[], dict[str, Any] | None], deadline: float, what: str) -> dict[str, Any]:
+    def _wait(self, ready: Callable[[], _T | None], deadline: float, what: str) -> _T:
         with self._cond:
             while True:
                 found = ready()
