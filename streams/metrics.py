@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 @dataclass
@@ -35,5 +35,7 @@ class StreamMetrics:
         self.commit_seconds = Histogram("runonce_commit_seconds", "Time to commit one transaction",
                                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
                                         registry=r)
+        self.batch_cap = Gauge("runonce_batch_cap_records", "Records the next transaction may take (cut after "
+                               "a transaction the broker did not take in time)", registry=r)
         self.restored = Counter("runonce_state_restored", "Changelog records applied to local state on "
                                 "assignment, per table", ["table"], registry=r)

@@ -35,6 +35,7 @@ from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
+from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
 from runonce.wire.codec import Codec
@@ -44,6 +45,8 @@ log = logging.getLogger("runonce.streams")
 GROUP = "runonce"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
 TXN_TIMEOUT_MS = 10_000
+#: a transaction the broker did not take in time: its records, or the transaction itself, timed out
+TIMED_OUT = frozenset({KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT})
 
 
 class TransactionalWorker:
@@ -57,7 +60,7 @@ class TransactionalWorker:
         self.scopes = TableState("scopes", topics.CHANGELOG_SCOPES, root)
         self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys,
                                  scopes=self.scopes, metrics=self.metrics)
-        self.max_records = settings.txn_max_records
+        self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
         self.starts: dict[tuple[str, int], int] = {}
@@ -139,11 +142,12 @@ class TransactionalWorker:
         # What arrived while the last transaction committed, without waiting for more: a batch
         # that waits to fill adds its wait to every record's latency, and under load the
         # batches grow by themselves. Idle, block until a first record comes.
-        msgs = self.consumer.consume(self.max_records, 0)
+        cap = self.cap.records
+        msgs = self.consumer.consume(cap, 0)
         if not msgs:
             msgs = self.consumer.consume(1, self.max_wait_s)
-            if msgs:
-                msgs += self.consumer.consume(self.max_records - 1, 0)
+            if msgs and cap > 1:
+                msgs += self.consumer.consume(cap - 1, 0)
         batch: list[Record] = []
         for msg in msgs:
             err = msg.error()
@@ -162,6 +166,7 @@ class TransactionalWorker:
             self.metrics.transactions.labels("committed").inc()
             self.metrics.batch_records.observe(len(batch))
             self.metrics.commit_seconds.observe(time.perf_counter() - started)
+            self.metrics.batch_cap.set(self.cap.committed(len(batch)))
             return len(batch)
         return 0
 
@@ -230,6 +235,10 @@ class TransactionalWorker:
         if err.code() in FENCED or (err.fatal() and not err.txn_requires_abort()):
             raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
         log.warning("%s: aborting transaction: %s", self.transactional_id, err)
+        if err.code() in TIMED_OUT:
+            log.warning("%s: the broker did not take the transaction in time: transactions of up to %d records "
+                        "until they commit again", self.transactional_id, self.cap.timed_out())
+            self.metrics.batch_cap.set(self.cap.records)
         try:
             with self.watchdog.guard("abort_transaction"):
                 self.producer.abort_transaction(TXN_TIMEOUT_S)
