@@ -1,23 +1,24 @@
 """The stream job's logic, runtime-neutral: decode, validate, load state, call the pure
 core (``runonce.core.decide``), store its new state, and return exactly one record per
 decision. Synchronous and I/O-free: a stage reads and writes a ``StateStore`` and returns
-the records to write; the runtime (streams/eos/ by default, streams/faust_app.py, the
-in-memory harness of the tests) writes them. ``Pipeline`` routes a record to its stage.
+the records to write; the runtime (streams/transactional/ by default, streams/faust_runtime/,
+the in-memory harness of the tests) writes them. ``Pipeline`` routes a record to its stage.
 
 Stage 1 (keys):  actions.requested and the rekey topic -> keys table ->
                  approved | dropped | dlq | scoped (stage 2) | rekey
 Stage 2 (scope): the scoped topic -> scopes table -> approved | dropped | dlq
+                 (or straight from stage 1, when the runtime owns the scope's partition)
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
-from runonce.core.policy import PolicyBook
+from runonce.core.policy import Policy, PolicyBook
 from runonce.errors import DecodeError, InvalidInput, InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.record import Headers, Out
@@ -93,8 +94,11 @@ class KeyStage(_Stage):
 
     name = "keys"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, scope_stage: ScopeStage | None = None,
+                 decides_scope_here: Callable[[int], bool] | None = None, **kwargs: Any) -> None:
         super().__init__(expires_at_ms=KeyState.expires_at_of, **kwargs)
+        self.scope_stage = scope_stage
+        self.decides_scope_here = decides_scope_here or (lambda _partition: False)
 
     def _origin(self, inbound: Inbound) -> Origin:
         if routing.trusts_origin_headers(inbound.topic):  # where and when it first arrived, in headers
@@ -135,9 +139,15 @@ class KeyStage(_Stage):
         if decision.outcome is Outcome.PASS:
             if scope is None:  # the core passes only actions whose policy has scope rules
                 raise InvariantViolation(f"{action.action_id}: passed to stage 2 without a scope")
+            scope_partition = routing.owner_partition(scope, self.partitions)
+            if self.scope_stage is not None and self.decides_scope_here(scope_partition):
+                # This worker owns the scope's partition: stage 2 decides now, in this
+                # transaction, instead of after a hop through the scoped topic.
+                self._latency.observe(time.perf_counter() - started)
+                self.sweep(inbound.partition, origin.event_time_ms)
+                return self.scope_stage.decide(out, action, policy, scope, natural_id, origin, scope_partition)
             result = Out(routing.next_topic(decision.outcome), scope.encode(),
-                         self.codec.encode("ActionDecision", out),
-                         partition=routing.owner_partition(scope, self.partitions))
+                         self.codec.encode("ActionDecision", out), partition=scope_partition)
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
@@ -183,7 +193,13 @@ class ScopeStage(_Stage):
         if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
             record.update(outcome=Outcome.APPROVE.value)
             return self.final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
-        p = inbound.partition
+        return self.decide(record, action, policy, scope, natural_id, origin, inbound.partition, started)
+
+    def decide(self, record: dict[str, Any], action: Action, policy: Policy, scope: str, natural_id: str | None,
+               origin: Origin, p: int, started: float | None = None) -> Out:
+        """Stage 2 for one stage-1 pass (``record``), on the scope's partition ``p``: from the
+        scoped topic, or straight from stage 1 when this worker owns ``p``."""
+        started = time.perf_counter() if started is None else started
         raw = self.store.get(p, scope.encode())
         prior = ScopeState.from_bytes(raw) if raw is not None else None
         decision = decide_scope(action, prior, policy=policy, scope=scope, natural_id=natural_id, origin=origin)
@@ -197,7 +213,7 @@ class ScopeStage(_Stage):
         alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
         self._latency.observe(time.perf_counter() - started)
-        self.sweep(inbound.partition, origin.event_time_ms)
+        self.sweep(p, origin.event_time_ms)
         return result
 
 
@@ -210,10 +226,14 @@ class Pipeline:
     SCOPE_INPUTS = (topics.SCOPED,)
 
     def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, keys: StateStore,
-                 scopes: StateStore, metrics: StreamMetrics) -> None:
+                 scopes: StateStore, metrics: StreamMetrics,
+                 decides_scope_here: Callable[[int], bool] | None = None) -> None:
+        """``decides_scope_here(p)``: whether this worker owns the scope partition ``p`` now
+        (it consumes the scoped topic's partition ``p`` and holds its state); stage 1 then
+        hands a pass to stage 2 in place. Without it, every pass takes the scoped topic."""
         common: dict[str, Any] = dict(codec=codec, policies=policies, partitions=partitions, metrics=metrics)
-        self.keys = KeyStage(store=keys, **common)
         self.scopes = ScopeStage(store=scopes, **common)
+        self.keys = KeyStage(store=keys, scope_stage=self.scopes, decides_scope_here=decides_scope_here, **common)
 
     def stage_for(self, topic: str) -> KeyStage | ScopeStage:
         return self.scopes if topic == topics.SCOPED else self.keys

@@ -58,8 +58,11 @@ class TransactionalWorker:
         root = settings.state_dir / settings.worker_name / "transactional"
         self.keys = TableState("keys", topics.CHANGELOG_KEYS, root)
         self.scopes = TableState("scopes", topics.CHANGELOG_SCOPES, root)
+        # A pass whose scope partition this worker owns (its state is open here) is decided by
+        # stage 2 in the same transaction: one commit, not two, for a scoped action.
         self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys,
-                                 scopes=self.scopes, metrics=self.metrics)
+                                 scopes=self.scopes, metrics=self.metrics,
+                                 decides_scope_here=self.scopes.parts.__contains__)
         self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)

@@ -42,12 +42,15 @@ class MemoryStore:
 class MemoryPipeline:
     """Feeds requests through both stages, routing internal topics like Kafka would."""
 
-    def __init__(self, partitions: int = 6, policies: PolicyBook | None = None) -> None:
+    def __init__(self, partitions: int = 6, policies: PolicyBook | None = None, *, inline_scopes: bool = False) -> None:
+        """``inline_scopes``: one worker owning every partition, as the transactional runtime
+        decides stage 2 in place; otherwise every pass takes the scoped topic (faust)."""
         self.partitions = partitions
         self.codec = Codec()
         self.keys, self.scopes = MemoryStore(), MemoryStore()
         self.pipeline = Pipeline(codec=self.codec, policies=policies or PolicyBook.load(), partitions=partitions,
-                                 keys=self.keys, scopes=self.scopes, metrics=StreamMetrics())
+                                 keys=self.keys, scopes=self.scopes, metrics=StreamMetrics(),
+                                 decides_scope_here=(lambda _p: True) if inline_scopes else None)
         self.key_stage, self.scope_stage = self.pipeline.keys, self.pipeline.scopes
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)

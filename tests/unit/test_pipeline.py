@@ -7,6 +7,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
@@ -159,4 +161,38 @@ def test_expired_state_is_swept_on_event_time() -> None:
             await pipe.feed("update_salesforce_field", {"id": i}, key=f"late{i}", timestamp_ms=T0 + day + 100 + i)
         assert pipe.keys.size() == 64  # only the new claims remain
         assert pipe.key_stage.sweeper.deleted == 40
+    run(go())
+
+
+_TOOLS = ("send_email", "create_jira_ticket", "post_slack_message", "restart_service", "schedule_calendar_event",
+          "update_salesforce_field")
+# (tool, scope variant, content variant, key: none / its own / shared, ms since the last action)
+_actions = st.lists(st.tuples(st.sampled_from(_TOOLS), st.integers(0, 2), st.integers(0, 2),
+                              st.sampled_from(("none", "own", "shared")), st.integers(0, 600_000)),
+                    min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_actions)
+def test_stage_two_in_place_decides_as_the_hop_through_the_scoped_topic(actions: list[Any]) -> None:
+    """The transactional runtime decides a pass in place when it owns the scope's partition;
+    every decision record must equal the one the scoped-topic hop would have written."""
+    async def go() -> None:
+        hop, inline = MemoryPipeline(), MemoryPipeline(inline_scopes=True)
+        t = T0
+        for i, (tool, scope, content, key_kind, gap_ms) in enumerate(actions):
+            t += gap_ms
+            # Every tool's scope fields, so stage 2 sees natural-id, content-window and budget repeats.
+            params = {"to": f"lead-{scope}@x.test", "channel": f"c{scope}", "service": f"svc-{scope}",
+                      "project": "OPS", "customer_id": f"cust-{scope}", "calendar_id": f"cal-{scope}",
+                      "start": "2026-12-01T10:00", "attendees": ["a", "b"], "description": f"d{content}",
+                      "subject": f"s{content}", "record_id": f"r{scope}", "field": "f", "value": f"v{content}"}
+            key = {"none": None, "own": f"k{i}", "shared": f"shared-{tool}"}[key_kind]
+            ids = f"a{i}"
+            await hop.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
+            await inline.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
+            assert inline._last_decision.get(ids) == hop._last_decision.get(ids)
+        assert inline.scopes.parts == hop.scopes.parts  # the same stage-2 state
+        assert inline.outputs[topics.DLQ] == hop.outputs[topics.DLQ]
+        assert not inline.outputs[topics.SCOPED] and inline.offsets.get((topics.SCOPED, 0), 0) == 0
     run(go())
