@@ -88,6 +88,22 @@ def cmd_acl(settings: Settings, args: argparse.Namespace) -> int:
 
 
 # -- stream worker ---------------------------------------------------------------------
+HOST = "@host"
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def instance_name(given: str, kind: str) -> str:
+    """A worker's name or an executor's slot; ``@host`` takes the host's name, so replicas of
+    one compose service (or pods of a StatefulSet) each get their own. The name becomes a
+    folder and a transactional.id: letters, digits, ``-_.`` only."""
+    import socket
+
+    name = socket.gethostname() if given == HOST else given
+    if not name or set(name) - _NAME_CHARS:
+        raise ConfigError(f"{kind} name {name!r}: use letters, digits and -_. only")
+    return name
+
+
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
@@ -95,7 +111,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.streams.metrics import StreamMetrics
 
     if args.name:
-        settings = settings.with_(worker_name=args.name)
+        settings = settings.with_(worker_name=instance_name(args.name, "worker"))
     if args.metrics_port is not None:
         settings = settings.with_(metrics_port=args.metrics_port)
     if args.runtime:
@@ -151,10 +167,11 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     if port:
         start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
-    _say(f"executor {args.vendor}/{args.slot} for {', '.join(sorted(connector.tools))} "
+    slot = instance_name(args.slot, "executor")
+    _say(f"executor {args.vendor}/{slot} for {', '.join(sorted(connector.tools))} "
          f"({connector.capability.value}) on {settings.kafka_access()}")
     start = StartPolicy.END if args.from_end else StartPolicy.EARLIEST
-    create_executor(settings, connector, slot=args.slot, group=args.group, source_topic=args.source_topic,
+    create_executor(settings, connector, slot=slot, group=args.group, source_topic=args.source_topic,
                     start=start, metrics=metrics).run()
     return 0
 
@@ -349,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="users: where to write name=password lines")
     p = add("worker", cmd_worker, "Run one stream worker in the foreground.")
     p.add_argument("--name", help="worker name; names its local RocksDB folder and its transactional.id "
-                                  "(default worker-0; two workers must not share one)")
+                                  "(default worker-0; two workers must not share one; @host: the host's name, "
+                                  "for replicas of one service)")
     p.add_argument("--runtime", choices=["transactional", "faust"], default=None,
                    help="transactional (default: exactly-once on confluent-kafka transactions) or faust "
                         "(faust-streaming, at-least-once made harmless); RUNONCE_RUNTIME sets the default")
@@ -357,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])
     p = add("executor", cmd_executor, "Run one vendor's executor: perform approved actions exactly once.")
     p.add_argument("--vendor", required=True, help="smtp, webhook, payments, slack, jira, calendar or salesforce")
-    p.add_argument("--slot", default="0", help="executor slot; names its stable transactional.id")
+    p.add_argument("--slot", default="0", help="executor slot; names its stable transactional.id "
+                                               "(@host: the host's name, for replicas of one service)")
     p.add_argument("--group", help="consumer group (default runonce-exec-VENDOR)")
     p.add_argument("--source-topic", default="actions.approved",
                    help="where approved actions come from (another topic only for tests and replays)")

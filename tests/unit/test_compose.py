@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from runonce.devbroker.broker import SERVER_DEFAULTS
-from runonce.ops.cli import build_parser
+from runonce.errors import ConfigError
+from runonce.ops.cli import HOST, build_parser, instance_name
 
 COMPOSE = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())
 
@@ -65,3 +66,36 @@ def test_an_executor_service_for_every_vendor() -> None:
 
     vendors = {svc["command"][3] for name, svc in COMPOSE["services"].items() if name.startswith("executor-")}
     assert vendors == set(FACTORIES)
+
+
+def _flag(command: list[str], flag: str) -> str | None:
+    return command[command.index(flag) + 1] if flag in command else None
+
+
+def test_workers_and_executors_scale_by_count_without_edits() -> None:
+    """`docker compose up --scale worker=N --scale executor-X=N`: each replica must name itself
+    (a shared transactional.id fences, a shared RocksDB folder corrupts) and keep its state apart."""
+    services = COMPOSE["services"]
+    named_volumes = set(COMPOSE.get("volumes") or {})
+    scaled = {name: s for name, s in services.items() if runonce_commands({"services": {name: s}}).get(name)
+              in ("worker", "executor")}
+    assert "worker" in scaled and sum(1 for n in scaled if n.startswith("executor-")) == 7
+    for name, service in scaled.items():
+        command = service["command"]
+        identity = _flag(command, "--name") if command[1] == "worker" else _flag(command, "--slot")
+        assert identity == HOST, f"{name}: replicas would share {identity!r}"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0] if ":" in volume else None
+            assert source is None or (source not in named_volumes and not source.startswith(("/", "."))), (
+                f"{name}: volume {volume!r} would be shared by every replica")
+    assert any(":" not in v for v in services["worker"].get("volumes", [])), "worker state needs a volume per replica"
+
+
+def test_host_names_a_replica_and_bad_names_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "3f2a9c1b7d0e")
+    assert instance_name(HOST, "worker") == "3f2a9c1b7d0e"
+    assert instance_name("worker-0", "worker") == "worker-0"
+    with pytest.raises(ConfigError):
+        instance_name("../other", "worker")
