@@ -34,6 +34,10 @@ class Settings:
     kafka_version: str = DEFAULT_KAFKA_VERSION
     broker_heap_mb: int = 512
     partitions: int = 6
+    #: copies of every runonce topic; None: 3, or the broker count when smaller (runonce/kafka/replication.py)
+    replication_factor: int | None = None
+    #: brokers that must hold a write before it is acknowledged; None: 2 when the factor is >= 3, else 1
+    min_insync_replicas: int | None = None
     #: None means the policies shipped with runonce (runonce/core/policies.toml)
     policy_file: Path | None = None
     #: Prometheus metrics port of a stream worker or executor; 0 serves none
@@ -173,7 +177,9 @@ class Settings:
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
                            ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms"),
                            ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
-                           ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms")):
+                           ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms"),
+                           ("RUNONCE_REPLICATION_FACTOR", "replication_factor"),
+                           ("RUNONCE_MIN_INSYNC_REPLICAS", "min_insync_replicas")):
             if env.get(name):
                 try:
                     kwargs[attr] = int(env[name])
@@ -186,6 +192,10 @@ class Settings:
     def validate(self) -> None:
         if self.partitions < 1:
             raise ConfigError(f"partitions must be >= 1, got {self.partitions}")
+        for attr in ("replication_factor", "min_insync_replicas"):
+            value = getattr(self, attr)
+            if value is not None and value < 1:
+                raise ConfigError(f"{attr} must be >= 1, got {value}")
         if not 128 <= self.broker_heap_mb <= 4096:
             raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
         if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit"):

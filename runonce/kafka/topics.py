@@ -6,12 +6,13 @@ One place for names so the stream job, executors, SDK, CLI and tests agree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from runonce.errors import BrokerUnavailable, ConfigError
+from runonce.kafka import replication
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.clients import base_config, translate
 
@@ -73,29 +74,47 @@ def admin_client(bootstrap: KafkaTarget) -> AdminClient:
     return AdminClient(base_config(bootstrap))
 
 
-def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30.0) -> dict[str, str]:
+def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30.0, *,
+                  replication_factor: int | None = None, min_insync_replicas: int | None = None,
+                  say: Callable[[str], None] = lambda _msg: None) -> dict[str, str]:
     """Create the missing topics and bring existing ones to runonce's configs; return
-    {name: "created" | "exists" | "updated"}.
+    {name: "created" | "exists" | "updated" | "under-replicated"}.
+
+    Replication follows ``replication.plan`` for the cluster's size (3 copies and 2 in sync
+    where it has 3 brokers); ``say`` hears its warnings, and, for a topic with fewer copies
+    than the setting, the reassignment Kafka needs to fix it (``min.insync.replicas`` it fixes).
 
     Raises ConfigError if a topic exists with another partition count: co-partitioning
     of the stages (and of faust's changelogs) depends on every topic having the same.
     """
     admin = admin_client(bootstrap)
     try:
-        existing = admin.list_topics(timeout=timeout_s).topics
+        meta = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         raise translate(exc, f"cannot reach Kafka at {bootstrap}") from exc
+    existing = meta.topics
+    replicas = replication.plan(len(meta.brokers), replication_factor, min_insync_replicas)
+    for warning in replicas.warnings:
+        say(f"warning: {warning}")
     outcome: dict[str, str] = {}
     wanted = []
     for spec in TOPICS:
+        configs = {**spec.configs, "min.insync.replicas": str(replicas.min_insync)}
         if spec.name in existing:
             have = len(existing[spec.name].partitions)
             if have != partitions:
                 raise ConfigError(f"topic {spec.name} has {have} partitions, expected {partitions}; "
                                   f"every runonce topic must have the same count")
-            outcome[spec.name] = "updated" if _reconcile(admin, spec, timeout_s) else "exists"
+            copies = min(len(p.replicas) for p in existing[spec.name].partitions.values())
+            updated = _reconcile(admin, TopicSpec(spec.name, spec.doc, configs), timeout_s)
+            if copies < replicas.factor:
+                say(replication.reassignment_hint(spec.name, copies, replicas.factor))
+                outcome[spec.name] = "under-replicated"
+            else:
+                outcome[spec.name] = "updated" if updated else "exists"
         else:
-            wanted.append(NewTopic(spec.name, num_partitions=partitions, replication_factor=1, config=dict(spec.configs)))
+            wanted.append(NewTopic(spec.name, num_partitions=partitions, replication_factor=replicas.factor,
+                                   config=configs))
     if wanted:
         for name, fut in admin.create_topics(wanted, operation_timeout=timeout_s).items():
             try:

@@ -47,7 +47,9 @@ def cmd_broker(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_topics(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.kafka.topics import TOPICS, create_topics
 
-    outcome = create_topics(settings.kafka_access(), args.partitions or settings.partitions)
+    outcome = create_topics(settings.kafka_access(), args.partitions or settings.partitions,
+                            replication_factor=settings.replication_factor,
+                            min_insync_replicas=settings.min_insync_replicas, say=_say)
     for spec in TOPICS:
         print(f"{spec.name:<26} {outcome[spec.name]:<8} {spec.doc}")
     return 0

@@ -66,3 +66,25 @@ def test_topics_create_brings_an_existing_topic_to_its_configs(broker: Settings)
         assert time.monotonic() < deadline + 20, "the update never took effect"
         time.sleep(0.2)
     assert topics.create_topics(broker.bootstrap_servers(), broker.partitions)[topics.DLQ] == "exists"
+
+
+def test_topics_create_on_one_broker_keeps_one_copy_and_says_so(broker: Settings) -> None:
+    """Replication follows the cluster: one broker, one copy, one in sync, and a warning; a
+    factor the cluster cannot hold is refused before anything is created."""
+    from confluent_kafka.admin import ConfigResource
+
+    from runonce.errors import ConfigError
+    from runonce.kafka import topics
+
+    heard: list[str] = []
+    outcome = topics.create_topics(broker.bootstrap_servers(), broker.partitions, say=heard.append)
+    assert set(outcome.values()) <= {"exists", "updated"}, outcome
+    assert len(heard) == 1 and heard[0].startswith("warning: replication factor 1"), heard
+    admin = topics.admin_client(broker.bootstrap_servers())
+    meta = admin.list_topics(timeout=10).topics
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, spec.name) for spec in topics.TOPICS]
+    for spec, (resource, fut) in zip(topics.TOPICS, admin.describe_configs(resources).items()):
+        assert {len(p.replicas) for p in meta[spec.name].partitions.values()} == {1}, spec.name
+        assert fut.result()["min.insync.replicas"].value == "1", spec.name
+    with pytest.raises(ConfigError, match="needs at least 3 brokers"):
+        topics.create_topics(broker.bootstrap_servers(), broker.partitions, replication_factor=3)

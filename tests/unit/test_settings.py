@@ -48,3 +48,12 @@ def test_the_smtp_address_is_read_once_and_checked() -> None:
     assert Settings(smtp_address=":2525").smtp_endpoint == ("127.0.0.1", 2525)
     with pytest.raises(ConfigError, match="host:port"):
         Settings(smtp_address="mail").smtp_endpoint
+
+
+def test_replication_is_automatic_unless_set_and_never_below_one() -> None:
+    auto = Settings.from_env({})
+    assert (auto.replication_factor, auto.min_insync_replicas) == (None, None)
+    set_ = Settings.from_env({"RUNONCE_REPLICATION_FACTOR": "3", "RUNONCE_MIN_INSYNC_REPLICAS": "2"})
+    assert (set_.replication_factor, set_.min_insync_replicas) == (3, 2)
+    with pytest.raises(ConfigError, match="replication_factor must be >= 1"):
+        Settings.from_env({"RUNONCE_REPLICATION_FACTOR": "0"})
