@@ -21,9 +21,42 @@ def _say(msg: str) -> None:
 
 
 # -- broker / topics -------------------------------------------------------------------
+def cmd_cluster(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.devbroker.broker import BrokerState
+    from runonce.devbroker.cluster import Cluster
+
+    cluster = (Cluster(settings, args.brokers, progress=_say) if args.action == "start"
+               else Cluster.existing(settings, progress=_say))
+    if cluster is None:
+        raise ConfigError(f"no local cluster in {settings.broker_dir}: runonce broker start --brokers 3")
+    if args.action in ("kill", "restart"):
+        if args.node not in cluster.nodes:
+            raise ConfigError(f"--node must be one of {sorted(cluster.nodes)}")
+        if args.action == "kill":
+            cluster.nodes[args.node].kill()
+        else:
+            cluster.restart(args.node)
+    elif args.action == "start":
+        started = time.monotonic()
+        cluster.start()
+        _say(f"{cluster.size} nodes ready in {time.monotonic() - started:.1f} s")
+    elif args.action == "stop":
+        cluster.stop()
+    statuses = cluster.status()
+    for node_id, status in statuses.items():
+        print(f"node {node_id}: {status.describe()}")
+    if args.action == "status":
+        return 0 if all(s.state is BrokerState.RUNNING for s in statuses.values()) else 1
+    return 0
+
+
 def cmd_broker(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.devbroker.broker import Broker, BrokerState
+    from runonce.devbroker.cluster import Cluster
 
+    if args.brokers > 1 or args.action in ("kill", "restart") or (
+            args.action in ("status", "stop") and Cluster.existing(settings) is not None):
+        return cmd_cluster(settings, args)
     broker = Broker(settings, progress=_say)
     if args.action == "fetch":
         started = time.monotonic()
@@ -351,10 +384,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(fn=fn)
         return p
 
-    p = add("broker", cmd_broker, "Fetch, start, stop or check the local single-node Kafka (KRaft) broker.")
-    p.add_argument("action", choices=["fetch", "start", "stop", "status"],
+    p = add("broker", cmd_broker, "Fetch, start, stop or check the local Kafka (KRaft): one node, or a "
+                                  "cluster of --brokers N for failover tests.")
+    p.add_argument("action", choices=["fetch", "start", "stop", "status", "kill", "restart"],
                    help="fetch: resolve jars with Maven; start: start and wait until it answers; "
-                        "stop: stop cleanly; status: running/stopped/crashed (exit 1 unless running)")
+                        "stop: stop cleanly; status: running/stopped/crashed (exit 1 unless running); "
+                        "kill / restart: one node of a cluster (--node)")
+    p.add_argument("--brokers", type=int, default=1,
+                   help="start: nodes (broker+controller each, 384 MiB heap each); 3 gives replication 3")
+    p.add_argument("--node", type=int, help="kill / restart: the node's id (1..N)")
     p = add("topics", cmd_topics, "Create runonce's topics (idempotent).")
     p.add_argument("action", choices=["create"])
     p.add_argument("--partitions", type=int, default=None, help="partitions per topic (default 6)")
