@@ -189,15 +189,20 @@ class Cluster:
         raise BrokerSetupError(f"the cluster did not form within {timeout_s:.0f} s")
 
     def brokers_seen(self) -> int:
-        """How many brokers the cluster's metadata lists (0 when nobody answers)."""
+        """How many brokers every node's metadata lists (the fewest any node reports; 0 when one
+        does not answer): a client asks whichever node it reaches first, and a node that has not
+        yet seen the last registration would have it plan replication for a smaller cluster."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        try:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})  # refusals while starting
-            return len(admin.list_topics(timeout=2).brokers)
-        except KafkaException:
-            return 0
+        seen = []
+        for node in self.nodes.values():
+            try:
+                admin = AdminClient({"bootstrap.servers": node.address, "log_level": 0})  # refusals while starting
+                seen.append(len(admin.list_topics(timeout=2).brokers))
+            except KafkaException:
+                return 0
+        return min(seen)
 
     def restart(self, node_id: int, timeout_s: float = 60.0) -> None:
         """Start a stopped or killed node again and wait until it answers."""

@@ -115,16 +115,28 @@ def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30
         else:
             wanted.append(NewTopic(spec.name, num_partitions=partitions, replication_factor=replicas.factor,
                                    config=configs))
-    if wanted:
-        for name, fut in admin.create_topics(wanted, operation_timeout=timeout_s).items():
+    pending = list(wanted)
+    for attempt in range(3):
+        if not pending:
+            break
+        again = []
+        by_name = {t.topic: t for t in pending}
+        for name, fut in admin.create_topics(pending, operation_timeout=timeout_s).items():
             try:
                 fut.result()
                 outcome[name] = "created"
             except KafkaException as exc:
-                if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    outcome[name] = "exists"  # a concurrent creator won; same specs
+                code = exc.args[0].code() if exc.args else None
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    outcome[name] = "exists"  # a concurrent creator won (or our own first attempt did)
+                elif code == KafkaError._DESTROY_BROKER and attempt < 2:
+                    # The client dropped the connection the request went out on (on a multi-broker
+                    # bootstrap it swaps bootstrap connections for the brokers it learns): ask again.
+                    again.append(by_name[name])
                 else:
                     raise translate(exc, f"cannot create topic {name}") from exc
+        pending = again
+    if wanted:
         _wait_for_leaders(admin, [t.topic for t in wanted], timeout_s)
     return outcome
 

@@ -43,12 +43,25 @@ def _config(admin: Any, topic: str, name: str) -> str:
             time.sleep(0.3)
 
 
+def _topics(admin: Any, names: list[str]) -> Any:
+    """Metadata that lists every name with a leader: a new topic reaches each node's view a moment
+    after the node that created it, and a client may ask any of them."""
+    deadline = time.monotonic() + 30
+    while True:
+        meta = admin.list_topics(timeout=10)
+        if all(n in meta.topics and meta.topics[n].partitions and
+               all(p.leader >= 0 for p in meta.topics[n].partitions.values()) for n in names):
+            return meta
+        assert time.monotonic() < deadline, f"topics never showed up everywhere: {names}"
+        time.sleep(0.3)
+
+
 def test_topics_create_on_three_brokers_makes_three_copies_two_in_sync(cluster: Cluster) -> None:
     heard: list[str] = []
     outcome = topics.create_topics(cluster.bootstrap, 6, say=heard.append)
     assert set(outcome.values()) == {"created"} and not heard, (outcome, heard)
     admin = topics.admin_client(cluster.bootstrap)
-    meta = admin.list_topics(timeout=10)
+    meta = _topics(admin, [spec.name for spec in topics.TOPICS])
     assert len(meta.brokers) == 3
     for spec in topics.TOPICS:
         assert {len(p.replicas) for p in meta.topics[spec.name].partitions.values()} == {3}, spec.name
@@ -59,7 +72,7 @@ def test_topics_create_on_three_brokers_makes_three_copies_two_in_sync(cluster: 
 def test_an_acknowledged_write_survives_its_leaders_loss(cluster: Cluster) -> None:
     topics.create_topics(cluster.bootstrap, 6)
     admin = topics.admin_client(cluster.bootstrap)
-    leader = admin.list_topics(timeout=10).topics[topics.DROPPED].partitions[0].leader
+    leader = _topics(admin, [topics.DROPPED]).topics[topics.DROPPED].partitions[0].leader
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
     acked: list[int] = []
     for i in range(100):
@@ -70,7 +83,7 @@ def test_an_acknowledged_write_survives_its_leaders_loss(cluster: Cluster) -> No
     assert cluster.status()[leader].state is BrokerState.CRASHED
     # Two of three in sync remain: the partition gets a new leader and still takes writes.
     deadline = time.monotonic() + 60
-    while admin.list_topics(timeout=10).topics[topics.DROPPED].partitions[0].leader in (leader, -1):
+    while _topics(admin, [topics.DROPPED]).topics[topics.DROPPED].partitions[0].leader == leader:
         assert time.monotonic() < deadline, "no new leader was elected"
         time.sleep(0.5)
     producer.produce(topics.DROPPED, value=b"after", partition=0)
