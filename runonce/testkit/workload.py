@@ -31,7 +31,12 @@ class Family:
 KINDS = ("key_retry", "key_reuse", "natural_id_repeat", "content_repeat")
 
 
-def generate(n_actions: int, repeat_ratio: float = 0.15, seed: int = 7, run_id: str = "w") -> list[Family]:
+#: what a family without repeats is; weight a kind by naming it more than once
+UNIQUE_KINDS = ("unique_email", "unique_update", "unique_charge")
+
+
+def generate(n_actions: int, repeat_ratio: float = 0.15, seed: int = 7, run_id: str = "w",
+             unique_kinds: Sequence[str] = UNIQUE_KINDS) -> list[Family]:
     rnd = random.Random(seed)
     # repeats / actions = p * 1.25 / (1 + p * 1.25), with 1.25 repeats per repeating family on average
     p_repeating = repeat_ratio / (1 - repeat_ratio) / 1.25
@@ -43,7 +48,7 @@ def generate(n_actions: int, repeat_ratio: float = 0.15, seed: int = 7, run_id: 
         repeats = 0
         if rnd.random() < p_repeating:
             repeats = rnd.choice((1, 1, 1, 2))
-        kind = rnd.choice(KINDS) if repeats else rnd.choice(("unique_email", "unique_update", "unique_charge"))
+        kind = rnd.choice(KINDS) if repeats else rnd.choice(unique_kinds)
         fam = Family(kind)
         key = f"{run_id}-k{i}"
         if kind in ("key_retry", "unique_update"):

@@ -40,14 +40,36 @@ class Restored:
     rebuilt: bool
 
 
-def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float = 300.0,
-            batch: int = 10_000) -> Restored:
-    started = time.monotonic()
+#: how long a changelog partition may be without a leader (its broker lost, a new leader not
+#: yet elected) before the restore gives up; a failover takes seconds
+BOUNDS_TIMEOUT_S = 60.0
+
+
+def _bounds(reader: Any, table: TableState, partition: int, timeout_s: float, backoff_s: float) -> tuple[int, int]:
+    """The changelog partition's (low, high) watermarks. While its leader is lost, the client
+    answers "unknown partition" or times out: ask again until ``timeout_s``, as a worker that
+    exited here would only be restarted into the same failover (and restore all over again)."""
     tp = TopicPartition(table.changelog, partition)
-    try:
-        low, high = reader.get_watermark_offsets(tp, timeout=30, cached=False)
-    except KafkaException as exc:
-        raise RestoreStuck(f"cannot read the bounds of {table.changelog}[{partition}]: {exc}") from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = reader.get_watermark_offsets(tp, timeout=min(30.0, timeout_s), cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            fatal = err is None or not hasattr(err, "fatal") or err.fatal()
+            if fatal or time.monotonic() + backoff_s > deadline:
+                raise RestoreStuck(f"cannot read the bounds of {table.changelog}[{partition}] "
+                                   f"within {timeout_s:.0f} s: {exc}") from exc
+            log.warning("%s[%d]: cannot read the changelog's bounds yet (%s); asking again",
+                        table.name, partition, err)
+            time.sleep(backoff_s)
+
+
+def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float = 300.0,
+            batch: int = 10_000, bounds_timeout_s: float = BOUNDS_TIMEOUT_S, backoff_s: float = 0.5) -> Restored:
+    started = time.monotonic()
+    low, high = _bounds(reader, table, partition, bounds_timeout_s, backoff_s)
     part = table.open(partition)
     checkpoint = part.checkpoint
     rebuilt = checkpoint is None or checkpoint > high or checkpoint < low
@@ -78,7 +100,7 @@ def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float 
                             raise RestoreStuck(f"{table.changelog}[{partition}]: {msg.error()}")
                         continue
                     changes.append((msg.key(), msg.value()))
-                position = reader.position([tp])[0].offset
+                position = reader.position([TopicPartition(table.changelog, partition)])[0].offset
                 if position < 0:
                     position = start
                 if changes:

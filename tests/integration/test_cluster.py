@@ -1,23 +1,44 @@
 """A local three-node cluster (runonce/devbroker/cluster.py): runonce's topics get three copies
-with two in sync, and a write acknowledged by all in-sync replicas survives the loss of the
-node that led its partition. (Started beside the session's broker, in a home of its own,
-and stopped whatever happens.)"""
+with two in sync; a write acknowledged by all in-sync replicas survives the loss of the node
+that led its partition; and the whole pipeline (two stream workers, the executors) under load
+loses and doubles nothing when the node leading most of actions.requested is SIGKILLed, and
+later the node coordinating the executors' transactions. (Started beside the session's
+broker, in a home of its own, and stopped whatever happens.)
+
+RUNONCE_FAILOVER_ACTIONS sets the failover test's size (default 5000, at
+RUNONCE_FAILOVER_RATE=100 actions/s)."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+import uuid
+from collections import Counter
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import ConfigResource
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewTopic
 
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.devbroker.broker import BrokerState
 from runonce.devbroker.cluster import Cluster
-from runonce.kafka import topics
+from runonce.kafka import clients, topics
 from runonce.settings import Settings
+from runonce.testkit.oracle import verify
+from runonce.testkit.workload import check_families, generate
+
+from tests.support.coordinators import busiest, coordinators
+from tests.support.load import Load, explain_pending, final_results
+from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+#: a topic of the acknowledged-write test's own: the failover test's oracle reads runonce's topics
+PROBE = "cluster-probe"
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +77,20 @@ def _topics(admin: Any, names: list[str]) -> Any:
         time.sleep(0.3)
 
 
+def _create_probe(admin: Any) -> None:
+    for attempt in range(3):
+        try:
+            admin.create_topics([NewTopic(PROBE, 1, 3, config={"min.insync.replicas": "2"})])[PROBE].result()
+            return
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            # a new client on a multi-broker bootstrap drops the connection a request went out on
+            if code != KafkaError._DESTROY_BROKER or attempt == 2:
+                raise
+
+
 def test_topics_create_on_three_brokers_makes_three_copies_two_in_sync(cluster: Cluster) -> None:
     heard: list[str] = []
     outcome = topics.create_topics(cluster.bootstrap, 6, say=heard.append)
@@ -70,27 +105,27 @@ def test_topics_create_on_three_brokers_makes_three_copies_two_in_sync(cluster: 
 
 
 def test_an_acknowledged_write_survives_its_leaders_loss(cluster: Cluster) -> None:
-    topics.create_topics(cluster.bootstrap, 6)
     admin = topics.admin_client(cluster.bootstrap)
-    leader = _topics(admin, [topics.DROPPED]).topics[topics.DROPPED].partitions[0].leader
+    _create_probe(admin)
+    leader = _topics(admin, [PROBE]).topics[PROBE].partitions[0].leader
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
     acked: list[int] = []
     for i in range(100):
-        producer.produce(topics.DROPPED, value=f"r{i}".encode(), partition=0,
+        producer.produce(PROBE, value=f"r{i}".encode(), partition=0,
                          on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
     assert producer.flush(30) == 0 and len(acked) == 100
     cluster.nodes[leader].kill()
     assert cluster.status()[leader].state is BrokerState.CRASHED
     # Two of three in sync remain: the partition gets a new leader and still takes writes.
     deadline = time.monotonic() + 60
-    while _topics(admin, [topics.DROPPED]).topics[topics.DROPPED].partitions[0].leader == leader:
+    while _topics(admin, [PROBE]).topics[PROBE].partitions[0].leader == leader:
         assert time.monotonic() < deadline, "no new leader was elected"
         time.sleep(0.5)
-    producer.produce(topics.DROPPED, value=b"after", partition=0)
+    producer.produce(PROBE, value=b"after", partition=0)
     assert producer.flush(30) == 0
     reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cluster-test",
                        "enable.auto.commit": False})
-    reader.assign([TopicPartition(topics.DROPPED, 0, min(acked))])
+    reader.assign([TopicPartition(PROBE, 0, min(acked))])
     seen: list[bytes] = []
     while len(seen) < 101 and time.monotonic() < deadline:
         seen += [m.value() for m in reader.consume(200, 1.0) if not m.error()]
@@ -98,3 +133,193 @@ def test_an_acknowledged_write_survives_its_leaders_loss(cluster: Cluster) -> No
     assert seen[:100] == [f"r{i}".encode() for i in range(100)] and seen[100] == b"after"
     cluster.restart(leader)
     assert all(s.state is BrokerState.RUNNING for s in cluster.status().values())
+
+
+#: tool -> (executor vendor, ledger vendor)
+EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
+#: how long a killed node stays down: past broker.session.timeout.ms (3 s), so it is fenced
+OUTAGE_S = 8.0
+
+
+class Arrivals(threading.Thread):
+    """When each decision and each result reached a read_committed reader: the stall a failover
+    causes is what someone downstream sees, the reader's own failover included."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        self.decisions: list[float] = []
+        self.results: list[float] = []
+        #: when each decision was produced (its CreateTime): a stall here is the workers', not the reader's
+        self.decided: list[float] = []
+        self._stopping = threading.Event()
+        self._consumer = clients.reader(bootstrap, group=f"failover-arrivals-{uuid.uuid4().hex[:6]}",
+                                        **{"enable.partition.eof": False})
+        parts = []
+        for t in (topics.APPROVED, topics.DROPPED, topics.RESULTS):
+            meta = self._consumer.list_topics(t, timeout=10).topics[t]
+            parts += [TopicPartition(t, p, OFFSET_BEGINNING) for p in meta.partitions]
+        self._consumer.assign(parts)
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            for msg in self._consumer.consume(500, 0.2):
+                if msg.error():
+                    continue
+                if msg.topic() == topics.RESULTS:
+                    self.results.append(time.time())
+                else:
+                    self.decisions.append(time.time())
+                    self.decided.append(msg.timestamp()[1] / 1000)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(10)
+        self._consumer.close()
+
+
+def stall_s(arrivals: list[float], from_s: float, to_s: float) -> float:
+    """The longest time without an arrival between ``from_s`` (the kill) and ``to_s``."""
+    marks = [from_s] + sorted(t for t in arrivals if from_s <= t <= to_s) + [to_s]
+    return max(b - a for a, b in zip(marks, marks[1:]))
+
+
+def _wait_in_sync(admin: Any, timeout_s: float = 120.0) -> float:
+    """Seconds until every partition of every topic has all its replicas back in sync."""
+    started = time.monotonic()
+    while True:
+        meta = admin.list_topics(timeout=10)
+        behind = [(t.topic, p.id) for t in meta.topics.values() for p in t.partitions.values()
+                  if len(p.isrs) < len(p.replicas)]
+        if not behind:
+            return time.monotonic() - started
+        assert time.monotonic() - started < timeout_s, f"{len(behind)} partitions still out of sync: {behind[:5]}"
+        time.sleep(0.5)
+
+
+def test_failover_under_load_loses_and_doubles_nothing(
+        cluster: Cluster, sandboxes: tuple[VendorServer, SmtpServer], tmp_path: Path) -> None:
+    vendors, smtp = sandboxes
+    bootstrap = cluster.bootstrap
+    settings = cluster.settings.with_(bootstrap=bootstrap)
+    topics.create_topics(bootstrap, settings.partitions)
+    admin = topics.admin_client(bootstrap)
+    _topics(admin, [spec.name for spec in topics.TOPICS])
+    n_actions = int(os.environ.get("RUNONCE_FAILOVER_ACTIONS", "5000"))
+    rate = float(os.environ.get("RUNONCE_FAILOVER_RATE", "100"))
+    run = uuid.uuid4().hex[:6]
+    # Mostly CRM updates, which no executor performs: an executor commits twice per action
+    # (intent, result), about 2.5 actions/s each on three replicas, and the suite has 20 minutes.
+    families = generate(n_actions, repeat_ratio=0.1, seed=29, run_id=f"fo{run}",
+                        unique_kinds=("unique_update",) * 8 + ("unique_email", "unique_charge"))
+    records = [m for fam in families for m, _ in fam.members]
+
+    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
+    procs: list[RunonceProcess] = [WorkerProcess(settings, f"fo-w{i}", tmp_path, loglevel="info") for i in range(2)]
+    executors: dict[str, RunonceProcess] = {}
+    groups_by_vendor = {vendor: f"runonce-exec-fo-{run}-{vendor}" for vendor in EXECUTED.values()}
+    for vendor, slots in (("payments", 2), ("smtp", 2), ("jira", 1)):
+        for slot in range(slots):
+            executors[f"runonce-exec-fo-{run}-{vendor}-{slot}"] = RunonceProcess(
+                settings, f"fo-exec-{vendor}-{slot}",
+                ["executor", "--vendor", vendor, "--group", f"runonce-exec-fo-{run}-{vendor}", "--slot", str(slot),
+                 "--loglevel", "info"], tmp_path, env)
+    procs += executors.values()
+    supervisor = Supervisor(procs).start()
+    arrivals = Arrivals(bootstrap)
+    arrivals.start()
+    load = Load(bootstrap, records, rate, agent_id="failover-agent")
+    timeline: list[str] = []
+    failovers: list[dict[str, Any]] = []
+
+    def note(what: str) -> None:
+        timeline.append(f"t={time.monotonic() - t0:5.1f}s {what}")
+
+    def fail_over(node_id: int, why: str) -> None:
+        killed_at = time.time()
+        cluster.nodes[node_id].kill()
+        note(f"SIGKILL node {node_id} ({why})")
+        time.sleep(OUTAGE_S)
+        cluster.restart(node_id)
+        note(f"node {node_id} restarted")
+        synced = _wait_in_sync(admin)
+        note(f"every replica back in sync {synced:.1f} s later")
+        failovers.append({"node": node_id, "why": why, "killed_at": killed_at})
+
+    t0 = time.monotonic()
+    try:
+        time.sleep(8)  # workers and executors join their groups before the load arrives
+        load.start()
+        note(f"load: {len(records)} actions at {rate:.0f}/s")
+        time.sleep(10)
+
+        leaders = _topics(admin, [topics.REQUESTED]).topics[topics.REQUESTED].partitions
+        requested_leader = busiest(p.leader for p in leaders.values())
+        led = sum(p.leader == requested_leader for p in leaders.values())
+        fail_over(requested_leader, f"leads {led} of {len(leaders)} actions.requested partitions")
+
+        coordinating = coordinators(admin, executors)
+        coordinator = busiest(coordinating.values())
+        mine = sorted(tid for tid, node in coordinating.items() if node == coordinator)
+        fail_over(coordinator, f"transaction coordinator of {', '.join(mine)}")
+
+        load.join(timeout=max(120.0, n_actions / rate * 2))
+        assert not load.is_alive(), "the agent could not produce its workload"
+        assert load.error is None, f"the agent lost actions: {load.error!r}"
+        note("load done")
+
+        # Nothing lost: every requested record decided once, every repeat family as planted ...
+        wanted = {r["action_id"] for r in records}
+        deadline = time.monotonic() + 300
+        while True:
+            report = verify(bootstrap)
+            if wanted <= report.outcome_by_action.keys() and report.ok or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        note("oracle: decisions accounted")
+        workers_log = "\n".join(f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fo-w"))
+        assert wanted <= report.outcome_by_action.keys(), \
+            f"{len(wanted - report.outcome_by_action.keys())} undecided\n{workers_log}"
+        assert report.ok, report.summary()
+        problems = check_families(families, report.outcome_by_action)
+        assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"
+
+        # ... and every approved action for an executed tool has a final result.
+        tool_of = {r["action_id"]: r["tool"] for r in records}
+        approved = {a for a in wanted if report.outcome_by_action[a][0] == "APPROVED" and tool_of[a] in EXECUTED}
+        while True:
+            results = final_results(bootstrap, approved)
+            pending = [a for a in approved if results.get(a) in (None, "attempting")]
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        note("results: every approved action finished")
+    finally:
+        print("\nfailover test timeline:\n  " + "\n  ".join(timeline))
+        arrivals.stop()
+        supervisor.stop()
+        for node_id, status in cluster.status().items():
+            if status.state is not BrokerState.RUNNING:
+                cluster.restart(node_id)  # leave the module's cluster whole whatever happened
+
+    assert not pending, explain_pending(bootstrap, pending, results, tool_of, groups_by_vendor,
+                                        {p.name: p.log_tail(15) for p in executors.values()})
+    statuses = Counter(results[a] for a in approved)
+    effects = Counter((e.vendor, e.key) for e in vendors.ledger.effects())
+    doubled = [k for k, n in effects.items() if n > 1]
+    assert not doubled, f"side effects performed twice: {doubled[:5]}"
+    by_vendor = Counter(vendor for vendor, _ in effects)
+    approved_by_tool = Counter(tool_of[a] for a in approved)
+    succeeded_by_tool = Counter(tool_of[a] for a in approved if results[a] == "succeeded")
+    for tool, vendor in EXECUTED.items():
+        # every success is one effect; an in_doubt email may or may not have been sent, never twice
+        assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
+    assert statuses["failed"] == 0, statuses
+
+    for f in failovers:
+        window = (f["killed_at"], f["killed_at"] + OUTAGE_S + 30)
+        print(f"  node {f['node']} ({f['why']}): no decision seen for {stall_s(arrivals.decisions, *window):.1f} s "
+              f"(none produced for {stall_s(arrivals.decided, *window):.1f} s), "
+              f"no executor result seen for {stall_s(arrivals.results, *window):.1f} s")
+    print(f"  {len(records)} actions, {len(approved)} approved for executors: {dict(statuses)}; "
+          f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
+          f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 import uuid
 from collections import Counter
@@ -34,6 +33,7 @@ from runonce.testkit.oracle import verify
 from runonce.testkit.workload import check_families, generate
 from runonce.wire.codec import Codec
 
+from tests.support.load import Load, final_results
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
@@ -44,39 +44,10 @@ TXN_TIMEOUT_MS = 15_000
 PAUSE_S = 25.0  # past the workers' (10 s) and executors' (10 s) sessions and the transaction timeout (15 s)
 
 
-class Load(threading.Thread):
-    """One agent producing families in order at a fixed rate (a broker outage just queues)."""
-
-    def __init__(self, bootstrap: str, records: list[dict[str, Any]], rate_per_s: float) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.records, self.rate_per_s = bootstrap, records, rate_per_s
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            started = time.monotonic()
-            with Submitter(self.bootstrap, agent_id="fault-agent", timeout_s=300) as sub:
-                for i, record in enumerate(self.records):
-                    sub.send(record)
-                    ahead = i / self.rate_per_s - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
-        except BaseException as exc:  # noqa: BLE001  reported by the test
-            self.error = exc
-
-
 def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
     pid = broker.status().pid
     assert pid is not None
     os.killpg(pid, sig)
-
-
-def _final_results(bootstrap: str, action_ids: set[str], codec: Codec) -> dict[str, str]:
-    latest: dict[str, str] = {}
-    for r in read_all(bootstrap, topics.RESULTS, timeout_s=120):
-        if r.value is not None and r.key is not None and r.key.decode() in action_ids:
-            latest[r.key.decode()] = codec.decode(r.value, expect="ActionResult")[1]["status"]
-    return latest
 
 
 def _explain(bootstrap: str, pending: list[str], results: dict[str, str], tool_of: dict[str, str],
@@ -254,7 +225,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         tool_of = {r["action_id"]: r["tool"] for r in records}
         approved = {a for a in wanted if report.outcome_by_action[a][0] == "APPROVED" and tool_of[a] in EXECUTED}
         while True:
-            results = _final_results(bootstrap, approved, codec)
+            results = final_results(bootstrap, approved, codec)
             pending = [a for a in approved if results.get(a) in (None, "attempting")]
             if not pending or time.monotonic() > deadline:
                 break

@@ -6,9 +6,10 @@ changelog cannot have produced is rebuilt. The changelog here is a list (no Kafk
 from __future__ import annotations
 
 from pathlib import Path
-from confluent_kafka import TopicPartition
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runonce.streams.transactional.restore import restore
+from runonce.streams.transactional.restore import RestoreStuck, restore
 from runonce.streams.transactional.state import CHECKPOINT_KEY, TableState
 
 LOG = "runonce-keys-changelog"
@@ -130,3 +131,37 @@ def test_nothing_to_read_is_cheap(tmp_path: Path) -> None:
     done = restore(log, table, 0)
     assert (done.records, log.read_from) == (0, [])
 
+
+
+class LeaderLost(Changelog):
+    """A changelog whose partition has no leader for the first ``lost`` lookups (a broker failover)."""
+
+    def __init__(self, lost: int, code: int = KafkaError._UNKNOWN_PARTITION, fatal: bool = False) -> None:
+        super().__init__({0: (b"a", b"1")}, high=1)
+        self.lost, self.code, self.fatal, self.asked = lost, code, fatal, 0
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        self.asked += 1
+        if self.asked <= self.lost:
+            raise KafkaException(KafkaError(self.code, "Failed to get watermark offsets", fatal=self.fatal))
+        return super().get_watermark_offsets(tp, timeout, cached)
+
+
+def test_a_changelog_without_a_leader_is_asked_again_until_one_is_elected(tmp_path: Path) -> None:
+    log = LeaderLost(lost=3)
+    done = restore(log, TableState("keys", LOG, tmp_path), 0, backoff_s=0.01)
+    assert (log.asked, done.records, done.to_offset) == (4, 1, 1)
+
+
+def test_a_changelog_without_a_leader_for_too_long_stops_the_restore(tmp_path: Path) -> None:
+    log = LeaderLost(lost=10**6, code=KafkaError._TIMED_OUT)
+    with pytest.raises(RestoreStuck, match="within 0 s"):
+        restore(log, TableState("keys", LOG, tmp_path), 0, bounds_timeout_s=0.2, backoff_s=0.05)
+    assert log.asked > 1
+
+
+def test_a_fatal_client_error_is_not_asked_again(tmp_path: Path) -> None:
+    log = LeaderLost(lost=1, code=KafkaError._FENCED, fatal=True)
+    with pytest.raises(RestoreStuck):
+        restore(log, TableState("keys", LOG, tmp_path), 0, backoff_s=0.01)
+    assert log.asked == 1
