@@ -32,8 +32,9 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.results import ResultIndex
 from runonce.connectors.runner import ActionRunner
-from runonce.errors import FatalError, InvalidInput
+from runonce.errors import ConsumerStuck, FatalError, InvalidInput
 from runonce.kafka import clients, topics
+from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.record import Out
 from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
@@ -74,7 +75,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     group = group or f"runonce-exec-{connector.name}"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
-    consumer = Consumer(consumer_config(settings, group))
+    stall = FetchStall(source_topic)
+    consumer = Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
+                         "stats_cb": stall.on_stats})
     producer_config = clients.producer_config(access, **{
         "transactional.id": transactional_id,
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
@@ -82,14 +85,14 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                                 consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0))
     return Executor(connector, consumer=consumer, transactions=transactions,
                     index=ResultIndex(access, connector.tools), source_topic=source_topic, start=start,
-                    runner=runner, metrics=metrics, failpoint=settings.executor_failpoint)
+                    runner=runner, metrics=metrics, failpoint=settings.executor_failpoint, stall=stall)
 
 
 class Executor:
     def __init__(self, connector: Connector, *, consumer: Any, transactions: Any, index: Results,
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                  runner: ActionRunner | None = None, metrics: Any = None, failpoint: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None) -> None:
         self.connector = connector
         self.consumer = consumer
         self.transactions = transactions
@@ -101,6 +104,8 @@ class Executor:
         self.metrics = metrics
         self.failpoint = failpoint
         self.clock = clock
+        #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
+        self.stall = stall
         self.codec = Codec()
         self.who: str = transactions.transactional_id
         #: offsets (next to read) not yet committed: records skipped (other vendors' tools) and
@@ -153,6 +158,7 @@ class Executor:
         msg = self.consumer.poll(0.5)
         if msg is None:
             self._flush_pending(force=False)
+            self._check_stall()
             return
         if msg.error():
             err: KafkaError = msg.error()
@@ -164,6 +170,16 @@ class Executor:
             log.warning("consumer: %s", err)
             return
         self._handle(msg)
+
+    def _check_stall(self) -> None:
+        """Idle with records to read: a consumer that stopped fetching leaves, for a restart."""
+        if self.stall is None:
+            return
+        assigned = [tp.partition for tp in self.consumer.assignment() if tp.topic == self.source_topic]
+        stuck = self.stall.check(leader_ends(self.consumer, self.source_topic), assigned)
+        if stuck is not None:
+            log.critical("%s: consumer stopped fetching: %s; exiting for a restart", self.who, stuck)
+            raise ConsumerStuck(f"{self.who}: {stuck}")
 
     def _handle(self, msg: Any) -> None:
         tp = (msg.topic(), msg.partition())

@@ -16,6 +16,7 @@ caller should do about them::
         ├── ConfigError               settings or policy file are wrong (names the field)
         ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
         ├── AccessDenied              the broker refused this principal (authentication or ACL)
+        ├── ConsumerStuck             a consumer stopped fetching after a failover; a restart clears it
         └── InvariantViolation        state contradicts itself; continuing could double an action
 
 Foreign exceptions (confluent_kafka.KafkaException, fastavro errors, OSError from
@@ -80,3 +81,8 @@ class AccessDenied(FatalError):
 
 class InvariantViolation(FatalError):
     """State contradicts itself."""
+
+
+class ConsumerStuck(FatalError):
+    """A consumer has records to read and a fetch position that does not move (a client that lost
+    a partition's fetcher when its leader moved): exit, and let the supervisor restart the process."""

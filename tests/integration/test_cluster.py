@@ -323,3 +323,7 @@ def test_failover_under_load_loses_and_doubles_nothing(
     print(f"  {len(records)} actions, {len(approved)} approved for executors: {dict(statuses)}; "
           f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")
+    for proc in procs:
+        for line in proc.log_tail(400).splitlines():
+            if "CRITICAL" in line or "fenced" in line:
+                print(f"  {proc.name}: {line[:300]}")
