@@ -35,6 +35,7 @@ from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
+from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.record import Out
 from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
@@ -76,8 +77,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)
+    lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
     consumer = Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
-                         "stats_cb": stall.on_stats})
+                         "stats_cb": stats_callbacks(stall.on_stats, *lag)})
     producer_config = clients.producer_config(access, **{
         "transactional.id": transactional_id,
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
@@ -106,6 +108,10 @@ class Executor:
         self.clock = clock
         #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
         self.stall = stall
+        if metrics is not None:  # every final status from the start at 0: "none in doubt" is a series too
+            for tool in sorted(connector.tools):
+                for status in (Status.SUCCEEDED, Status.FAILED, Status.IN_DOUBT):
+                    metrics.outcomes.labels(connector.name, tool, status.value)
         self.codec = Codec()
         self.who: str = transactions.transactional_id
         #: offsets (next to read) not yet committed: records skipped (other vendors' tools) and

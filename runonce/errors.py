@@ -15,6 +15,7 @@ caller should do about them::
     └── FatalError                    stop the process; a human must look
         ├── ConfigError               settings or policy file are wrong (names the field)
         ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
+        ├── ObserveSetupError         Prometheus could not be fetched (Debian's package) or started
         ├── AccessDenied              the broker refused this principal (authentication or ACL)
         ├── ConsumerStuck             a consumer stopped fetching after a failover; a restart clears it
         └── InvariantViolation        state contradicts itself; continuing could double an action
@@ -72,6 +73,10 @@ class ConfigError(FatalError):
 
 class BrokerSetupError(FatalError):
     """The local broker could not be fetched, formatted or started."""
+
+
+class ObserveSetupError(FatalError):
+    """Prometheus could not be fetched from Debian's packages, or did not start."""
 
 
 class AccessDenied(FatalError):

@@ -3,6 +3,7 @@
 #   - Java 17+ and Maven (Debian packages) if missing
 #   - a virtualenv in .venv with runonce installed (editable) and its test extras
 #   - the Kafka broker's jars, resolved from Maven Central into ~/.cache/runonce
+#   - prometheus and promtool, unpacked from Debian's prometheus package into ~/.cache/runonce
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,3 +34,4 @@ if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest' >/dev/null
   touch .venv/.installed
 fi
 .venv/bin/runonce broker fetch
+.venv/bin/runonce observe fetch

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from runonce.core.decision import Outcome, Reason
 
 
 @dataclass
@@ -27,6 +30,9 @@ class StreamMetrics:
         self.latency = Histogram("runonce_decision_seconds", "Time to decide one record, per stage", ["stage"],
                                  buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
                                  registry=r)
+        self.age = Histogram("runonce_decision_latency_seconds", "From request (broker append time) to final "
+                             "decision", buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+                             registry=r)
         # The transactional runtime: what a commit carried, and what restores cost.
         self.transactions = Counter("runonce_transactions", "Stream transactions by result (committed, aborted)",
                                     ["result"], registry=r)
@@ -37,5 +43,16 @@ class StreamMetrics:
                                         registry=r)
         self.batch_cap = Gauge("runonce_batch_cap_records", "Records the next transaction may take (cut after "
                                "a transaction the broker did not take in time)", registry=r)
+        self.lag = Gauge("runonce_consumer_lag_records", "Records not yet read, per consumer group and partition "
+                         "(librdkafka's own count, to the last stable offset)", ["group", "topic", "partition"],
+                         registry=r)
         self.restored = Counter("runonce_state_restored", "Changelog records applied to local state on "
                                 "assignment, per table", ["table"], registry=r)
+
+    def expect(self, budgeted_tools: Iterable[str], dead_letter_kinds: Iterable[str]) -> None:
+        """Series at 0 for what the alerts watch, before the first one happens: ``increase()`` over
+        a series that first appears at 42 is 0, and the alert would miss the first restart loop."""
+        for tool in budgeted_tools:
+            self.decisions.labels(Outcome.DROP.value, Reason.BUDGET_EXHAUSTED.value, tool)
+        for kind in dead_letter_kinds:
+            self.dead_letters.labels(kind)

@@ -19,7 +19,7 @@ from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
-from runonce.errors import DecodeError, InvalidInput, InvariantViolation
+from runonce.errors import DecodeError, InvalidAction, InvalidInput, InvariantViolation, UnknownSchema
 from runonce.kafka import topics
 from runonce.kafka.record import Headers, Out
 from runonce.streams import records, routing
@@ -61,6 +61,7 @@ class _Stage:
         # Label lookups cost more than the increments on the per-record path: keep the children.
         self._latency = metrics.latency.labels(self.name)
         self._decided: dict[tuple[str, str, str], Any] = {}
+        self._age = metrics.age
 
     def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
                     trust_origin_headers: bool = True) -> Out:
@@ -80,6 +81,9 @@ class _Stage:
         if counter is None:
             counter = self._decided[labels] = self.metrics.decisions.labels(*labels)
         counter.inc()
+        # requested (the broker's append time) -> decided (now): what a dashboard's latency shows;
+        # the decision itself never reads the clock
+        self._age.observe(max(0.0, time.time() - record["event_time_ms"] / 1000))
         return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
                    headers=tuple(extra_headers))
 
@@ -232,6 +236,8 @@ class Pipeline:
         (it consumes the scoped topic's partition ``p`` and holds its state); stage 1 then
         hands a pass to stage 2 in place. Without it, every pass takes the scoped topic."""
         common: dict[str, Any] = dict(codec=codec, policies=policies, partitions=partitions, metrics=metrics)
+        metrics.expect((tool for tool, p in policies.tools.items() if p.budget is not None),
+                       (cls.kind for cls in (InvalidInput, DecodeError, UnknownSchema, InvalidAction)))
         self.scopes = ScopeStage(store=scopes, **common)
         self.keys = KeyStage(store=keys, scope_stage=self.scopes, decides_scope_here=decides_scope_here, **common)
 

@@ -253,12 +253,34 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_observe(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.ops.observe import prometheus
+
+    if args.action == "fetch":
+        print(prometheus.fetch(settings, progress=_say))
+        return 0
+    if args.action == "check":
+        return prometheus.check_rules(settings, say=print)
+    server = prometheus.Prometheus(settings)
+    if server.pid() is None:
+        _say("Prometheus is not running: `runonce up --observe` starts it")
+        return 1
+    firing = server.firing()
+    for alert in firing:
+        labels = {k: v for k, v in alert["labels"].items() if k not in ("alertname", "severity")}
+        print(f"{alert['labels']['alertname']:<28} {alert['labels'].get('severity', ''):<7} {labels} "
+              f"{alert.get('annotations', {}).get('summary', '')}")
+    if not firing:
+        print("no alert firing")
+    return 0
+
+
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     """Broker, topics, stream worker, sandbox vendors and executors in the background."""
     from runonce.ops.stack import Stack
 
     Stack(settings, progress=_say).up(with_executors=not getattr(args, "no_executors", False),
-                                      secure=getattr(args, "secure", False))
+                                      secure=getattr(args, "secure", False), observe=getattr(args, "observe", False))
     return 0
 
 
@@ -393,6 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--brokers", type=int, default=1,
                    help="start: nodes (broker+controller each, 384 MiB heap each); 3 gives replication 3")
     p.add_argument("--node", type=int, help="kill / restart: the node's id (1..N)")
+    p = add("observe", cmd_observe, "Prometheus for the local stack: fetch its programs (Debian's package), "
+                                    "check runonce's alert rules with promtool, or show what is firing.")
+    p.add_argument("action", choices=["fetch", "check", "alerts"],
+                   help="fetch: download and unpack prometheus and promtool once; check: promtool check rules "
+                        "and promtool test rules on runonce's alerts; alerts: the alerts `up --observe` has firing")
     p = add("topics", cmd_topics, "Create runonce's topics (idempotent).")
     p.add_argument("action", choices=["create"])
     p.add_argument("--partitions", type=int, default=None, help="partitions per topic (default 6)")
@@ -433,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--secure", action="store_true",
                    help="SASL on every listener and least-privilege ACLs, one principal per component; "
                         "credentials in RUNONCE_HOME/credentials (a broker secured once stays secured)")
+    p.add_argument("--observe", action="store_true",
+                   help="also start a real Prometheus (Debian's package, fetched once) scraping every component, "
+                        "with runonce's alert rules; `runonce status` shows its address")
     add("down", cmd_down, "Stop everything `up` started.")
     add("status", cmd_status, "Show each part of the local stack: running, stopped or crashed.")
     p = add("submit", cmd_submit, "Publish one action to actions.requested; prints its action id.")

@@ -1,9 +1,12 @@
 """The local stack as background processes: the broker, a stream worker, the sandbox vendors
-and one executor per vendor. ``runonce up`` / ``down`` / ``status``. Pid files live in
-``<home>/pids``, logs in ``<home>/logs``."""
+and one executor per vendor, each serving Prometheus metrics on a port of its own, and with
+``--observe`` a real Prometheus scraping them with runonce's alert rules.
+``runonce up`` / ``down`` / ``status``. Pid files live in ``<home>/pids``, logs in
+``<home>/logs``, the metrics ports in ``<home>/metrics-ports.json``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,11 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.registry import FACTORIES
-from runonce.devbroker.broker import Broker, BrokerStatus, pid_alive
+from runonce.devbroker.broker import Broker, BrokerStatus, _free_port, pid_alive
 from runonce.devbroker.users import SUPER_USER, read_users, write_private, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.topics import create_topics
+from runonce.ops.observe.prometheus import Prometheus, Target
 from runonce.settings import Settings
 
 
@@ -28,11 +32,15 @@ class Service:
     argv: tuple[str, ...]
     #: the SASL principal it connects as on a secured broker (runonce/kafka/acls.toml); None: no Kafka
     principal: str | None = None
+    #: the Prometheus job that scrapes it; None: it serves no metrics
+    job: str | None = None
 
 
 def services() -> list[Service]:
-    out = [Service("sandbox", ("sandbox",)), Service("worker", ("worker", "--name", "worker-0"), "stream")]
-    out += [Service(f"executor-{v}", ("executor", "--vendor", v), "executor") for v in sorted(FACTORIES)]
+    out = [Service("sandbox", ("sandbox",)),
+           Service("worker", ("worker", "--name", "worker-0"), "stream", "runonce-worker")]
+    out += [Service(f"executor-{v}", ("executor", "--vendor", v), "executor", "runonce-executor")
+            for v in sorted(FACTORIES)]
     return out
 
 
@@ -48,6 +56,28 @@ class Stack:
             return int((self.pids / f"{name}.pid").read_text())
         except (FileNotFoundError, ValueError):
             return None
+
+    def metrics_ports(self) -> dict[str, int]:
+        """Each metrics-serving service's port, chosen once and kept (Prometheus' targets stay put)."""
+        path = self.settings.home / "metrics-ports.json"
+        try:
+            ports: dict[str, int] = {k: int(v) for k, v in json.loads(path.read_text()).items()}
+        except (FileNotFoundError, ValueError, AttributeError):
+            ports = {}
+        wanted = [svc.name for svc in services() if svc.job]
+        if any(name not in ports for name in wanted):
+            ports.update({name: _free_port() for name in wanted if name not in ports})
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(ports, indent=2))
+        return ports
+
+    def targets(self) -> list[Target]:
+        ports = self.metrics_ports()
+        jobs: dict[str, list[str]] = {}
+        for svc in services():
+            if svc.job:
+                jobs.setdefault(svc.job, []).append(f"127.0.0.1:{ports[svc.name]}")
+        return [Target(job, tuple(addresses)) for job, addresses in jobs.items()]
 
     @property
     def credentials(self) -> Path:
@@ -71,9 +101,10 @@ class Stack:
             env = self.settings.with_principal(env, svc.principal, self.credentials / svc.principal)
         return env
 
-    def up(self, with_executors: bool = True, secure: bool = False) -> BrokerStatus:
+    def up(self, with_executors: bool = True, secure: bool = False, observe: bool = False) -> BrokerStatus:
         """Start what is not running. ``secure`` (or a broker secured before) runs SASL + ACLs with
-        one principal per component; credentials are written to ``<home>/credentials``."""
+        one principal per component; credentials are written to ``<home>/credentials``.
+        ``observe`` starts a Prometheus scraping every component, with runonce's alert rules."""
         secure = secure or Broker(self.settings).secured
         admin, users = self._secure() if secure else (self.settings, {})
         status = Broker(admin, progress=self.progress).start()
@@ -87,6 +118,7 @@ class Stack:
                           f"RUNONCE_SASL_USERNAME=agent RUNONCE_SASL_PASSWORD_FILE={self.credentials / 'agent'}")
         self.pids.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
+        ports = self.metrics_ports()
         for svc in services():
             if not with_executors and svc.name != "worker":
                 continue
@@ -94,15 +126,22 @@ class Stack:
             if pid is not None and pid_alive(pid):
                 continue
             with open(self.logs / f"{svc.name}.log", "ab") as log:
-                proc = subprocess.Popen([sys.executable, "-m", "runonce", *svc.argv], stdout=log,
+                metrics = ("--metrics-port", str(ports[svc.name])) if svc.job else ()
+                proc = subprocess.Popen([sys.executable, "-m", "runonce", *svc.argv, *metrics], stdout=log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=self.env(svc, secure),
                                         start_new_session=True)
             (self.pids / f"{svc.name}.pid").write_text(str(proc.pid))
             self.progress(f"{svc.name} started (pid {proc.pid}, log {self.logs / (svc.name + '.log')})")
+        if observe:
+            url = Prometheus(self.settings, self.progress).start(self.targets())
+            self.progress(f"Prometheus on {url} with runonce's alert rules (firing: {url}/alerts)")
         return status
 
     def down(self) -> BrokerStatus:
+        if Prometheus(self.settings).pid() is not None:
+            Prometheus(self.settings).stop()
+            self.progress("prometheus stopped")
         for svc in reversed(services()):
             pid = self._pid(svc.name)
             if pid is None:
@@ -115,11 +154,19 @@ class Stack:
 
     def status(self) -> list[tuple[str, str]]:
         rows = [("broker", Broker(self.settings).status().describe())]
+        ports = self.metrics_ports()
         for svc in services():
             pid = self._pid(svc.name)
             state = "stopped" if pid is None else (f"running (pid {pid})" if pid_alive(pid)
                                                    else f"crashed (pid {pid}; see {self.logs / (svc.name + '.log')})")
+            if svc.job and pid is not None and pid_alive(pid):
+                state += f", metrics http://127.0.0.1:{ports[svc.name]}/metrics"
             rows.append((svc.name, state))
+        prometheus = Prometheus(self.settings)
+        if prometheus.port is not None:  # started once with --observe
+            pid = prometheus.pid()
+            rows.append(("prometheus", f"running (pid {pid}), {prometheus.url}" if pid is not None else
+                         f"stopped (runonce up --observe starts it; log {prometheus.log_file})"))
         return rows
 
 

@@ -28,6 +28,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
 from runonce.kafka import clients, topics
+from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
+from runonce.kafka.lag import LagGauge
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.record import Record
 from runonce.kafka.transactions import FENCED, TXN_TIMEOUT_S, init_producer
@@ -75,6 +77,7 @@ class TransactionalWorker:
             "partition.assignment.strategy": "range",
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
             "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
+            "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": LagGauge(self.metrics.lag, GROUP).on_stats,
         })
         self.reader = clients.reader(self.access, group=f"{GROUP}-restore")
         # A transactional call that blocks past its timeout (librdkafka#5456, a coordinator that

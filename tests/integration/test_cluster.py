@@ -11,7 +11,6 @@ RUNONCE_FAILOVER_RATE=100 actions/s)."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 from collections import Counter
@@ -19,14 +18,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.devbroker.broker import BrokerState
 from runonce.devbroker.cluster import Cluster
-from runonce.kafka import clients, topics
+from runonce.kafka import topics
+from runonce.kafka.reader import read_all
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
 from runonce.testkit.workload import check_families, generate
@@ -141,46 +141,18 @@ EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_tic
 OUTAGE_S = 8.0
 
 
-class Arrivals(threading.Thread):
-    """When each decision and each result reached a read_committed reader: the stall a failover
-    causes is what someone downstream sees, the reader's own failover included."""
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(daemon=True)
-        self.decisions: list[float] = []
-        self.results: list[float] = []
-        #: when each decision was produced (its CreateTime): a stall here is the workers', not the reader's
-        self.decided: list[float] = []
-        self._stopping = threading.Event()
-        self._consumer = clients.reader(bootstrap, group=f"failover-arrivals-{uuid.uuid4().hex[:6]}",
-                                        **{"enable.partition.eof": False})
-        parts = []
-        for t in (topics.APPROVED, topics.DROPPED, topics.RESULTS):
-            meta = self._consumer.list_topics(t, timeout=10).topics[t]
-            parts += [TopicPartition(t, p, OFFSET_BEGINNING) for p in meta.partitions]
-        self._consumer.assign(parts)
-
-    def run(self) -> None:
-        while not self._stopping.is_set():
-            for msg in self._consumer.consume(500, 0.2):
-                if msg.error():
-                    continue
-                if msg.topic() == topics.RESULTS:
-                    self.results.append(time.time())
-                else:
-                    self.decisions.append(time.time())
-                    self.decided.append(msg.timestamp()[1] / 1000)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self.join(10)
-        self._consumer.close()
+def produced_at(bootstrap: str, topic_names: tuple[str, ...]) -> list[float]:
+    """When each committed record of these topics was produced (CreateTime, seconds): read once
+    the test is done, so no reader of the test's own has to ride out the failovers."""
+    return [r.timestamp_ms / 1000 for t in topic_names for r in read_all(bootstrap, t, timeout_s=120)]
 
 
-def stall_s(arrivals: list[float], from_s: float, to_s: float) -> float:
-    """The longest time without an arrival between ``from_s`` (the kill) and ``to_s``."""
-    marks = [from_s] + sorted(t for t in arrivals if from_s <= t <= to_s) + [to_s]
-    return max(b - a for a, b in zip(marks, marks[1:]))
+def stall_s(times: list[float], from_s: float, to_s: float) -> float:
+    """The longest time without a record between ``from_s`` (the kill) and ``to_s``, or the
+    last record if that comes first (the load is over: quiet is not a stall)."""
+    inside = sorted(t for t in times if from_s <= t <= to_s)
+    marks = [from_s] + inside
+    return max(b - a for a, b in zip(marks, marks[1:])) if inside else to_s - from_s
 
 
 def _wait_in_sync(admin: Any, timeout_s: float = 120.0) -> float:
@@ -225,8 +197,6 @@ def test_failover_under_load_loses_and_doubles_nothing(
                  "--loglevel", "info"], tmp_path, env)
     procs += executors.values()
     supervisor = Supervisor(procs).start()
-    arrivals = Arrivals(bootstrap)
-    arrivals.start()
     load = Load(bootstrap, records, rate, agent_id="failover-agent")
     timeline: list[str] = []
     failovers: list[dict[str, Any]] = []
@@ -295,7 +265,6 @@ def test_failover_under_load_loses_and_doubles_nothing(
         note("results: every approved action finished")
     finally:
         print("\nfailover test timeline:\n  " + "\n  ".join(timeline))
-        arrivals.stop()
         supervisor.stop()
         for node_id, status in cluster.status().items():
             if status.state is not BrokerState.RUNNING:
@@ -315,11 +284,12 @@ def test_failover_under_load_loses_and_doubles_nothing(
         assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
     assert statuses["failed"] == 0, statuses
 
+    decided = produced_at(bootstrap, (topics.APPROVED, topics.DROPPED))
+    performed = produced_at(bootstrap, (topics.RESULTS,))
     for f in failovers:
         window = (f["killed_at"], f["killed_at"] + OUTAGE_S + 30)
-        print(f"  node {f['node']} ({f['why']}): no decision seen for {stall_s(arrivals.decisions, *window):.1f} s "
-              f"(none produced for {stall_s(arrivals.decided, *window):.1f} s), "
-              f"no executor result seen for {stall_s(arrivals.results, *window):.1f} s")
+        print(f"  node {f['node']} ({f['why']}): no decision for {stall_s(decided, *window):.1f} s, "
+              f"no executor result for {stall_s(performed, *window):.1f} s")
     print(f"  {len(records)} actions, {len(approved)} approved for executors: {dict(statuses)}; "
           f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")

@@ -1,0 +1,122 @@
+"""A real Prometheus (Debian's package, runonce/ops/observe) scrapes a real stream worker and a
+real executor on the session's broker. The seed's restart loop is replayed (47 restarts of one
+service: 5 approved, then budget_exhausted), and runonce's budget alert must be *firing* in
+Prometheus' own alerts API; an undecodable record must raise the dead-letter alert; and every
+panel of the Grafana dashboard must return series from that Prometheus."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.devbroker.broker import _free_port
+from runonce.kafka import groups, topics
+from runonce.ops.observe.prometheus import DASHBOARD, Prometheus, Target, packaged
+from runonce.sdk.submit import Submitter
+from runonce.settings import Settings
+from runonce.testkit.scenarios import incidents
+from runonce.testkit.watch import DecisionWatcher
+
+from tests.support.worker import RunonceProcess, WorkerProcess
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def observed(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A worker and the ops-webhook executor serving metrics, and a Prometheus scraping both every second."""
+    vendors, _smtp = sandboxes
+    logs = tmp_path_factory.mktemp("observe-logs")
+    worker_port, executor_port = _free_port(), _free_port()
+    group = f"runonce-exec-observe-{uuid.uuid4().hex[:6]}"
+    groups.start_group_at_end(broker.bootstrap_servers(), group, topics.APPROVED)
+    procs = [
+        WorkerProcess(broker, "observe-w0", logs, extra_env={"RUNONCE_METRICS_PORT": str(worker_port)}),
+        RunonceProcess(broker, "observe-exec-webhook",
+                       ["executor", "--vendor", "webhook", "--group", group, "--metrics-port", str(executor_port)],
+                       logs, {"RUNONCE_VENDOR_URL": vendors.url}),
+    ]
+    prometheus = Prometheus(broker.with_(home=tmp_path_factory.mktemp("observe-home")))
+    try:
+        for proc in procs:
+            proc.start()
+        prometheus.start([Target("runonce-worker", (f"127.0.0.1:{worker_port}",)),
+                          Target("runonce-executor", (f"127.0.0.1:{executor_port}",))], scrape_interval_s=1)
+        deadline = time.monotonic() + 90
+        while {s["metric"]["job"] for s in prometheus.query("up == 1")} != {"runonce-worker", "runonce-executor"}:
+            assert time.monotonic() < deadline, "\n".join(f"--- {p.name}\n{p.log_tail()}" for p in procs)
+            time.sleep(0.5)
+        yield prometheus
+    finally:
+        prometheus.stop()
+        for proc in procs:
+            proc.stop()
+
+
+def _wait_firing(prometheus: Prometheus, alertname: str, timeout_s: float = 60.0, **labels: str) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for alert in prometheus.firing():
+            if alert["labels"]["alertname"] == alertname and labels.items() <= alert["labels"].items():
+                return alert
+        assert time.monotonic() < deadline, f"{alertname} {labels} never fired; alerts: {prometheus.api('alerts')}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def replayed(observed: Prometheus, broker: Settings) -> dict[str, Any]:
+    """The restart loop replayed, and one undecodable record: what the alerts and panels show."""
+    assert not observed.firing(), observed.firing()  # nothing fires before the incident
+    loop = next(i for i in incidents() if i.name == "restart_loop")
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers()})
+    producer.produce(topics.REQUESTED, key=b"observe", value=b"\x00 not an action")
+    assert producer.flush(10) == 0
+    ids: list[str] = []
+    sixth_at = 0.0
+    with Submitter(broker.bootstrap_servers(), agent_id="ops-agent") as sub:
+        for n, request in enumerate(loop.requests, start=1):
+            ids.append(sub.submit(request.tool, request.params, idempotency_key=request.idempotency_key))
+            sub.flush()
+            if n == 6:  # the first restart past the budget of 5
+                sixth_at = time.monotonic()
+            time.sleep(0.1)  # a crashing container, restarted as fast as the agent can
+    return {"ids": ids, "sixth_at": sixth_at}
+
+
+def test_the_restart_loop_fires_the_budget_alert(observed: Prometheus, replayed: dict[str, Any],
+                                                 decision_log: DecisionWatcher) -> None:
+    alert = _wait_firing(observed, "RunonceBudgetExhausted", tool="restart_service")
+    fired_after_s = time.monotonic() - replayed["sixth_at"]
+    decided = decision_log.wait(replayed["ids"], timeout_s=60)
+    assert sum(d["reason"] == "budget_exhausted" for d in decided.values()) == 42
+    assert alert["labels"]["severity"] == "page"
+    assert "restart_service" in alert["annotations"]["description"]
+    print(f"\nbudget alert firing {fired_after_s:.1f} s after the 6th restart (scrape and evaluation every 1 s)")
+
+
+def test_an_undecodable_record_fires_the_dead_letter_alert(observed: Prometheus, replayed: dict[str, Any]) -> None:
+    alert = _wait_firing(observed, "RunonceDeadLettersGrowing")
+    assert alert["labels"]["severity"] == "ticket" and alert["labels"]["kind"]
+
+
+def test_every_dashboard_panel_returns_series(observed: Prometheus, replayed: dict[str, Any],
+                                              decision_log: DecisionWatcher) -> None:
+    decision_log.wait(replayed["ids"], timeout_s=60)
+    panels = json.loads(packaged(DASHBOARD))["panels"]
+    empty = []
+    deadline = time.monotonic() + 30  # lag arrives with the clients' statistics (every 5 s)
+    while True:
+        empty = [(p["title"], t["expr"]) for p in panels for t in p["targets"] if not observed.query(t["expr"])]
+        if not empty or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert not empty, empty
+    assert len(panels) >= 10
