@@ -66,7 +66,7 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
         **clients.base_config(settings.kafka_access()), "group.id": group, "enable.auto.commit": False,
         # The client never picks a position: a missing or out-of-range offset is an error we see.
         "auto.offset.reset": "error", "isolation.level": "read_committed",
-        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+        "session.timeout.ms": settings.executor_session_timeout_ms, "heartbeat.interval.ms": 1000,
     }
 
 

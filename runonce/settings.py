@@ -53,6 +53,9 @@ class Settings:
     #: executors: how long the broker lets one of their transactions stay open before aborting it
     #: (and fencing the producer); a paused executor past it is a zombie and is refused
     executor_txn_timeout_ms: int = 60_000
+    #: executors: how long a silent member keeps its partitions before the group moves them (a
+    #: killed executor's partitions wait this long for a new owner; the broker's minimum is 6 s)
+    executor_session_timeout_ms: int = 10_000
     #: the jira connector's bound on its search index's lag: "no such ticket" is believed only
     #: from a search made this long after the last attempt that could have created it
     jira_search_lag_ms: int = 10_000
@@ -175,6 +178,7 @@ class Settings:
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
+                           ("RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "executor_session_timeout_ms"),
                            ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms"),
                            ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
                            ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms"),
@@ -201,6 +205,9 @@ class Settings:
         if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit"):
             raise ConfigError(f"executor_failpoint must be before_call, after_call or after_commit, "
                               f"got {self.executor_failpoint!r}")
+        if not 6_000 <= self.executor_session_timeout_ms <= 300_000:
+            raise ConfigError(f"executor_session_timeout_ms must be within 6000..300000 (the broker's "
+                              f"group.min/max.session.timeout.ms), got {self.executor_session_timeout_ms}")
         if not 1_000 <= self.executor_txn_timeout_ms <= 900_000:
             raise ConfigError(f"executor_txn_timeout_ms must be within 1000..900000 (the broker's "
                               f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")

@@ -41,6 +41,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
 #: tool -> (executor vendor, ledger vendor)
 EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
 TXN_TIMEOUT_MS = 15_000
+#: between faults: long enough for the pipeline to be moving again, so each fault meets a running one
+SETTLE_S = 10.0
 PAUSE_S = 25.0  # past the workers' (10 s) and executors' (10 s) sessions and the transaction timeout (15 s)
 
 
@@ -166,11 +168,11 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         timeline.append(f"t={time.monotonic() - t0:5.1f}s {what}")
 
     try:
-        time.sleep(10)  # groups form before the load arrives
+        time.sleep(6)  # groups form before the load arrives
         t0 = time.monotonic()
         load.start()
         note(f"load: {len(records)} actions at {rate:.0f}/s")
-        time.sleep(15)
+        time.sleep(SETTLE_S)
 
         note("broker SIGKILL")
         _broker_signal(b, signal.SIGKILL)
@@ -178,14 +180,14 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         assert b.status().state is BrokerState.CRASHED
         assert b.start().bootstrap == bootstrap, "the broker came back on another port: no client could reach it"
         note("broker restarted")
-        time.sleep(15)
+        time.sleep(SETTLE_S)
 
         note(f"broker SIGSTOP for {PAUSE_S:.0f} s")
         _broker_signal(b, signal.SIGSTOP)
         time.sleep(PAUSE_S)
         _broker_signal(b, signal.SIGCONT)
         note("broker SIGCONT")
-        time.sleep(15)
+        time.sleep(SETTLE_S)
 
         # Slow the payments vendor so the paused executor is mid-call, with its intent committed.
         vendors.state.faults.add(Fault("/payments", delay_s=1.0))

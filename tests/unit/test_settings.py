@@ -16,6 +16,7 @@ def test_from_env_reads_only_what_it_is_given(tmp_path) -> None:
     ({"RUNONCE_PARTITIONS": "0"}, "partitions must be >= 1"),
     ({"RUNONCE_GUARANTEE": "maybe"}, "processing_guarantee must be"),
     ({"RUNONCE_BROKER_HEAP_MB": "64000"}, "broker_heap_mb must be within"),
+    ({"RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": "3000"}, "executor_session_timeout_ms must be within 6000"),
 ])
 def test_bad_settings_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
