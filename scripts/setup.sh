@@ -4,6 +4,7 @@
 #   - a virtualenv in .venv with runonce installed (editable) and its test extras
 #   - the Kafka broker's jars, resolved from Maven Central into ~/.cache/runonce
 #   - prometheus and promtool, unpacked from Debian's prometheus package into ~/.cache/runonce
+#   - Chromium (Debian's package), which the report test opens its page in
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
     echo "setup: missing ${need_apt[*]}: install Java 17+ and Maven, then run this again" >&2
+    exit 2
+  fi
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (Debian package; the report test opens its page in it)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "setup: chromium missing: install Debian's chromium package (the report test needs it), then run this again" >&2
     exit 2
   fi
 fi

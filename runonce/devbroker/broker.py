@@ -73,7 +73,7 @@ class BrokerStatus:
         return f"broker {self.state.value}{where}{pid}{extra}"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -92,6 +92,23 @@ def pid_alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def stop_group(pid: int, timeout_s: float = 20.0) -> None:
+    """SIGTERM a process group we started (``start_new_session``), SIGKILL it if it lingers."""
+    try:
+        os.killpg(pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if pid_alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _answers(bootstrap: KafkaAccess, timeout_s: float = 2.0) -> bool:
@@ -209,7 +226,7 @@ class Broker:
                     sock.bind(("127.0.0.1", port))
             return ports
         except (FileNotFoundError, ValueError, KeyError, OSError):
-            ports = (_free_port(), _free_port())
+            ports = (free_port(), free_port())
             self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1]}))
             return ports
 

@@ -359,6 +359,21 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from runonce.ops.report.build import write_report
+
+    now_ms = int(time.time() * 1000)
+    since_ms = broker_time_ms(args.since, now_ms)
+    until_ms = broker_time_ms(args.until, now_ms) if args.until else now_ms
+    if until_ms <= since_ms:
+        raise ConfigError(f"--until ({args.until}) must come after --since ({args.since})")
+    write_report(settings.kafka_access(), Path(args.html), since_ms, until_ms,
+                 source=f"Kafka at {settings.bootstrap_servers()}", progress=_say)
+    return 0
+
+
 def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.testkit.oracle import verify
 
@@ -494,6 +509,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", help="only this agent's records")
     p.add_argument("--since", help="from this broker time: ISO 8601 or a duration ago (24h); via the time index")
     p.add_argument("--until", help="up to this broker time (same forms)")
+    p = add("report", cmd_report, "Write one self-contained HTML page for a time range: drops by reason and tool "
+                                  "over time, the most repeated keys and scopes, budgets exhausted, results in "
+                                  "doubt, dead letters. Example: runonce report --html report.html --since 24h")
+    p.add_argument("--html", required=True, help="the page to write")
+    p.add_argument("--since", default="24h", help="from this broker time: ISO 8601 or a duration ago (default 24h)")
+    p.add_argument("--until", help="up to this broker time (same forms; default now)")
     p = add("mcp", cmd_mcp, "Serve runonce's tools to agents over the Model Context Protocol (stdio by default): "
                             "each tool call becomes an action, performed at most once; the answer is its "
                             "outcome (a repeat gets the original call's result).")

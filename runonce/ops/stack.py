@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.registry import FACTORIES
-from runonce.devbroker.broker import Broker, BrokerStatus, _free_port, pid_alive
+from runonce.devbroker.broker import Broker, BrokerStatus, free_port, pid_alive, stop_group
 from runonce.devbroker.users import SUPER_USER, read_users, write_private, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
@@ -66,7 +64,7 @@ class Stack:
             ports = {}
         wanted = [svc.name for svc in services() if svc.job]
         if any(name not in ports for name in wanted):
-            ports.update({name: _free_port() for name in wanted if name not in ports})
+            ports.update({name: free_port() for name in wanted if name not in ports})
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(ports, indent=2))
         return ports
@@ -147,7 +145,7 @@ class Stack:
             if pid is None:
                 continue
             if pid_alive(pid):
-                _stop(pid)
+                stop_group(pid)
                 self.progress(f"{svc.name} stopped")
             (self.pids / f"{svc.name}.pid").unlink(missing_ok=True)
         return Broker(self.settings).stop()
@@ -168,18 +166,6 @@ class Stack:
             rows.append(("prometheus", f"running (pid {pid}), {prometheus.url}" if pid is not None else
                          f"stopped (runonce up --observe starts it; log {prometheus.log_file})"))
         return rows
-
-
-def _stop(pid: int, timeout_s: float = 20.0) -> None:
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if pid_alive(pid):
-        os.killpg(pid, signal.SIGKILL)
 
 
 __all__ = ["Stack", "services"]

@@ -28,11 +28,11 @@ from runonce.devbroker.cluster import Cluster
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.settings import Settings
-from runonce.testkit.oracle import verify
-from runonce.testkit.workload import check_families, generate
+from runonce.testkit.workload import generate
 
 from tests.support.coordinators import busiest, coordinators
-from tests.support.load import Load, explain_pending, final_results
+from tests.support.load import (EXECUTED, Load, account_decisions, account_results, check_effects,
+                                 explain_pending)
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -135,8 +135,6 @@ def test_an_acknowledged_write_survives_its_leaders_loss(cluster: Cluster) -> No
     assert all(s.state is BrokerState.RUNNING for s in cluster.status().values())
 
 
-#: tool -> (executor vendor, ledger vendor)
-EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
 #: how long a killed node stays down: past broker.session.timeout.ms (3 s), so it is fenced
 OUTAGE_S = 5.0
 
@@ -232,36 +230,15 @@ def test_failover_under_load_loses_and_doubles_nothing(
         mine = sorted(tid for tid, node in coordinating.items() if node == coordinator)
         fail_over(coordinator, f"transaction coordinator of {', '.join(mine)}")
 
-        load.join(timeout=max(120.0, n_actions / rate * 2))
-        assert not load.is_alive(), "the agent could not produce its workload"
-        assert load.error is None, f"the agent lost actions: {load.error!r}"
+        load.finish(timeout_s=max(120.0, n_actions / rate * 2))
         note("load done")
 
         # Nothing lost: every requested record decided once, every repeat family as planted ...
-        wanted = {r["action_id"] for r in records}
-        deadline = time.monotonic() + 300
-        while True:
-            report = verify(bootstrap)
-            if wanted <= report.outcome_by_action.keys() and report.ok or time.monotonic() > deadline:
-                break
-            time.sleep(3)
+        report = account_decisions(bootstrap, records, families, lambda: "\n".join(
+            f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fo-w")))
         note("oracle: decisions accounted")
-        workers_log = "\n".join(f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fo-w"))
-        assert wanted <= report.outcome_by_action.keys(), \
-            f"{len(wanted - report.outcome_by_action.keys())} undecided\n{workers_log}"
-        assert report.ok, report.summary()
-        problems = check_families(families, report.outcome_by_action)
-        assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"
-
         # ... and every approved action for an executed tool has a final result.
-        tool_of = {r["action_id"]: r["tool"] for r in records}
-        approved = {a for a in wanted if report.outcome_by_action[a][0] == "APPROVED" and tool_of[a] in EXECUTED}
-        while True:
-            results = final_results(bootstrap, approved)
-            pending = [a for a in approved if results.get(a) in (None, "attempting")]
-            if not pending or time.monotonic() > deadline:
-                break
-            time.sleep(3)
+        done = account_results(bootstrap, records, report)
         note("results: every approved action finished")
     finally:
         print("\nfailover test timeline:\n  " + "\n  ".join(timeline))
@@ -270,19 +247,9 @@ def test_failover_under_load_loses_and_doubles_nothing(
             if status.state is not BrokerState.RUNNING:
                 cluster.restart(node_id)  # leave the module's cluster whole whatever happened
 
-    assert not pending, explain_pending(bootstrap, pending, results, tool_of, groups_by_vendor,
-                                        {p.name: p.log_tail(15) for p in executors.values()})
-    statuses = Counter(results[a] for a in approved)
-    effects = Counter((e.vendor, e.key) for e in vendors.ledger.effects())
-    doubled = [k for k, n in effects.items() if n > 1]
-    assert not doubled, f"side effects performed twice: {doubled[:5]}"
-    by_vendor = Counter(vendor for vendor, _ in effects)
-    approved_by_tool = Counter(tool_of[a] for a in approved)
-    succeeded_by_tool = Counter(tool_of[a] for a in approved if results[a] == "succeeded")
-    for tool, vendor in EXECUTED.items():
-        # every success is one effect; an in_doubt email may or may not have been sent, never twice
-        assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
-    assert statuses["failed"] == 0, statuses
+    assert not done.pending, explain_pending(bootstrap, done.pending, done.results, done.tool_of, groups_by_vendor,
+                                             {p.name: p.log_tail(15) for p in executors.values()})
+    statuses, by_vendor = check_effects(done, vendors.ledger.effects())
 
     decided = produced_at(bootstrap, (topics.APPROVED, topics.DROPPED))
     performed = produced_at(bootstrap, (topics.RESULTS,))
@@ -290,7 +257,7 @@ def test_failover_under_load_loses_and_doubles_nothing(
         window = (f["killed_at"], f["killed_at"] + OUTAGE_S + 30)
         print(f"  node {f['node']} ({f['why']}): no decision for {stall_s(decided, *window):.1f} s, "
               f"no executor result for {stall_s(performed, *window):.1f} s")
-    print(f"  {len(records)} actions, {len(approved)} approved for executors: {dict(statuses)}; "
+    print(f"  {len(records)} actions, {len(done.approved)} approved for executors: {dict(statuses)}; "
           f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")
     for proc in procs:

@@ -30,16 +30,15 @@ from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
-from runonce.testkit.workload import check_families, generate
+from runonce.testkit.workload import generate
 from runonce.wire.codec import Codec
 
-from tests.support.load import Load, final_results
+from tests.support.load import (EXECUTED, Load, account_decisions, account_results, check_effects,
+                                 explain_pending)
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
 
-#: tool -> (executor vendor, ledger vendor)
-EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
 TXN_TIMEOUT_MS = 15_000
 #: between faults: long enough for the pipeline to be moving again, so each fault meets a running one
 SETTLE_S = 10.0
@@ -50,35 +49,6 @@ def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
     pid = broker.status().pid
     assert pid is not None
     os.killpg(pid, sig)
-
-
-def _explain(bootstrap: str, pending: list[str], results: dict[str, str], tool_of: dict[str, str],
-             executors: dict[str, RunonceProcess]) -> str:
-    from confluent_kafka import Consumer, TopicPartition
-
-    from runonce.kafka import clients
-
-    codec = Codec()
-    where = {}
-    for r in read_all(bootstrap, topics.APPROVED):
-        d = codec.decode(r.value, expect="ActionDecision")[1]
-        if d["request"]["action_id"] in pending:
-            where[d["request"]["action_id"]] = (r.partition, r.offset)
-    lines = [f"{len(pending)} approved actions without a final result:"]
-    for a in pending[:8]:
-        lines.append(f"  {a} {tool_of[a]} status={results.get(a)} approved at {where.get(a)}")
-    by_tool = Counter(tool_of[a] for a in pending)
-    lines.append(f"  by tool: {dict(by_tool)}")
-    for name in sorted({n.rsplit('-', 1)[0] for n in executors}):
-        group = f"{executors[name + '-0'].argv[4]}"
-        c = Consumer({**clients.base_config(bootstrap), "group.id": group})
-        committed = c.committed([TopicPartition(topics.APPROVED, p) for p in range(6)], timeout=10)
-        ends = [c.get_watermark_offsets(TopicPartition(topics.APPROVED, p), timeout=10)[1] for p in range(6)]
-        c.close()
-        lines.append(f"  {group}: committed {[tp.offset for tp in committed]} ends {ends}")
-    for name, proc in executors.items():
-        lines.append(f"--- {name}\n{proc.log_tail(12)}")
-    return "\n".join(lines)
 
 
 def _committed(bootstrap: str, group: str) -> list[int]:
@@ -149,8 +119,9 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     procs: list[RunonceProcess] = [WorkerProcess(broker, f"fault-w{i}", tmp_path, loglevel="info") for i in range(2)]
     executors: dict[str, RunonceProcess] = {}
     starts: dict[str, list[int]] = {}
+    groups_by_vendor = {vendor: f"runonce-exec-fault-{run}-{vendor}" for vendor in EXECUTED.values()}
     for vendor, slots in (("payments", 2), ("smtp", 1), ("jira", 1)):
-        group = f"runonce-exec-fault-{run}-{vendor}"
+        group = groups_by_vendor[vendor]
         groups.start_group_at_end(bootstrap, group, topics.APPROVED)  # earlier tests' approvals are not ours
         starts[vendor] = _committed(bootstrap, group)
         for slot in range(slots):
@@ -201,60 +172,29 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         note("executor payments-0 SIGCONT")
         vendors.state.faults.clear()
 
-        load.join(timeout=max(60.0, n_actions / rate * 2))
-        assert not load.is_alive(), "the agent could not produce its workload"
-        assert load.error is None, f"the agent lost actions: {load.error!r}"
+        load.finish(timeout_s=max(60.0, n_actions / rate * 2))
         note("load done")
 
         # Nothing lost: every requested record decided once, every repeat family as planted ...
-        wanted = {r["action_id"] for r in records}
-        deadline = time.monotonic() + 300
-        while True:
-            report = verify(bootstrap)
-            if wanted <= report.outcome_by_action.keys() and report.ok or time.monotonic() > deadline:
-                break
-            time.sleep(3)
+        report = account_decisions(bootstrap, records, families, lambda: "\n".join(
+            f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fault-w")))
         note("oracle: decisions accounted")
-        workers_log = "\n".join(f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fault-w"))
-        assert wanted <= report.outcome_by_action.keys(), \
-            f"{len(wanted - report.outcome_by_action.keys())} undecided\n{workers_log}"
-        assert report.ok, report.summary()
-        problems = check_families(families, report.outcome_by_action)
-        assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"
-
         # ... and every approved action for an executed tool has a final result.
-        codec = Codec()
-        tool_of = {r["action_id"]: r["tool"] for r in records}
-        approved = {a for a in wanted if report.outcome_by_action[a][0] == "APPROVED" and tool_of[a] in EXECUTED}
-        while True:
-            results = final_results(bootstrap, approved, codec)
-            pending = [a for a in approved if results.get(a) in (None, "attempting")]
-            if not pending or time.monotonic() > deadline:
-                break
-            time.sleep(3)
+        done = account_results(bootstrap, records, report)
         note("results: every approved action finished")
     finally:
         supervisor.stop()
         if b.status().state is not BrokerState.RUNNING:
             b.start()  # leave the session's broker running whatever happened
 
-    assert not pending, _explain(bootstrap, pending, results, tool_of, executors)
-    statuses = Counter(results[a] for a in approved)
-    effects = Counter((e.vendor, e.key) for e in vendors.ledger.effects())
-    doubled = [k for k, n in effects.items() if n > 1]
-    assert not doubled, f"side effects performed twice: {doubled[:5]}"
+    assert not done.pending, explain_pending(bootstrap, done.pending, done.results, done.tool_of, groups_by_vendor,
+                                             {name: p.log_tail(12) for name, p in executors.items()})
+    statuses, by_vendor = check_effects(done, vendors.ledger.effects())
     early_mail = {SmtpConnector.message_id(ActionCall(r["action_id"], r["tool"], {}, r["idempotency_key"]))
                   for r in before}
-    early_sent = early_mail & {key for vendor, key in effects if vendor == "smtp"}
+    early_sent = early_mail & {e.key for e in vendors.ledger.effects("smtp")}
     assert not early_sent, _explain_early(bootstrap, before, early_sent, starts, executors)
-    by_vendor = Counter(vendor for vendor, _ in effects)
-    approved_by_tool = Counter(tool_of[a] for a in approved)
-    succeeded_by_tool = Counter(tool_of[a] for a in approved if results[a] == "succeeded")
-    for tool, vendor in EXECUTED.items():
-        # every success is one effect; an in_doubt email may or may not have been sent, never twice
-        assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
-    assert statuses["failed"] == 0, statuses
     print("\nfault test timeline:\n  " + "\n  ".join(timeline))
-    print(f"  {len(records)} actions, {len(approved)} approved for executors: {dict(statuses)}; "
+    print(f"  {len(records)} actions, {len(done.approved)} approved for executors: {dict(statuses)}; "
           f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")

@@ -1,14 +1,18 @@
-"""A real Prometheus (Debian's package, runonce/ops/observe) scrapes a real stream worker and a
-real executor on the session's broker. The seed's restart loop is replayed (47 restarts of one
-service: 5 approved, then budget_exhausted), and runonce's budget alert must be *firing* in
-Prometheus' own alerts API; an undecodable record must raise the dead-letter alert; and every
-panel of the Grafana dashboard must return series from that Prometheus."""
+"""The seed's restart loop (47 restarts of one service: 5 approved, then budget_exhausted) as
+operators and analysts see it. A real Prometheus (Debian's package, runonce/ops/observe)
+scrapes a real stream worker and a real executor on the session's broker: runonce's budget
+alert must be *firing* in Prometheus' own alerts API, an undecodable record must raise the
+dead-letter alert, and every panel of the Grafana dashboard must return series. Then
+`runonce report` writes its page for the range, and Debian's headless Chromium opens it: a
+screenshot that is not blank, and the numbers in the DOM Chromium built equal the oracle's."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from collections import Counter
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -16,14 +20,20 @@ from confluent_kafka import Producer
 
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.devbroker.broker import _free_port
+from runonce.devbroker.broker import free_port
 from runonce.kafka import groups, topics
+from runonce.ops.export import rows
 from runonce.ops.observe.prometheus import DASHBOARD, Prometheus, Target, packaged
+from runonce.ops.report.build import write_report
+from runonce.ops.report.page import PALETTE
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
+from runonce.testkit.oracle import verify
 from runonce.testkit.scenarios import incidents
 from runonce.testkit.watch import DecisionWatcher
 
+from tests.support.browser import PageCounts, dump_dom, screenshot
+from tests.support.png import colours
 from tests.support.worker import RunonceProcess, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -35,7 +45,7 @@ def observed(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
     """A worker and the ops-webhook executor serving metrics, and a Prometheus scraping both every second."""
     vendors, _smtp = sandboxes
     logs = tmp_path_factory.mktemp("observe-logs")
-    worker_port, executor_port = _free_port(), _free_port()
+    worker_port, executor_port = free_port(), free_port()
     group = f"runonce-exec-observe-{uuid.uuid4().hex[:6]}"
     groups.start_group_at_end(broker.bootstrap_servers(), group, topics.APPROVED)
     procs = [
@@ -76,9 +86,7 @@ def replayed(observed: Prometheus, broker: Settings) -> dict[str, Any]:
     """The restart loop replayed, and one undecodable record: what the alerts and panels show."""
     assert not observed.firing(), observed.firing()  # nothing fires before the incident
     loop = next(i for i in incidents() if i.name == "restart_loop")
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers()})
-    producer.produce(topics.REQUESTED, key=b"observe", value=b"\x00 not an action")
-    assert producer.flush(10) == 0
+    since_ms = int(time.time() * 1000)  # the broker's clock: this module's records carry later times
     ids: list[str] = []
     sixth_at = 0.0
     with Submitter(broker.bootstrap_servers(), agent_id="ops-agent") as sub:
@@ -88,7 +96,10 @@ def replayed(observed: Prometheus, broker: Settings) -> dict[str, Any]:
             if n == 6:  # the first restart past the budget of 5
                 sixth_at = time.monotonic()
             time.sleep(0.1)  # a crashing container, restarted as fast as the agent can
-    return {"ids": ids, "sixth_at": sixth_at}
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers()})
+    producer.produce(topics.REQUESTED, key=b"observe", value=b"\x00 not an action")
+    assert producer.flush(10) == 0
+    return {"ids": ids, "sixth_at": sixth_at, "since_ms": since_ms}
 
 
 def test_the_restart_loop_fires_the_budget_alert(observed: Prometheus, replayed: dict[str, Any],
@@ -120,3 +131,41 @@ def test_every_dashboard_panel_returns_series(observed: Prometheus, replayed: di
         time.sleep(1)
     assert not empty, empty
     assert len(panels) >= 10
+
+
+def test_the_report_page_in_chromium_shows_the_oracles_numbers(observed: Prometheus, replayed: dict[str, Any],
+                                                                 broker: Settings, decision_log: DecisionWatcher,
+                                                                 tmp_path: Path) -> None:
+    bootstrap = broker.bootstrap_servers()
+    decision_log.wait(replayed["ids"], timeout_s=60)
+    _wait_firing(observed, "RunonceDeadLettersGrowing")  # the dead letter is written too
+    since_ms, until_ms = replayed["since_ms"], int(time.time() * 1000) + 1000
+    page = tmp_path / "report.html"
+    write_report(bootstrap, page, since_ms, until_ms, source="the test's broker")
+
+    # The oracle for the same range: every action requested in it, and how it was decided.
+    requested = {r["action_id"] for r in rows(bootstrap, "requested", since_ms=since_ms, until_ms=until_ms)
+                 if r.get("kind") == "request"}
+    oracle = verify(bootstrap)
+    outcomes = Counter(oracle.outcome_by_action[a] for a in requested)
+    assert requested == set(replayed["ids"]) and sum(outcomes.values()) == 47
+
+    dom = dump_dom(page)
+    shown = PageCounts(dom)
+    assert shown.scripts == 0
+    assert shown.counts["decided"] == sum(outcomes.values())
+    assert shown.counts["approved"] == sum(n for (o, _r), n in outcomes.items() if o == "APPROVED") == 5
+    assert shown.counts["dropped"] == sum(n for (o, _r), n in outcomes.items() if o == "DROPPED")
+    assert shown.counts["budget_exhausted"] == outcomes[("DROPPED", "budget_exhausted")] == 42
+    assert shown.counts["drops_by_reason:budget_exhausted"] == 42
+    assert shown.counts["dead_letters"] == 1 and shown.counts["dead_letters_by_type:decode_error"] == 1
+    assert shown.counts["in_doubt"] == 0
+    budgets = {k: v for k, v in shown.counts.items() if k.startswith("budget:restart_service:")}
+    assert list(budgets.values()) == [42], budgets  # one scope: the service the loop restarted
+
+    image = colours(screenshot(page, tmp_path / "report.png"))
+    total = sum(image.values())
+    not_white = total - image[b"\xff\xff\xff"]
+    palette = [c for c in PALETTE if image[bytes.fromhex(c[1:])] > 50]
+    assert not_white > total // 100, f"a blank page: {not_white} of {total} pixels not white"
+    assert palette, "no chart bar drawn in the palette's colours"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from runonce.kafka import topics
 from runonce.kafka.access import KafkaTarget
@@ -35,6 +37,12 @@ class Load(threading.Thread):
         except BaseException as exc:  # noqa: BLE001  reported by the test
             self.error = exc
 
+    def finish(self, timeout_s: float) -> None:
+        """Wait until the agent has produced every record; fail the test if it could not."""
+        self.join(timeout_s)
+        assert not self.is_alive(), "the agent could not produce its workload"
+        assert self.error is None, f"the agent lost actions: {self.error!r}"
+
 
 def final_results(bootstrap: KafkaTarget, action_ids: set[str], codec: Codec | None = None) -> dict[str, str]:
     """The latest status in actions.results of each of ``action_ids`` that has one."""
@@ -50,8 +58,6 @@ def explain_pending(bootstrap: KafkaTarget, pending: list[str], results: dict[st
                     groups_by_vendor: dict[str, str], logs: dict[str, str], partitions: int = 6) -> str:
     """Where approved actions without a final result sit in actions.approved, against each
     executor group's committed offsets, with the executors' last log lines."""
-    from collections import Counter
-
     from confluent_kafka import Consumer, TopicPartition
 
     from runonce.kafka import clients
@@ -89,3 +95,73 @@ def explain_pending(bootstrap: KafkaTarget, pending: list[str], results: dict[st
     for name, tail in logs.items():
         lines.append(f"--- {name}\n{tail}")
     return "\n".join(lines)
+
+
+#: tool -> the vendor whose executor performs it and whose ledger counts it, in the load tests
+EXECUTED = {"charge_payment": "payments", "send_email": "smtp", "create_jira_ticket": "jira"}
+
+
+@dataclass
+class Accounted:
+    """What the oracle and the executors' results say about a load test's records."""
+    report: Any
+    tool_of: dict[str, str]
+    #: approved actions of an executed tool
+    approved: set[str]
+    #: action id -> its latest status in actions.results
+    results: dict[str, str]
+    #: approved actions without a final result when the time ran out
+    pending: list[str]
+
+
+def account_decisions(bootstrap: KafkaTarget, records: list[dict[str, Any]], families: list[Any],
+                      worker_logs: Callable[[], str], timeout_s: float = 300.0) -> Any:
+    """Wait until every requested record is decided, then check nothing was lost, decided
+    twice or decided against its family's plan; the oracle's report."""
+    from runonce.testkit.oracle import verify
+    from runonce.testkit.workload import check_families
+
+    wanted = {r["action_id"] for r in records}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        report = verify(bootstrap)
+        if wanted <= report.outcome_by_action.keys() and report.ok or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert wanted <= report.outcome_by_action.keys(), \
+        f"{len(wanted - report.outcome_by_action.keys())} undecided\n{worker_logs()}"
+    assert report.ok, report.summary()
+    problems = check_families(families, report.outcome_by_action)
+    assert not problems, f"{len(problems)} families decided against plan: {problems[:5]}"
+    return report
+
+
+def account_results(bootstrap: KafkaTarget, records: list[dict[str, Any]], report: Any,
+                    timeout_s: float = 300.0) -> Accounted:
+    """Wait until every approved action of an executed tool has a final result (or the time runs out)."""
+    tool_of = {r["action_id"]: r["tool"] for r in records}
+    approved = {a for a in tool_of if report.outcome_by_action[a][0] == "APPROVED" and tool_of[a] in EXECUTED}
+    codec = Codec()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        results = final_results(bootstrap, approved, codec)
+        pending = [a for a in approved if results.get(a) in (None, "attempting")]
+        if not pending or time.monotonic() > deadline:
+            return Accounted(report, tool_of, approved, results, pending)
+        time.sleep(3)
+
+
+def check_effects(done: Accounted, effects: list[Any]) -> tuple[Counter[str], Counter[str]]:
+    """Nothing performed twice, every success one effect, no failure; (statuses, effects by vendor)."""
+    statuses = Counter(done.results[a] for a in done.approved)
+    per_key = Counter((e.vendor, e.key) for e in effects)
+    doubled = [k for k, n in per_key.items() if n > 1]
+    assert not doubled, f"side effects performed twice: {doubled[:5]}"
+    by_vendor = Counter(vendor for vendor, _ in per_key)
+    approved_by_tool = Counter(done.tool_of[a] for a in done.approved)
+    succeeded_by_tool = Counter(done.tool_of[a] for a in done.approved if done.results[a] == "succeeded")
+    for tool, vendor in EXECUTED.items():
+        # every success is one effect; an in_doubt email may or may not have been sent, never twice
+        assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
+    assert statuses["failed"] == 0, statuses
+    return statuses, by_vendor

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from runonce.devbroker.broker import _free_port, pid_alive
+from runonce.devbroker.broker import free_port, pid_alive, stop_group
 from runonce.errors import ObserveSetupError
 from runonce.settings import Settings
 
@@ -141,7 +141,7 @@ class Prometheus:
         if running is not None:
             os.kill(running, signal.SIGHUP)  # re-reads config and rules
             return self.url
-        port = self.port or _free_port()
+        port = self.port or free_port()
         self._port_file.write_text(str(port))
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
@@ -166,14 +166,8 @@ class Prometheus:
 
     def stop(self, timeout_s: float = 15.0) -> None:
         pid = self.pid()
-        if pid is None:
-            return
-        os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid_alive(pid):
-            os.killpg(pid, signal.SIGKILL)
+        if pid is not None:
+            stop_group(pid, timeout_s)
         self._pid_file.unlink(missing_ok=True)
 
     def api(self, path: str, params: Mapping[str, str] | None = None) -> Any:
