@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter
+
+from runonce.kafka.lag import lag_gauge
 
 
 @dataclass
@@ -15,6 +17,4 @@ class ExecutorMetrics:
         self.outcomes = Counter("runonce_executor_outcomes", "Executor outcomes by vendor, tool and status "
                                 "(succeeded, failed, in_doubt, already_done, blocked_duplicate)",
                                 ["vendor", "tool", "status"], registry=self.registry)
-        self.lag = Gauge("runonce_consumer_lag_records", "Records not yet read, per consumer group and partition "
-                         "(librdkafka's own count, to the last stable offset)", ["group", "topic", "partition"],
-                         registry=self.registry)
+        self.lag = lag_gauge(self.registry)

@@ -8,6 +8,7 @@ from typing import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from runonce.core.decision import Outcome, Reason
+from runonce.kafka.lag import lag_gauge
 
 
 @dataclass
@@ -43,9 +44,7 @@ class StreamMetrics:
                                         registry=r)
         self.batch_cap = Gauge("runonce_batch_cap_records", "Records the next transaction may take (cut after "
                                "a transaction the broker did not take in time)", registry=r)
-        self.lag = Gauge("runonce_consumer_lag_records", "Records not yet read, per consumer group and partition "
-                         "(librdkafka's own count, to the last stable offset)", ["group", "topic", "partition"],
-                         registry=r)
+        self.lag = lag_gauge(r)
         self.restored = Counter("runonce_state_restored", "Changelog records applied to local state on "
                                 "assignment, per table", ["table"], registry=r)
 

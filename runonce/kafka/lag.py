@@ -9,6 +9,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Gauge
+
+
+def lag_gauge(registry: CollectorRegistry) -> Gauge:
+    """The one definition of the lag gauge: workers and executors export the same series, so a
+    rule sums it by group across both."""
+    return Gauge("runonce_consumer_lag_records", "Records not yet read, per consumer group and partition "
+                 "(librdkafka's own count, to the last stable offset)", ["group", "topic", "partition"],
+                 registry=registry)
+
 
 class LagGauge:
     """Feeds a ``runonce_consumer_lag_records{group, topic, partition}`` gauge. A partition
