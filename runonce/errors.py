@@ -18,6 +18,7 @@ caller should do about them::
         ├── ObserveSetupError         Prometheus could not be fetched (Debian's package) or started
         ├── AccessDenied              the broker refused this principal (authentication or ACL)
         ├── ConsumerStuck             a consumer stopped fetching after a failover; a restart clears it
+        ├── ProducerStuck             faust's producer buffer stopped draining; a restart clears it
         └── InvariantViolation        state contradicts itself; continuing could double an action
 
 Foreign exceptions (confluent_kafka.KafkaException, fastavro errors, OSError from
@@ -91,3 +92,8 @@ class InvariantViolation(FatalError):
 class ConsumerStuck(FatalError):
     """A consumer has records to read and a fetch position that does not move (a client that lost
     a partition's fetcher when its leader moved): exit, and let the supervisor restart the process."""
+
+
+class ProducerStuck(FatalError):
+    """faust's producer buffer handed on no record for too long while records waited: its offsets
+    must not be committed, so the worker exits and its restart resumes from the last commit."""

@@ -6,7 +6,7 @@ One place for names so the stream job, executors, SDK, CLI and tests agree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -45,6 +45,10 @@ class TopicSpec:
 
 
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
+
+_T = TypeVar("_T")
+#: how often an admin request is sent again after the client dropped its connection
+DROPPED_CONNECTION_ATTEMPTS = 3
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(REQUESTED, "intended actions from agents",
@@ -116,7 +120,7 @@ def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30
             wanted.append(NewTopic(spec.name, num_partitions=partitions, replication_factor=replicas.factor,
                                    config=configs))
     pending = list(wanted)
-    for attempt in range(3):
+    for attempt in range(DROPPED_CONNECTION_ATTEMPTS):
         if not pending:
             break
         again = []
@@ -129,9 +133,7 @@ def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30
                 code = exc.args[0].code() if exc.args else None
                 if code == KafkaError.TOPIC_ALREADY_EXISTS:
                     outcome[name] = "exists"  # a concurrent creator won (or our own first attempt did)
-                elif code == KafkaError._DESTROY_BROKER and attempt < 2:
-                    # The client dropped the connection the request went out on (on a multi-broker
-                    # bootstrap it swaps bootstrap connections for the brokers it learns): ask again.
+                elif dropped_connection(exc) and attempt < DROPPED_CONNECTION_ATTEMPTS - 1:
                     again.append(by_name[name])
                 else:
                     raise translate(exc, f"cannot create topic {name}") from exc
@@ -147,16 +149,36 @@ def _reconcile(admin: AdminClient, spec: TopicSpec, timeout_s: float) -> bool:
         return False
     resource = ConfigResource(ConfigResource.Type.TOPIC, spec.name)
     try:
-        current = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result()
+        current = asked_again(
+            lambda: admin.describe_configs([resource], request_timeout=timeout_s)[resource].result())
         stale = {k: v for k, v in spec.configs.items() if k not in current or current[k].value != v}
         if not stale:
             return False
         change = ConfigResource(ConfigResource.Type.TOPIC, spec.name, incremental_configs=[
             ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in stale.items()])
-        admin.incremental_alter_configs([change], request_timeout=timeout_s)[change].result()
+        # SET is idempotent: sending it again after a dropped connection cannot change it twice
+        asked_again(lambda: admin.incremental_alter_configs([change], request_timeout=timeout_s)[change].result())
     except KafkaException as exc:
         raise translate(exc, f"cannot bring topic {spec.name} to its configs") from exc
     return True
+
+
+def dropped_connection(exc: KafkaException) -> bool:
+    """True when the client dropped the connection a request went out on: on a multi-broker
+    bootstrap, a new client swaps its bootstrap connections for the brokers it learns, and a
+    request in flight on one of them fails with _DESTROY_BROKER. Nothing reached a decision."""
+    return bool(exc.args) and exc.args[0].code() == KafkaError._DESTROY_BROKER
+
+
+def asked_again(request: Callable[[], _T], attempts: int = DROPPED_CONNECTION_ATTEMPTS) -> _T:
+    """An idempotent admin request, sent again while the client drops its connection."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return request()
+        except KafkaException as exc:
+            if not dropped_connection(exc) or attempt == attempts:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) -> None:

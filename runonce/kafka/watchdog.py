@@ -48,7 +48,12 @@ class Watchdog:
             time.sleep(1.0)
             deadline = self._deadline
             if deadline is not None and self.clock() > deadline:
-                log.critical("%s: %s still blocked after %.0f s; exiting for a restart",
-                             self.who, self._call, self.limit_s)
-                logging.shutdown()
-                os._exit(EXIT_STUCK)
+                leave_for_restart(f"{self.who}: {self._call} still blocked after {self.limit_s:.0f} s")
+
+
+def leave_for_restart(why: str) -> None:
+    """Log why and exit at once with EXIT_STUCK. No cleanup runs: a stuck client's close would
+    block too, and the broker aborts what the process left open."""
+    log.critical("%s; exiting for a restart", why)
+    logging.shutdown()
+    os._exit(EXIT_STUCK)

@@ -78,17 +78,13 @@ def _topics(admin: Any, names: list[str]) -> Any:
 
 
 def _create_probe(admin: Any) -> None:
-    for attempt in range(3):
-        try:
-            admin.create_topics([NewTopic(PROBE, 1, 3, config={"min.insync.replicas": "2"})])[PROBE].result()
-            return
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            if code == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            # a new client on a multi-broker bootstrap drops the connection a request went out on
-            if code != KafkaError._DESTROY_BROKER or attempt == 2:
-                raise
+    try:
+        topics.asked_again(lambda: admin.create_topics(
+            [NewTopic(PROBE, 1, 3, config={"min.insync.replicas": "2"})])[PROBE].result())
+    except KafkaException as exc:
+        # our own first attempt may have created it before the client dropped its connection
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
 
 
 def test_topics_create_on_three_brokers_makes_three_copies_two_in_sync(cluster: Cluster) -> None:

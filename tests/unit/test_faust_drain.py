@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from faust.transport.producer import ProducerBuffer
 
+from runonce.errors import ProducerStuck
 from runonce.streams.faust_runtime.drain import drain_before_commit
 
 
@@ -63,3 +65,57 @@ def test_the_drain_returns_only_when_nothing_is_queued_or_in_hand() -> None:
         return log
 
     assert asyncio.run(go()) == ["handed on", "flushed"]
+
+
+class Clock:
+    """A test's time: it moves by ``per_look_s`` each time the drain looks at it, and by what
+    the test adds."""
+
+    def __init__(self, per_look_s: float = 0.0) -> None:
+        self.now_s = 0.0
+        self.per_look_s = per_look_s
+
+    def __call__(self) -> float:
+        self.now_s += self.per_look_s
+        return self.now_s
+
+
+def test_a_drain_that_hands_on_nothing_gives_up_without_committing() -> None:
+    heard: list[str] = []
+    drain_before_commit(stuck_after_s=3, stuck=heard.append, clock=Clock(per_look_s=1.0))
+    try:
+        async def go() -> None:
+            buf = Buffer(size=2)
+            buf._runonce_in_hand = 1  # taken off the queue, and the client never takes it
+            await ProducerBuffer.flush(buf)  # type: ignore[arg-type]
+
+        with pytest.raises(ProducerStuck):
+            asyncio.run(go())
+        assert len(heard) == 1 and "no record for 3 s with 2 queued and 1 in hand" in heard[0], heard
+    finally:
+        drain_before_commit()
+
+
+def test_a_slow_drain_that_keeps_moving_is_not_stuck() -> None:
+    heard: list[str] = []
+    clock = Clock()
+    drain_before_commit(stuck_after_s=5, stuck=heard.append, clock=clock)
+    try:
+        async def producer(buf: Buffer) -> None:
+            while buf.size:  # 4 s between records: 16 s in all, more than the bound, never at once
+                await asyncio.sleep(0.25)
+                clock.now_s += 4.0
+                buf._size -= 1
+                buf.message_sent.set()
+
+        async def go() -> int:
+            buf = Buffer(size=4)
+            task = asyncio.create_task(producer(buf))
+            await ProducerBuffer.flush(buf)  # type: ignore[arg-type]
+            await task
+            return buf.size
+
+        assert asyncio.run(go()) == 0
+        assert heard == [] and clock.now_s == 16.0
+    finally:
+        drain_before_commit()
