@@ -181,8 +181,9 @@ class Executor:
         """Idle with records to read: a consumer that stopped fetching leaves, for a restart."""
         if self.stall is None:
             return
-        assigned = [tp.partition for tp in self.consumer.assignment() if tp.topic == self.source_topic]
-        stuck = self.stall.check(leader_ends(self.consumer, self.source_topic), assigned)
+        stuck = self.stall.check(
+            leader_ends(self.consumer, self.source_topic),
+            lambda: [tp.partition for tp in self.consumer.assignment() if tp.topic == self.source_topic])
         if stuck is not None:
             log.critical("%s: consumer stopped fetching: %s; exiting for a restart", self.who, stuck)
             raise ConsumerStuck(f"{self.who}: {stuck}")

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 log = logging.getLogger("runonce.kafka")
 
@@ -61,14 +61,15 @@ class FetchStall:
                 self.fetchers[int(p)] = Fetcher(int(d["next_offset"]), str(d.get("fetch_state", "?")),
                                                 int(d.get("fetchq_cnt", 0)))
 
-    def check(self, ends: Callable[[int], int | None], assigned: list[int]) -> str | None:
+    def check(self, ends: Callable[[int], int | None], assigned: Callable[[], Iterable[int]]) -> str | None:
         """What is stuck, or None. ``ends(p)`` is partition p's end as its leader says (None when
-        the leader cannot be asked: a broker away is a failover in progress, not our stall)."""
+        the leader cannot be asked: a broker away is a failover in progress, not our stall);
+        ``assigned()`` the partitions of ``topic`` the consumer owns. Neither is asked between checks."""
         now = self.clock()
         if now - self._checked < self.check_every_s:
             return None
         self._checked = now
-        for p in assigned:
+        for p in assigned():
             f = self.fetchers.get(p)
             end = ends(p) if f is not None else None
             if f is None or end is None or f.next_offset < 0 or f.queued > 0 or end <= f.next_offset:

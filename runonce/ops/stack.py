@@ -55,13 +55,21 @@ class Stack:
         except (FileNotFoundError, ValueError):
             return None
 
+    @property
+    def _ports_file(self) -> Path:
+        return self.settings.home / "metrics-ports.json"
+
+    def _kept_ports(self) -> dict[str, int]:
+        """The ports chosen before (none when nothing was ever started)."""
+        try:
+            return {k: int(v) for k, v in json.loads(self._ports_file.read_text()).items()}
+        except (FileNotFoundError, ValueError, AttributeError):
+            return {}
+
     def metrics_ports(self) -> dict[str, int]:
         """Each metrics-serving service's port, chosen once and kept (Prometheus' targets stay put)."""
-        path = self.settings.home / "metrics-ports.json"
-        try:
-            ports: dict[str, int] = {k: int(v) for k, v in json.loads(path.read_text()).items()}
-        except (FileNotFoundError, ValueError, AttributeError):
-            ports = {}
+        path = self._ports_file
+        ports = self._kept_ports()
         wanted = [svc.name for svc in services() if svc.job]
         if any(name not in ports for name in wanted):
             ports.update({name: free_port() for name in wanted if name not in ports})
@@ -137,8 +145,9 @@ class Stack:
         return status
 
     def down(self) -> BrokerStatus:
-        if Prometheus(self.settings).pid() is not None:
-            Prometheus(self.settings).stop()
+        prometheus = Prometheus(self.settings)
+        if prometheus.pid() is not None:
+            prometheus.stop()
             self.progress("prometheus stopped")
         for svc in reversed(services()):
             pid = self._pid(svc.name)
@@ -152,12 +161,12 @@ class Stack:
 
     def status(self) -> list[tuple[str, str]]:
         rows = [("broker", Broker(self.settings).status().describe())]
-        ports = self.metrics_ports()
+        ports = self._kept_ports()  # a status call chooses nothing
         for svc in services():
             pid = self._pid(svc.name)
             state = "stopped" if pid is None else (f"running (pid {pid})" if pid_alive(pid)
                                                    else f"crashed (pid {pid}; see {self.logs / (svc.name + '.log')})")
-            if svc.job and pid is not None and pid_alive(pid):
+            if svc.name in ports and pid is not None and pid_alive(pid):
                 state += f", metrics http://127.0.0.1:{ports[svc.name]}/metrics"
             rows.append((svc.name, state))
         prometheus = Prometheus(self.settings)

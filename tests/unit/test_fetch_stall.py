@@ -38,7 +38,7 @@ def test_a_position_that_stays_put_with_records_beyond_it_is_named_after_the_lim
     seen = []
     for _ in range(8):
         clock.now += 10
-        seen.append(stall.check(ends, [0, 1]))
+        seen.append(stall.check(ends, lambda: [0, 1]))
     assert seen[:6] == [None] * 6  # first seen at 10 s: named once 60 s have passed since
     assert seen[6] is not None and "actions.approved[1]" in seen[6] and "validate-epoch-wait" in seen[6]
     assert "stayed at 50" in seen[6]
@@ -52,8 +52,8 @@ def test_a_moving_position_a_full_queue_or_an_unaskable_leader_is_no_stall() -> 
         clock.now += 10
         # p0 moves every check; p1 has records queued locally (the executor is busy, not stuck)
         stall.on_stats(stats(p0=(step * 10, "active", 0), p1=(5, "active", 3)))
-        assert stall.check(ends, [0, 1]) is None
-        assert stall.check(lambda _p: None, [0, 1]) is None  # a leader away: a failover, not our stall
+        assert stall.check(ends, lambda: [0, 1]) is None
+        assert stall.check(lambda _p: None, lambda: [0, 1]) is None  # a leader away: a failover, not our stall
 
 
 def test_checks_are_spaced_and_unknown_partitions_ignored() -> None:
@@ -65,11 +65,15 @@ def test_checks_are_spaced_and_unknown_partitions_ignored() -> None:
         asked.append(p)
         return 10
 
+    def assigned() -> list[int]:
+        asked.append(-1)
+        return [0, 7]
+
     stall.on_stats(stats(p0=(1, "active", 0)))
     clock.now = 5
-    assert stall.check(ends, [0, 7]) is None and asked == []  # too soon after the last check
+    assert stall.check(ends, assigned) is None and asked == []  # too soon: neither the client nor a leader asked
     clock.now = 10
-    assert stall.check(ends, [0, 7]) is not None and asked == [0]  # no statistics for 7: not asked
+    assert stall.check(ends, assigned) is not None and asked == [-1, 0]  # no statistics for 7: its end not asked
 
 
 @given(st.text(max_size=50))
@@ -84,4 +88,4 @@ def test_caught_up_partitions_are_never_named(steps: list[tuple[int, int]]) -> N
     for next_offset, behind in steps:
         clock.now += 100
         stall.on_stats(stats(p0=(next_offset + behind, "active", 0)))
-        assert stall.check(lambda _p: next_offset, [0]) is None  # the end is never beyond the position
+        assert stall.check(lambda _p: next_offset, lambda: [0]) is None  # the end is never beyond the position

@@ -19,3 +19,10 @@ def test_each_component_gets_a_kept_port_and_a_job(tmp_path: Path) -> None:
     jobs = {t.job: t.addresses for t in stack.targets()}
     assert jobs["runonce-worker"] == (f"127.0.0.1:{ports['worker']}",)
     assert len(jobs["runonce-executor"]) == len([n for n in serving if n.startswith("executor-")])
+
+
+def test_status_chooses_no_ports(tmp_path: Path) -> None:
+    stack = Stack(Settings.from_env({"RUNONCE_HOME": str(tmp_path)}))
+    rows = dict(stack.status())
+    assert not (tmp_path / "metrics-ports.json").exists()
+    assert rows["worker"] == "stopped" and "metrics" not in rows["worker"]
