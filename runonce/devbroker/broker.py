@@ -288,28 +288,37 @@ class Broker:
         props = self._write_properties(broker_port, controller_port)
         if not (self.dir / "data" / "meta.properties").exists():
             self.progress("formatting KRaft storage ...")
-            # "--cluster-id=ID" as one word: a base64 id may start with "-".
-            cmd = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
-                             f"--config={props}", "--ignore-formatted", heap_mb=256)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise BrokerSetupError(f"cannot format KRaft storage: {exc}") from exc
-            if proc.returncode != 0:
-                raise BrokerSetupError(f"StorageTool format failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+            self._format(props, _cluster_id())
         self.progress(f"starting Kafka {self.settings.kafka_version} on 127.0.0.1:{broker_port} ...")
         self.settings.bootstrap_file.write_text(f"127.0.0.1:{broker_port}\n")
+        pid = self._spawn(props, self.settings.broker_heap_mb)
+        return self._wait_ready(pid, timeout_s)
+
+    def _format(self, props: Path, cluster_id: str) -> None:
+        """KRaft's storage format, once per data folder."""
+        # "--cluster-id=ID" as one word: a base64 id may start with "-".
+        cmd = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                         f"--config={props}", "--ignore-formatted", heap_mb=256)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BrokerSetupError(f"cannot format KRaft storage in {self.dir}: {exc}") from exc
+        if proc.returncode != 0:
+            raise BrokerSetupError(f"StorageTool format failed in {self.dir}:\n{(proc.stdout + proc.stderr)[-3000:]}")
+
+    def _spawn(self, props: Path, heap_mb: int) -> int:
+        """Start the JVM, its output appended to the log; its pid, kept in the pid file."""
         with open(self.log_file, "ab") as log:
             try:
-                proc_ = subprocess.Popen(
-                    self._java("kafka.Kafka", str(props), heap_mb=self.settings.broker_heap_mb),
+                proc = subprocess.Popen(
+                    self._java("kafka.Kafka", str(props), heap_mb=heap_mb),
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,  # survives the CLI that started it; never gets our Ctrl-C
                 )
             except OSError as exc:
                 raise BrokerSetupError(f"cannot start java: {exc}") from exc
-        self._pid_file.write_text(str(proc_.pid))
-        return self._wait_ready(proc_.pid, timeout_s)
+        self._pid_file.write_text(str(proc.pid))
+        return proc.pid
 
     def _wait_ready(self, pid: int, timeout_s: float) -> BrokerStatus:
         deadline = time.monotonic() + timeout_s

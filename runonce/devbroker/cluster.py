@@ -80,28 +80,14 @@ class Node(Broker):
 
     def launch(self) -> int:
         """Format (once) and start this node's JVM; return its pid without waiting for it."""
-        import subprocess
-
         current = self._read_pid()
         if current is not None and pid_alive(current):
             return current
         self.dir.mkdir(parents=True, exist_ok=True)
         props = self._write_properties(*self.ports)
         if not (self.dir / "data" / "meta.properties").exists():
-            cmd = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster.cluster_id}",
-                             f"--config={props}", "--ignore-formatted", heap_mb=256)
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            if done.returncode != 0:
-                raise BrokerSetupError(f"node {self.node_id}: StorageTool format failed:\n"
-                                       f"{(done.stdout + done.stderr)[-3000:]}")
-        with open(self.log_file, "ab") as log:
-            try:
-                proc = subprocess.Popen(self._java("kafka.Kafka", str(props), heap_mb=NODE_HEAP_MB), stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            except OSError as exc:
-                raise BrokerSetupError(f"cannot start java: {exc}") from exc
-        self._pid_file.write_text(str(proc.pid))
-        return proc.pid
+            self._format(props, self.cluster.cluster_id)
+        return self._spawn(props, NODE_HEAP_MB)
 
     def status(self) -> BrokerStatus:
         pid = self._read_pid()
