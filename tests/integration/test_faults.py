@@ -33,8 +33,8 @@ from runonce.testkit.oracle import verify
 from runonce.testkit.workload import generate
 from runonce.wire.codec import Codec
 
-from tests.support.load import (EXECUTED, Load, account_decisions, account_results, check_effects,
-                                 explain_pending)
+from tests.support.load import (EXECUTED, Load, account_decisions, account_results, approved_positions,
+                                 check_effects, explain_pending)
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
@@ -49,18 +49,6 @@ def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
     pid = broker.status().pid
     assert pid is not None
     os.killpg(pid, sig)
-
-
-def _committed(bootstrap: str, group: str) -> list[int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    from runonce.kafka import clients
-
-    c = Consumer({**clients.base_config(bootstrap), "group.id": group})
-    try:
-        return [tp.offset for tp in c.committed([TopicPartition(topics.APPROVED, p) for p in range(6)], timeout=10)]
-    finally:
-        c.close()
 
 
 def _explain_early(bootstrap: str, before: list[dict[str, Any]], sent: set[str], starts: dict[str, list[int]],
@@ -123,7 +111,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     for vendor, slots in (("payments", 2), ("smtp", 1), ("jira", 1)):
         group = groups_by_vendor[vendor]
         groups.start_group_at_end(bootstrap, group, topics.APPROVED)  # earlier tests' approvals are not ours
-        starts[vendor] = _committed(bootstrap, group)
+        starts[vendor] = approved_positions(bootstrap, group)[0]
         for slot in range(slots):
             executors[f"{vendor}-{slot}"] = RunonceProcess(
                 broker, f"fault-exec-{vendor}-{slot}",

@@ -54,13 +54,27 @@ def final_results(bootstrap: KafkaTarget, action_ids: set[str], codec: Codec | N
     return latest
 
 
+def approved_positions(bootstrap: KafkaTarget, group: str, partitions: int = 6) -> tuple[list[int], list[int]]:
+    """An executor group's committed offsets on actions.approved, and the topic's ends, per partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from runonce.kafka import clients
+
+    c = Consumer({**clients.base_config(bootstrap), "group.id": group})
+    try:
+        tps = [TopicPartition(topics.APPROVED, p) for p in range(partitions)]
+        committed = [tp.offset for tp in c.committed(tps, timeout=10)]
+        ends = [c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+    finally:
+        c.close()
+    return committed, ends
+
+
 def explain_pending(bootstrap: KafkaTarget, pending: list[str], results: dict[str, str], tool_of: dict[str, str],
                     groups_by_vendor: dict[str, str], logs: dict[str, str], partitions: int = 6) -> str:
     """Where approved actions without a final result sit in actions.approved, against each
     executor group's committed offsets, with the executors' last log lines."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from runonce.kafka import clients
+    from runonce.kafka.topics import admin_client
 
     codec = Codec()
     where: dict[str, tuple[int, int]] = {}
@@ -73,19 +87,12 @@ def explain_pending(bootstrap: KafkaTarget, pending: list[str], results: dict[st
     lines = [f"{len(pending)} approved actions without a final result; by tool {dict(Counter(tool_of[a] for a in pending))}"]
     for a in pending[:8]:
         lines.append(f"  {a} {tool_of[a]} status={results.get(a)} approved at {where.get(a)}")
+    admin = admin_client(bootstrap)
     for vendor, group in groups_by_vendor.items():
-        c = Consumer({**clients.base_config(bootstrap), "group.id": group})
-        try:
-            tps = [TopicPartition(topics.APPROVED, p) for p in range(partitions)]
-            committed = [tp.offset for tp in c.committed(tps, timeout=10)]
-            ends = [c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
-        finally:
-            c.close()
+        committed, ends = approved_positions(bootstrap, group, partitions)
         lines.append(f"  {vendor} ({group}): committed {committed} ends {ends}")
         try:
-            from runonce.kafka.topics import admin_client
-
-            desc = admin_client(bootstrap).describe_consumer_groups([group])[group].result(timeout=10)
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
             for m in desc.members:
                 owned = sorted(tp.partition for tp in m.assignment.topic_partitions) if m.assignment else []
                 lines.append(f"    member {m.client_id or m.member_id} owns {owned}")
