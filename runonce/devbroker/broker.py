@@ -73,10 +73,21 @@ class BrokerStatus:
         return f"broker {self.state.value}{where}{pid}{extra}"
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports. Every socket stays bound until all are chosen: ports chosen one
+    at a time, each socket closed before the next, may repeat (the kernel hands a freed one out again)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def pid_alive(pid: int) -> bool:
@@ -226,7 +237,8 @@ class Broker:
                     sock.bind(("127.0.0.1", port))
             return ports
         except (FileNotFoundError, ValueError, KeyError, OSError):
-            ports = (free_port(), free_port())
+            broker_port, controller_port = free_ports(2)
+            ports = (broker_port, controller_port)
             self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1]}))
             return ports
 

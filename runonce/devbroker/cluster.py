@@ -22,7 +22,7 @@ from runonce.devbroker.broker import (
     BrokerStatus,
     _answers,
     _cluster_id,
-    free_port,
+    free_ports,
     pid_alive,
 )
 from runonce.devbroker.users import write_private
@@ -131,7 +131,8 @@ class Cluster:
                 return {int(k): (v[0], v[1]) for k, v in saved["ports"].items()}, str(saved["cluster_id"])
         except (FileNotFoundError, ValueError, KeyError):
             pass
-        ports = {i: (free_port(), free_port()) for i in range(1, self.size + 1)}
+        chosen = iter(free_ports(2 * self.size))
+        ports = {i: (next(chosen), next(chosen)) for i in range(1, self.size + 1)}
         cluster_id = _cluster_id()
         self.dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"size": self.size, "cluster_id": cluster_id,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.registry import FACTORIES
-from runonce.devbroker.broker import Broker, BrokerStatus, free_port, pid_alive, stop_group
+from runonce.devbroker.broker import Broker, BrokerStatus, free_ports, pid_alive, stop_group
 from runonce.devbroker.users import SUPER_USER, read_users, write_private, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
@@ -71,8 +71,11 @@ class Stack:
         path = self._ports_file
         ports = self._kept_ports()
         wanted = [svc.name for svc in services() if svc.job]
-        if any(name not in ports for name in wanted):
-            ports.update({name: free_port() for name in wanted if name not in ports})
+        missing = [name for name in wanted if name not in ports]
+        if missing:
+            taken = set(ports.values())
+            fresh = [p for p in free_ports(len(missing) + len(taken)) if p not in taken][:len(missing)]
+            ports.update(zip(missing, fresh))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(ports, indent=2))
         return ports

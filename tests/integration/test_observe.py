@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.devbroker.broker import free_port
+from runonce.devbroker.broker import free_ports
 from runonce.kafka import groups, topics
 from runonce.ops.export import rows
 from runonce.ops.observe.prometheus import DASHBOARD, Prometheus, Target, packaged
@@ -45,7 +45,7 @@ def observed(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
     """A worker and the ops-webhook executor serving metrics, and a Prometheus scraping both every second."""
     vendors, _smtp = sandboxes
     logs = tmp_path_factory.mktemp("observe-logs")
-    worker_port, executor_port = free_port(), free_port()
+    worker_port, executor_port = free_ports(2)
     group = f"runonce-exec-observe-{uuid.uuid4().hex[:6]}"
     groups.start_group_at_end(broker.bootstrap_servers(), group, topics.APPROVED)
     procs = [

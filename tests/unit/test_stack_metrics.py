@@ -26,3 +26,12 @@ def test_status_chooses_no_ports(tmp_path: Path) -> None:
     rows = dict(stack.status())
     assert not (tmp_path / "metrics-ports.json").exists()
     assert rows["worker"] == "stopped" and "metrics" not in rows["worker"]
+
+
+def test_ports_chosen_together_are_distinct() -> None:
+    # one at a time, a closed socket's port can come straight back (this test's twin above once
+    # got 7 ports for 8 components that way)
+    from runonce.devbroker.broker import free_ports
+
+    for _ in range(20):
+        assert len(set(free_ports(16))) == 16
