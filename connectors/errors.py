@@ -1,10 +1,12 @@
 """The connectors' exception tree, split by what the executor does about it::
 
     ConnectorError                 root
-    ├── TransientVendorError       retry with the same vendor key (5xx, 409 in flight, refused connection)
-    ├── PermanentVendorError       record as failed, never retry (4xx)
-    └── OutcomeUnknown             the request may have had its effect (timeout, dropped response):
-                                   reconcile (same key / state check) or mark in_doubt, never "failed"
+    ├── TransientVendorError       not performed: retry with the same vendor key (429, 503, 409 in
+    │                              flight, refused connection, SMTP 4xx)
+    ├── PermanentVendorError       not performed: record as failed, never retry (other 4xx, SMTP 5xx)
+    └── OutcomeUnknown             the request may have had its effect (500/502/504, timeout, dropped
+                                   response, SMTP connection lost): reconcile (same key / state
+                                   check) or mark in_doubt, never "failed", never a blind retry
 
 The only place HTTP/SMTP library exceptions are translated into these is ``connectors/transport.py``.
 """

@@ -10,6 +10,14 @@ transactional producer. Per approved action of its tools:
 A crash between 1 and 3 redelivers the action with its intent and no result: the runner
 reconciles (same vendor key, state check, or in_doubt) instead of calling blindly again.
 
+An abort never forgets an intent. The index learns of an intent when its transaction
+commits, not only of results, so a record redelivered after an aborted result commit finds
+``attempting`` and is never performed blindly again. The outcome this process already saw
+(the vendor answered, only the commit failed) is kept until it commits: the redelivery
+commits that outcome and calls no one, as a Stripe retry replays the first answer. Once the
+partition is revoked that memory is dropped: the next owner knows only what
+``actions.results`` says, and reconciles by capability as after a crash.
+
 The executor never acts on a guess about *where* it is either: every partition starts at an
 explicit position (positions.py), the client's ``auto.offset.reset`` is "error", and a
 position that cannot be known is an exit for a restart.
@@ -120,6 +128,11 @@ class Executor:
         self._pending_since = 0.0
         #: start positions chosen for partitions without a committed offset, until one commits
         self.decided: dict[int, int] = {}
+        #: outcomes the vendor gave whose result commit aborted, by action id: the redelivery
+        #: commits them instead of asking the vendor again
+        self.uncommitted: dict[str, Result] = {}
+        #: result records the abort_result failpoint aborted already (once each)
+        self._aborted: set[bytes | None] = set()
         self.running = True
 
     # -- assignment ------------------------------------------------------------------
@@ -140,6 +153,8 @@ class Executor:
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self.pending.clear()
         self.decided.clear()
+        # Another owner may reconcile these meanwhile: from now on only actions.results counts.
+        self.uncommitted.clear()
 
     # -- loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -205,12 +220,15 @@ class Executor:
                           request_key(request))
         prior = self.index.by_action.get(call.action_id)
         first_user = self.index.by_key.get(call.vendor_key)
-        if prior is None and first_user is not None and first_user != call.action_id:
+        known = self.uncommitted.get(call.action_id)
+        if known is not None and (prior is None or not prior.status.final):
+            outcome: Result | None = known  # performed; only its commit aborted: never ask again
+            self._count("recommitted", call.tool)
+        elif prior is None and first_user is not None and first_user != call.action_id:
             # Second line of defence: approved carried another action with the same key.
             original = self.index.by_action[first_user]
             status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
-            outcome: Result | None = Result(status, original.vendor_ref,
-                                              f"not executed: duplicate of action {first_user}", 0)
+            outcome = Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
             self._count("blocked_duplicate", call.tool)
         else:
             def write_intent() -> None:
@@ -244,14 +262,23 @@ class Executor:
     # -- the four commits ------------------------------------------------------------
     def _commit_intent(self, call: ActionCall, request: dict[str, Any], offsets: dict[tuple[str, int], int],
                        partition: int) -> bool:
-        """``attempting`` for this action, with the offsets of the records before it."""
-        return self._commit([self._result_record(call, request, Result(Status.ATTEMPTING), partition)], offsets)
+        """``attempting`` for this action, with the offsets of the records before it. Known to the
+        index from its commit on, so no later redelivery to this process takes it for new."""
+        intent = Result(Status.ATTEMPTING)
+        if not self._commit([self._result_record(call, request, intent, partition)], offsets):
+            return False
+        self.index.put(call.action_id, call.vendor_key, intent)
+        return True
 
     def _commit_result(self, call: ActionCall, request: dict[str, Any], outcome: Result,
                        offsets: dict[tuple[str, int], int], partition: int) -> bool:
-        """The final outcome and this record's offset, together."""
-        if not self._commit([self._result_record(call, request, outcome, partition)], offsets):
+        """The final outcome and this record's offset, together. An abort keeps the outcome for
+        the redelivery (``uncommitted``): the effect happened, only its record did not."""
+        self.uncommitted[call.action_id] = outcome
+        if not self._commit([self._result_record(call, request, outcome, partition)], offsets,
+                            abort=self.failpoint == "abort_result"):
             return False
+        del self.uncommitted[call.action_id]
         self.index.put(call.action_id, call.vendor_key, outcome)
         return True
 
@@ -263,7 +290,15 @@ class Executor:
         headers = dead_letter_headers(exc, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
         return self._commit([Out(topics.DLQ, msg.key(), msg.value() or b"", headers=tuple(headers))], offsets)
 
-    def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int]) -> bool:
+    def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int], abort: bool = False) -> bool:
+        """``abort``: the ``abort_result`` failpoint: write the transaction, then abort it (a
+        coordinator move or timeout at the worst moment, on a real broker)."""
+        if abort and records and records[0].key not in self._aborted:
+            self._aborted.add(records[0].key)
+            log.warning("failpoint abort_result: aborting the result of %r", records[0].key)
+            self.transactions.commit(records, offsets, abort=True)
+            self._rewind()
+            return False
         if self.transactions.commit(records, offsets):
             self.pending.clear()
             self.decided.clear()  # every commit carries the pending start positions

@@ -1,6 +1,26 @@
 """The one I/O seam of the HTTP and SMTP connectors: every foreign exception becomes a
 ConnectorError here, with the rule that decides safety: a request that may have reached
-the vendor and whose answer we did not see is an OutcomeUnknown, never a failure."""
+the vendor and whose answer we did not see, or whose answer does not say it was refused,
+is an OutcomeUnknown, never a failure and never a blind retry.
+
+HTTP answers, for every HTTP connector (payments, webhook, slack, jira, calendar, salesforce):
+
+    not performed, retry with the same key    connection refused (nothing sent), 429, 503,
+                                              409 (Stripe: the same key is still in flight)
+    not performed, never retry                any other 4xx
+    may have been performed: OutcomeUnknown   500, 502, 504 and any other 5xx (a gateway in front
+                                              of the vendor, or the vendor itself, failed after
+                                              the request reached it), a timeout, a connection
+                                              lost after the request was sent
+SMTP:
+    not performed, retry                      connection refused, a 4xx reply (before or to DATA)
+    not performed, never retry                a 5xx reply, every recipient refused
+    may have been performed: OutcomeUnknown   a timeout, or the connection lost, once connected
+                                              (the relay may have queued the message after DATA)
+
+An OutcomeUnknown is retried only where that is safe: a connector with a vendor key calls
+again with the same key, one with a state check asks first, the rest are ``in_doubt``
+(connectors/runner.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +34,10 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
+
+
+#: HTTP statuses that say the vendor did not act and a retry may succeed
+NOT_PERFORMED = frozenset({409, 429, 503})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +75,10 @@ def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *
         data = json.loads(raw) if raw else None
     except ValueError:
         data = raw.decode("utf-8", "replace")
-    if resp.status >= 500 or resp.status in (409, 429):
+    if resp.status in NOT_PERFORMED:
         raise TransientVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
+    if resp.status >= 500:
+        raise OutcomeUnknown(f"{method} {url}: HTTP {resp.status} may have been performed: {data}")
     if resp.status >= 400:
         raise PermanentVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
     return HttpResult(resp.status, data)
@@ -66,6 +92,8 @@ def smtp_send(host: str, port: int, message: EmailMessage, timeout_s: float = 30
         raise OutcomeUnknown(f"SMTP {host}:{port}: no answer within {timeout_s:.0f} s") from exc
     except smtplib.SMTPConnectError as exc:
         raise TransientVendorError(f"SMTP {host}:{port}: {exc}") from exc
+    except smtplib.SMTPRecipientsRefused as exc:
+        raise PermanentVendorError(f"SMTP {host}:{port}: every recipient refused: {exc.recipients!r}") from exc
     except smtplib.SMTPResponseException as exc:
         if 400 <= exc.smtp_code < 500:
             raise TransientVendorError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}") from exc

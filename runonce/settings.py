@@ -202,8 +202,8 @@ class Settings:
                 raise ConfigError(f"{attr} must be >= 1, got {value}")
         if not 128 <= self.broker_heap_mb <= 4096:
             raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
-        if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit"):
-            raise ConfigError(f"executor_failpoint must be before_call, after_call or after_commit, "
+        if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit", "abort_result"):
+            raise ConfigError(f"executor_failpoint must be before_call, after_call, after_commit or abort_result, "
                               f"got {self.executor_failpoint!r}")
         if not 6_000 <= self.executor_session_timeout_ms <= 300_000:
             raise ConfigError(f"executor_session_timeout_ms must be within 6000..300000 (the broker's "

@@ -1,5 +1,5 @@
-"""Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s, and a
-search index that lags behind writes."""
+"""Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s before the
+effect, 5xx after it, and a search index that lags behind writes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ class Fault:
     drop_response: int = 0
     #: answer 500 without performing anything (this many times)
     fail_500: int = 0
+    #: perform the effect, then answer ``after_effect_status`` (this many times): a gateway in
+    #: front of the vendor that timed out or failed after the vendor acted
+    fail_after_effect: int = 0
+    after_effect_status: int = 502
     #: a search under this prefix does not see what was created in the last this many seconds
     #: (a real Jira's search index is eventually consistent)
     index_lag_s: float = 0.0
@@ -41,8 +45,17 @@ class Faults:
         with self._lock:
             return max((f.index_lag_s for f in self._faults if path.startswith(f.prefix)), default=0.0)
 
+    def after_effect_status(self, path: str) -> int | None:
+        """The status to answer after performing, if a 'fail_after_effect' is left for this path."""
+        with self._lock:
+            for f in self._faults:
+                if path.startswith(f.prefix) and f.fail_after_effect > 0:
+                    f.fail_after_effect -= 1
+                    return f.after_effect_status
+        return None
+
     def take(self, path: str, kind: str) -> bool:
-        """Consume one 'drop_response' or 'fail_500' for this path, if any is left."""
+        """Consume one 'drop_response', 'fail_500' or 'fail_after_effect' for this path, if any is left."""
         with self._lock:
             for f in self._faults:
                 if path.startswith(f.prefix) and getattr(f, kind) > 0:

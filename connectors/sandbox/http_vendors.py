@@ -9,7 +9,8 @@
 * calendar  ``PUT /calendar/<calendar>/events/<event_id>``: the client-chosen id makes it idempotent.
 * salesforce ``GET|PATCH /salesforce/sobjects/<object>/<id>``: plain read and write.
 
-``GET /_ledger`` lists every side effect; ``POST /_faults`` injects faults.
+``GET /_ledger`` lists every side effect, ``GET /_requests`` every request received (so a
+second call is visible even where the vendor deduplicates it); ``POST /_faults`` injects faults.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from runonce.connectors.sandbox.faults import Fault, Faults
-from runonce.connectors.sandbox.ledger import Effect, Ledger
+from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
 
 
 class VendorState:
@@ -68,12 +69,16 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.state
         if path == "/_ledger":
             return self._send(200, st.ledger.as_json())
+        if path == "/_requests":
+            return self._send(200, st.ledger.requests_json())
         if path == "/_faults":
             if body is None:
                 st.faults.clear()
             else:
                 st.faults.add(Fault(**body))
             return self._send(200, {"ok": True})
+        st.ledger.received(Request(method, self.path, self.headers.get("Idempotency-Key") or "",
+                                   json.dumps(body, sort_keys=True) if body is not None else ""))
         if st.faults.take(path, "fail_500"):
             return self._send(500, {"error": "injected failure"})
         delay = st.faults.delay_for(path)
@@ -82,6 +87,9 @@ class _Handler(BaseHTTPRequestHandler):
         status, answer = self._dispatch(method, path, body)
         if st.faults.take(path, "drop_response"):
             return self._drop()  # the effect happened; the caller never hears of it
+        after = st.faults.after_effect_status(path)
+        if after is not None:  # the effect happened; the caller hears of a failure
+            return self._send(after, {"error": f"injected {after} after the effect"})
         self._send(status, answer)
 
     def _dispatch(self, method: str, path: str, body: Any) -> tuple[int, Any]:

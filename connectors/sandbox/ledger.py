@@ -1,4 +1,6 @@
-"""Every side effect a sandbox performed: what tests and the demo count."""
+"""Every side effect a sandbox performed, and every request it received: what tests and the
+demo count. Effects alone cannot show a second call to a vendor that deduplicates (a charge
+repeated with its key leaves one effect); the request log can."""
 
 from __future__ import annotations
 
@@ -17,10 +19,33 @@ class Effect:
     at: float = field(default_factory=time.time)
 
 
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as the sandbox received it, before any fault or dedup applied."""
+
+    method: str
+    path: str
+    #: the Idempotency-Key header, or the Message-ID of a mail
+    key: str = ""
+    body: str = ""
+    at: float = field(default_factory=time.time)
+
+
 class Ledger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._effects: list[Effect] = []
+        self._requests: list[Request] = []
+
+    def received(self, request: Request) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def requests(self, path_prefix: str = "", containing: str = "") -> list[Request]:
+        """Requests under ``path_prefix`` whose key or body contains ``containing``."""
+        with self._lock:
+            return [r for r in self._requests if r.path.startswith(path_prefix)
+                    and (containing in r.key or containing in r.body)]
 
     def record(self, effect: Effect) -> None:
         with self._lock:
@@ -35,3 +60,6 @@ class Ledger:
 
     def as_json(self) -> list[dict[str, Any]]:
         return [asdict(e) for e in self.effects()]
+
+    def requests_json(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.requests()]

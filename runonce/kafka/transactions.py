@@ -53,9 +53,10 @@ class Transactions:
         self.watchdog = watchdog
         self.producer = new_producer()
 
-    def commit(self, records: Sequence[Out], offsets: Mapping[tuple[str, int], int]) -> bool:
+    def commit(self, records: Sequence[Out], offsets: Mapping[tuple[str, int], int], abort: bool = False) -> bool:
         """Write ``records`` and commit ``offsets`` (next offset to read, per topic partition)
-        in one transaction. False: aborted, nothing of it is visible."""
+        in one transaction. False: aborted, nothing of it is visible. ``abort`` (a failpoint's):
+        write all of it, then abort, as a broker fault at the commit would."""
         try:
             self.producer.begin_transaction()
             for r in records:
@@ -74,6 +75,9 @@ class Transactions:
             # Never retry here in place: a rebalance (REBALANCE_IN_PROGRESS, a member that timed out
             # while the broker was away) completes only once the consumer polls again.
             return self._abandon(exc)
+        if abort:
+            self.producer.flush(TXN_TIMEOUT_S)
+            return self._abandon(KafkaException(KafkaError(KafkaError._STATE, "failpoint: aborted on purpose")))
         for attempt in range(1, 4):
             try:
                 with self.watchdog.guard("commit_transaction"):

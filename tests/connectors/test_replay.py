@@ -57,6 +57,22 @@ def test_the_replay_test_catches_a_connector_that_is_not_idempotent(vendors: Ven
         replay(Leaky(vendors.url), call, lambda: vendors.ledger.count("slack"))
 
 
+def test_the_replay_calls_the_vendor_again_and_sees_a_vendor_that_deduplicates_nothing(
+        vendors: VendorServer, replay: Callable[..., Result]) -> None:
+    """A connector that claims a vendor key its vendor ignores: the replay really posts again,
+    and the second message is caught (a replay that answered from its own store could not)."""
+    from runonce.connectors.base import Capability
+    from runonce.connectors.vendors import SlackConnector
+
+    class Overconfident(SlackConnector):
+        capability = Capability.VENDOR_KEY
+
+    call = ActionCall("a", "post_slack_message", {"channel": "#c", "text": f"t-{uuid.uuid4().hex}"}, "k")
+    with pytest.raises(AssertionError, match="replay with the same key made 1 more side effect"):
+        replay(Overconfident(vendors.url), call, lambda: vendors.ledger.count("slack"))
+    assert len(vendors.ledger.requests("/slack/c", call.params["text"])) == 2
+
+
 def test_stripe_semantics_of_the_payments_sandbox(vendors: VendorServer) -> None:
     from runonce.connectors.errors import PermanentVendorError
     from runonce.connectors.transport import http_json

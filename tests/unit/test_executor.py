@@ -292,3 +292,108 @@ def test_redelivered_result_is_not_performed_again() -> None:
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     assert mailer.sent == [] and ex.pending == {(T, 0): 4}
+
+
+# -- an abort never forgets an intent -----------------------------------------------------
+
+@dataclass
+class KeyedVendor:
+    """Deduplicates on the vendor key, and counts every call (so a second one is visible)."""
+
+    calls: list[str] = field(default_factory=list)
+    effects: dict[str, str] = field(default_factory=dict)
+    name = "payments"
+    tools = frozenset({"send_email"})
+    capability = Capability.VENDOR_KEY
+    check_lag_s = 0.0
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.calls.append(call.vendor_key)
+        return VendorResponse(self.effects.setdefault(call.vendor_key, f"ch-{len(self.effects)}"))
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class CheckedVendor(KeyedVendor):
+    """Deduplicates nothing, but can be asked whether an effect exists (jira's label search)."""
+
+    checks: list[str] = field(default_factory=list)
+    name = "jira"
+    capability = Capability.STATE_CHECK
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.calls.append(call.vendor_key)
+        ref = f"SUP-{len(self.calls)}"
+        self.effects[call.vendor_key + f"#{len(self.calls)}"] = ref
+        return VendorResponse(ref)
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        self.checks.append(call.vendor_key)
+        found = [ref for k, ref in self.effects.items() if k.startswith(call.vendor_key + "#")]
+        return VendorResponse(found[0]) if found else None
+
+
+def _statuses(txns: FakeTransactions) -> list[str]:
+    codec = Codec()
+    return [codec.decode(records[0].value, expect="ActionResult")[1]["status"]
+            for records, _ in txns.commits if records]
+
+
+def _last_result(txns: FakeTransactions) -> dict[str, Any]:
+    records, offsets = txns.commits[-1]
+    return {**Codec().decode(records[0].value, expect="ActionResult")[1], "offsets": offsets}
+
+
+def test_an_aborted_result_commit_commits_the_seen_outcome_and_calls_no_one() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions(answers=[True, False])  # intent commits, the result aborts
+    mailer = Mailer()
+    ex = executor(consumer, txns, connector=mailer)
+    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 3, approved("a1"))]  # redelivered after the rewind
+    ex.step()
+    assert consumer.seeks == [(0, 3)]
+    ex.step()
+    assert mailer.sent == ["a1"]
+    last = _last_result(txns)
+    assert (last["status"], last["vendor_ref"], last["offsets"]) == ("succeeded", "msg-a1", {(T, 0): 4})
+    assert ex.uncommitted == {}
+
+
+@pytest.mark.parametrize("vendor, status, performs, checks", [
+    (Mailer, "in_doubt", 1, 0),            # smtp/slack: cannot tell, never resent
+    (KeyedVendor, "succeeded", 2, 0),      # payments: one more call, the same key, one effect
+    (CheckedVendor, "succeeded", 1, 1),    # jira: asked, found, no second ticket
+])
+def test_after_an_aborted_result_commit_and_a_revoke_the_redelivery_reconciles_by_capability(
+        vendor: type, status: str, performs: int, checks: int) -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions(answers=[True, False])
+    connector = vendor()
+    ex = executor(consumer, txns, connector=connector)
+    consumer.messages = [Msg(0, 3, approved("a1"))]
+    ex.step()
+    ex._on_revoke(consumer, [TopicPartition(T, 0)])  # what this process saw is no longer the truth
+    ex._on_assign(consumer, [TopicPartition(T, 0)])
+    consumer.messages = [Msg(0, 3, approved("a1"))]
+    ex.step()
+    calls = connector.sent if isinstance(connector, Mailer) else connector.calls
+    assert len(calls) == performs and len(set(calls)) == 1
+    assert len(getattr(connector, "checks", [])) == checks
+    if not isinstance(connector, Mailer):
+        assert len(set(connector.effects.values())) == 1  # one effect
+    # the aborted result, then the reconciled one; no second intent: the first was remembered
+    assert _statuses(txns) == ["attempting", "succeeded", status]
+    assert _last_result(txns)["offsets"] == {(T, 0): 4}
+
+
+def test_an_aborted_intent_commit_performs_once_on_redelivery() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions(answers=[False])
+    mailer = Mailer()
+    ex = executor(consumer, txns, connector=mailer)
+    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 3, approved("a1"))]
+    ex.step()
+    ex.step()
+    assert mailer.sent == ["a1"] and _statuses(txns) == ["attempting", "attempting", "succeeded"]
