@@ -114,6 +114,50 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
     assert result["history"][0] == "attempting"  # the intent was durable before the call
 
 
+def _requests_for(vendors: VendorServer, vendor: str, request: dict[str, Any], key: str) -> int:
+    """Requests the sandbox received for this action: every one, even where the vendor deduplicates."""
+    call = ActionCall(request["action_id"], request["tool"], {}, key)
+    if vendor == "smtp":
+        from runonce.connectors.vendors import SmtpConnector
+        return len(vendors.ledger.requests("DATA", SmtpConnector.message_id(call)))
+    if vendor == "jira":
+        return len(vendors.ledger.requests("/jira/rest/api/2/issue", JiraConnector.label(call)))
+    return len(vendors.ledger.requests("/v1/charges", key))
+
+
+@pytest.mark.parametrize("vendor", sorted(CASES))
+def test_an_aborted_result_commit_never_calls_the_vendor_again(broker: Settings,
+                                                             sandboxes: tuple[VendorServer, SmtpServer],
+                                                             tmp_path, vendor: str) -> None:
+    """The vendor answered 2xx, then the result's transaction aborted on the broker (the
+    ``abort_result`` failpoint writes it and aborts it). The record is redelivered from the
+    committed offset; the executor commits the outcome it saw: one request in the sandbox's
+    request log, where a deduplicating vendor would hide a second one from its effects."""
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    source = f"test.approved.{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    tool, params, ledger_vendor = CASES[vendor]
+    key = f"{vendor}-abort-{uuid.uuid4().hex[:6]}"
+    request = approve(bootstrap, source, tool, {**params, "n": key}, key)
+    before = len(vendors.ledger.effects(ledger_vendor))
+    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}",
+           "RUNONCE_EXECUTOR_FAILPOINT": "abort_result"}
+    proc = RunonceProcess(broker, f"exec-{vendor}-abort", ["executor", "--vendor", vendor, "--source-topic", source,
+                                                           "--group", f"g-{key}"], tmp_path, env)
+    proc.start()
+    try:
+        result = final_result(bootstrap, request["action_id"])
+    finally:
+        proc.stop()
+    log = proc.log_tail()
+    assert "failpoint abort_result" in log, log
+    assert len(vendors.ledger.effects(ledger_vendor)) - before == 1
+    assert _requests_for(vendors, vendor, request, key) == 1, log
+    assert (result["status"], result["history"]) == ("succeeded", ["attempting", "succeeded"]), result
+
+
 def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settings,
                                                                    sandboxes: tuple[VendorServer, SmtpServer],
                                                                    tmp_path) -> None:
