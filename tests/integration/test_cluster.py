@@ -245,7 +245,7 @@ def test_failover_under_load_loses_and_doubles_nothing(
 
     assert not done.pending, explain_pending(bootstrap, done.pending, done.results, done.tool_of, groups_by_vendor,
                                              {p.name: p.log_tail(15) for p in executors.values()})
-    statuses, by_vendor = check_effects(done, vendors.ledger.effects())
+    statuses, by_vendor, asked_again = check_effects(done, vendors.ledger.effects(), vendors.ledger.requests())
 
     decided = produced_at(bootstrap, (topics.APPROVED, topics.DROPPED))
     performed = produced_at(bootstrap, (topics.RESULTS,))
@@ -254,7 +254,8 @@ def test_failover_under_load_loses_and_doubles_nothing(
         print(f"  node {f['node']} ({f['why']}): no decision for {stall_s(decided, *window):.1f} s, "
               f"no executor result for {stall_s(performed, *window):.1f} s")
     print(f"  {len(records)} actions, {len(done.approved)} approved for executors: {dict(statuses)}; "
-          f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
+          f"effects {dict(by_vendor)}; doubled 0; lost 0; payments asked again with the same key "
+          f"{asked_again}; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")
     for proc in procs:
         for line in proc.log_tail(400).splitlines():

@@ -71,14 +71,16 @@ CASES = {
     "smtp": ("send_email", {"to": "john@prospect.example", "subject": "s", "body": "b"}, "smtp"),
 }
 EXPECTED = {
-    # (vendor, failpoint) -> (effects, final status)
-    ("payments", "before_call"): (1, "succeeded"), ("payments", "after_call"): (1, "succeeded"),
-    ("payments", "after_commit"): (1, "succeeded"),
-    ("jira", "before_call"): (1, "succeeded"), ("jira", "after_call"): (1, "succeeded"),
-    ("jira", "after_commit"): (1, "succeeded"),
+    # (vendor, failpoint) -> (effects, final status, requests that reached the vendor)
+    ("payments", "before_call"): (1, "succeeded", 1),
+    # the one second request the protocol allows: the same key, after an outcome nobody saw
+    ("payments", "after_call"): (1, "succeeded", 2),
+    ("payments", "after_commit"): (1, "succeeded", 1),
+    ("jira", "before_call"): (1, "succeeded", 1), ("jira", "after_call"): (1, "succeeded", 1),
+    ("jira", "after_commit"): (1, "succeeded", 1),
     # SMTP can neither deduplicate nor be asked: after an unknown outcome it is in_doubt, never resent.
-    ("smtp", "before_call"): (0, "in_doubt"), ("smtp", "after_call"): (1, "in_doubt"),
-    ("smtp", "after_commit"): (1, "succeeded"),
+    ("smtp", "before_call"): (0, "in_doubt", 0), ("smtp", "after_call"): (1, "in_doubt", 1),
+    ("smtp", "after_commit"): (1, "succeeded", 1),
 }
 
 
@@ -109,8 +111,9 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
     finally:
         again.stop()
     effects = len(vendors.ledger.effects(ledger_vendor)) - before
-    want_effects, want_status = EXPECTED[(vendor, failpoint)]
+    want_effects, want_status, want_requests = EXPECTED[(vendor, failpoint)]
     assert (effects, result["status"]) == (want_effects, want_status), (result, again.log_tail())
+    assert _requests_for(vendors, vendor, request, key) == want_requests, again.log_tail()
     assert result["history"][0] == "attempting"  # the intent was durable before the call
 
 

@@ -51,6 +51,17 @@ def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
     os.killpg(pid, sig)
 
 
+def _charge_arriving(vendors: VendorServer, timeout_s: float = 30.0) -> int:
+    """Wait for a charge to reach the (slowed) payments sandbox; the charges now in flight."""
+    seen = len(vendors.ledger.requests("/v1/charges"))
+    deadline = time.monotonic() + timeout_s
+    while len(vendors.ledger.requests("/v1/charges")) == seen:
+        assert time.monotonic() < deadline, "no charge reached the payments sandbox: the pause would meet no call"
+        time.sleep(0.01)
+    now = time.time()
+    return sum(1 for r in vendors.ledger.requests("/v1/charges") if now - r.at < 1.0)
+
+
 def _explain_early(bootstrap: str, before: list[dict[str, Any]], sent: set[str], starts: dict[str, list[int]],
                    executors: dict[str, RunonceProcess]) -> str:
     """Where the planted emails that were sent sit in actions.approved, against the group's start."""
@@ -148,12 +159,15 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         note("broker SIGCONT")
         time.sleep(SETTLE_S)
 
-        # Slow the payments vendor so the paused executor is mid-call, with its intent committed.
-        vendors.state.faults.add(Fault("/payments", delay_s=1.0))
+        # Slow the payments vendor so the paused executor is mid-call, with its intent committed:
+        # paused right after a charge reached the vendor, whose answer takes 1 s.
+        vendors.state.faults.add(Fault("/v1/charges", delay_s=1.0))
         zombie = executors["payments-0"]
         assert zombie.proc is not None
         time.sleep(2)
-        note(f"executor payments-0 SIGSTOP for {PAUSE_S:.0f} s (vendor answering in 1 s)")
+        in_flight = _charge_arriving(vendors)
+        note(f"executor payments-0 SIGSTOP for {PAUSE_S:.0f} s (vendor answering in 1 s; "
+             f"{in_flight} charge(s) in flight)")
         os.killpg(zombie.proc.pid, signal.SIGSTOP)
         time.sleep(PAUSE_S)
         os.killpg(zombie.proc.pid, signal.SIGCONT)
@@ -177,12 +191,13 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
 
     assert not done.pending, explain_pending(bootstrap, done.pending, done.results, done.tool_of, groups_by_vendor,
                                              {name: p.log_tail(12) for name, p in executors.items()})
-    statuses, by_vendor = check_effects(done, vendors.ledger.effects())
+    statuses, by_vendor, asked_again = check_effects(done, vendors.ledger.effects(), vendors.ledger.requests())
     early_mail = {SmtpConnector.message_id(ActionCall(r["action_id"], r["tool"], {}, r["idempotency_key"]))
                   for r in before}
     early_sent = early_mail & {e.key for e in vendors.ledger.effects("smtp")}
     assert not early_sent, _explain_early(bootstrap, before, early_sent, starts, executors)
     print("\nfault test timeline:\n  " + "\n  ".join(timeline))
     print(f"  {len(records)} actions, {len(done.approved)} approved for executors: {dict(statuses)}; "
-          f"effects {dict(by_vendor)}; doubled 0; lost 0; re-emitted decisions {report.re_emitted}; "
+          f"effects {dict(by_vendor)}; doubled 0; lost 0; payments asked again with the same key "
+          f"{asked_again}; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")

@@ -130,6 +130,7 @@ def test_100_concurrent_submits_of_one_key_charge_once(broker: Settings, stack: 
     assert len(results) == 100
     assert len(set(results)) == 1 and results[0][0] == "succeeded"
     assert vendors.ledger.count("payments", key) == 1
+    assert len(vendors.ledger.requests("/v1/charges", key)) == 1  # no second call the vendor's dedup hid
 
 
 def test_sdk_await_and_tool_decorator(broker: Settings, stack: tuple[VendorServer, SmtpServer]) -> None:
@@ -154,6 +155,7 @@ def test_sdk_await_and_tool_decorator(broker: Settings, stack: tuple[VendorServe
     assert (retried.vendor_ref, awaited.vendor_ref) == (first.vendor_ref, first.vendor_ref)
     assert retried.result_of == first.action_id and retried.action_id != first.action_id
     assert vendors.ledger.count("payments", key) == 1
+    assert len(vendors.ledger.requests("/v1/charges", key)) == 1  # no second call the vendor's dedup hid
     assert charge_payment.__doc__ == "Charge a card once."
 
 
@@ -185,3 +187,4 @@ def test_a_retry_from_a_fresh_client_resolves_to_an_original_it_never_saw(
                                                                        original.action_id)
     assert retried.repeat_reason == "duplicate_key"
     assert vendors.ledger.count("payments", key) == 1
+    assert len(vendors.ledger.requests("/v1/charges", key)) == 1  # no second call the vendor's dedup hid

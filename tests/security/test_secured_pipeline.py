@@ -52,6 +52,7 @@ def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, ve
         executor.stop()
         worker.stop()
     assert vendors.ledger.count("payments", key) == 1, (worker.log_tail(), executor.log_tail())
+    assert len(vendors.ledger.requests("/v1/charges", key)) == 1  # no second call the vendor's dedup hid
     assert {(o.status, o.vendor_ref, o.result_of) for o in outcomes} == {
         ("succeeded", outcomes[0].vendor_ref, handles[0].action_id)}
 

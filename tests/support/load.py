@@ -3,6 +3,7 @@ the fault tests on the session's broker and the failover test on the local clust
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -158,12 +159,33 @@ def account_results(bootstrap: KafkaTarget, records: list[dict[str, Any]], repor
         time.sleep(3)
 
 
-def check_effects(done: Accounted, effects: list[Any]) -> tuple[Counter[str], Counter[str]]:
-    """Nothing performed twice, every success one effect, no failure; (statuses, effects by vendor)."""
+def requests_per_action(requests: list[Any]) -> Counter[tuple[str, str]]:
+    """The executed vendors' requests that can make an effect, by (vendor, the effect's key):
+    what a vendor that deduplicates hides from its effects."""
+    per: Counter[tuple[str, str]] = Counter()
+    for r in requests:
+        if r.path == "DATA":
+            per[("smtp", r.key)] += 1
+        elif r.method == "POST" and r.path == "/v1/charges":
+            per[("payments", r.key)] += 1
+        elif r.method == "POST" and r.path == "/jira/rest/api/2/issue":
+            labels = (json.loads(r.body or "{}").get("fields") or {}).get("labels") or [""]
+            per[("jira", labels[0])] += 1
+    return per
+
+
+def check_effects(done: Accounted, effects: list[Any],
+                  requests: list[Any]) -> tuple[Counter[str], Counter[str], int]:
+    """Nothing performed twice, every success one effect, no failure, and no second request to a
+    vendor that cannot deduplicate (smtp, jira's create); (statuses, effects by vendor, payments
+    keys asked more than once: the same-key reconcile the protocol allows, counted)."""
     statuses = Counter(done.results[a] for a in done.approved)
     per_key = Counter((e.vendor, e.key) for e in effects)
     doubled = [k for k, n in per_key.items() if n > 1]
     assert not doubled, f"side effects performed twice: {doubled[:5]}"
+    asked = requests_per_action(requests)
+    asked_twice = [k for k, n in asked.items() if n > 1 and k[0] != "payments"]
+    assert not asked_twice, f"a vendor without dedup asked twice for one action: {asked_twice[:5]}"
     by_vendor = Counter(vendor for vendor, _ in per_key)
     approved_by_tool = Counter(done.tool_of[a] for a in done.approved)
     succeeded_by_tool = Counter(done.tool_of[a] for a in done.approved if done.results[a] == "succeeded")
@@ -171,4 +193,4 @@ def check_effects(done: Accounted, effects: list[Any]) -> tuple[Counter[str], Co
         # every success is one effect; an in_doubt email may or may not have been sent, never twice
         assert succeeded_by_tool[tool] <= by_vendor[vendor] <= approved_by_tool[tool], (tool, by_vendor, statuses)
     assert statuses["failed"] == 0, statuses
-    return statuses, by_vendor
+    return statuses, by_vendor, sum(1 for k, n in asked.items() if n > 1 and k[0] == "payments")
