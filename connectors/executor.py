@@ -28,7 +28,6 @@ transactions and clock, so its protocol is tested without a broker.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -38,6 +37,7 @@ from typing import Any, Callable, Protocol
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
+from runonce.core.action import parse_params
 from runonce.connectors.results import ResultIndex
 from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
@@ -207,17 +207,18 @@ class Executor:
         tp = (msg.topic(), msg.partition())
         try:
             _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
+            request = decision["request"]
+            if request["tool"] not in self.connector.tools:
+                self._skip(tp, msg.offset())
+                return
+            call = ActionCall(request["action_id"], request["tool"], parse_params(request["params_json"],
+                                                                                  request["action_id"]),
+                              request_key(request))
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", *tp, msg.offset(), exc)
             if self._commit_dead_letter(msg, exc, {**self.pending, tp: msg.offset() + 1}):
                 self._count("dead_lettered", "?")
             return
-        request = decision["request"]
-        if request["tool"] not in self.connector.tools:
-            self._skip(tp, msg.offset())
-            return
-        call = ActionCall(request["action_id"], request["tool"], json.loads(request["params_json"]),
-                          request_key(request))
         prior = self.index.by_action.get(call.action_id)
         first_user = self.index.by_key.get(call.vendor_key)
         known = self.uncommitted.get(call.action_id)

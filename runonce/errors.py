@@ -11,7 +11,9 @@ caller should do about them::
     ├── InvalidInput                  dead-letter the record; never retry it
     │   ├── DecodeError               bytes are not an action (not Avro, bad header)
     │   │   └── UnknownSchema         single-object header names a fingerprint we lack
-    │   └── InvalidAction             decodes, but breaks a rule (empty tool, bad params)
+    │   ├── InvalidAction             decodes, but breaks a rule (empty tool, bad params)
+    │   └── Unprocessable             deciding it raised something unforeseen (its type named):
+    │                                 that record's dead letter, never the worker's crash
     └── FatalError                    stop the process; a human must look
         ├── ConfigError               settings or policy file are wrong (names the field)
         ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
@@ -62,6 +64,10 @@ class UnknownSchema(DecodeError):
 
 class InvalidAction(InvalidInput):
     kind = "invalid_action"
+
+
+class Unprocessable(InvalidInput):
+    kind = "unprocessable"
 
 
 class FatalError(RunonceError):

@@ -13,13 +13,22 @@ Stage 2 (scope): the scoped topic -> scopes table -> approved | dropped | dlq
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, TypeVar
 
+from runonce.core import limits
 from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
-from runonce.errors import DecodeError, InvalidAction, InvalidInput, InvariantViolation, UnknownSchema
+from runonce.errors import (
+    DecodeError,
+    FatalError,
+    InvalidAction,
+    InvalidInput,
+    InvariantViolation,
+    UnknownSchema,
+    Unprocessable,
+)
 from runonce.kafka import topics
 from runonce.kafka.record import Headers, Out
 from runonce.streams import records, routing
@@ -45,6 +54,55 @@ def _int_header(inbound: Inbound, name: str) -> int | None:
         return int(raw)
     except ValueError:
         raise DecodeError(f"header {name} is not an integer: {raw[:40]!r}") from None
+
+
+_S = TypeVar("_S", KeyState, ScopeState)
+
+
+def _state(cls: type[_S], raw: bytes, partition: int) -> _S:
+    """Stored state, parsed; what runonce wrote and cannot read is a broken invariant, not a bad record."""
+    try:
+        return cls.from_bytes(raw)
+    except Exception as exc:
+        raise InvariantViolation(f"{cls.__name__} on partition {partition} is unreadable: {exc!r}") from exc
+
+
+class StateStoreFailed(FatalError):
+    """A state store raised: runonce's own state, not the record, is broken."""
+
+
+class _Guarded:
+    """A StateStore whose failures are FatalError, so ``Pipeline.process`` never takes them
+    for a bad record."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        try:
+            return self._store.get(partition, key)
+        except Exception as exc:
+            raise StateStoreFailed(f"state get on partition {partition}: {exc!r}") from exc
+
+    def put(self, partition: int, key: bytes, value: bytes) -> None:
+        try:
+            self._store.put(partition, key, value)
+        except Exception as exc:
+            raise StateStoreFailed(f"state put on partition {partition}: {exc!r}") from exc
+
+    def delete(self, partition: int, key: bytes) -> None:
+        try:
+            self._store.delete(partition, key)
+        except Exception as exc:
+            raise StateStoreFailed(f"state delete on partition {partition}: {exc!r}") from exc
+
+    def scan(self, partition: int, after: bytes | None, limit: int) -> Iterable[tuple[bytes, bytes]]:
+        try:
+            return list(self._store.scan(partition, after, limit))
+        except Exception as exc:
+            raise StateStoreFailed(f"state scan on partition {partition}: {exc!r}") from exc
 
 
 class _Stage:
@@ -74,6 +132,18 @@ class _Stage:
         self.metrics.dead_letters.labels(error.kind).inc()
         return Out(topics.DLQ, inbound.key, inbound.value or b"", headers=tuple(headers))
 
+    def failed(self, inbound: Inbound, exc: Exception, origin: Origin, **kwargs: Any) -> Out:
+        """What deciding one record raised, as that record's dead letter: an InvalidInput with
+        its reason, anything unforeseen as ``Unprocessable`` naming its type. One hostile record
+        never stops a partition. A FatalError (runonce's own state is broken: an
+        InvariantViolation, a failing state store) is raised on: the worker stops. Stages
+        write state last, so a record that raised has changed none."""
+        if isinstance(exc, FatalError):
+            raise exc
+        error = exc if isinstance(exc, InvalidInput) else Unprocessable(
+            f"{type(exc).__name__} while deciding: {exc}"[:2000])
+        return self.dead_letter(inbound, error, origin, **kwargs)
+
     def final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
               extra_headers: Headers = ()) -> Out:
         labels = (outcome.value, reason.value, tool)
@@ -88,7 +158,12 @@ class _Stage:
                    headers=tuple(extra_headers))
 
     def sweep(self, partition: int, event_time_ms: int) -> None:
-        deleted = self.sweeper.tick(partition, event_time_ms)
+        try:
+            deleted = self.sweeper.tick(partition, event_time_ms)
+        except FatalError:
+            raise
+        except Exception as exc:  # runonce's own entries, after this record's state was written
+            raise InvariantViolation(f"{self.name}[{partition}]: expiry sweep: {exc!r}") from exc
         if deleted:
             self.metrics.expired.labels(self.name).inc(deleted)
 
@@ -113,28 +188,29 @@ class KeyStage(_Stage):
 
     def process(self, inbound: Inbound) -> Out:
         """The one record this input becomes: a decision, a stage-2 hand-off, a re-key or a dead letter."""
-        started = time.perf_counter()
         try:
             origin = self._origin(inbound)
-        except InvalidInput as exc:  # malformed headers on the re-key topic: a foreign writer
-            return self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms),
-                                    trust_origin_headers=False)
+        except Exception as exc:  # malformed headers on the re-key topic: a foreign writer
+            return self.failed(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms),
+                               trust_origin_headers=False)
         try:
-            _, record = self.codec.decode(inbound.value, expect="ActionRequested")
-            action = Action.from_record(record)
-            policy = self.policies.for_tool(action.tool)
-            scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)  # before any state
-        except InvalidInput as exc:
-            return self.dead_letter(inbound, exc, origin)
+            return self._decide(inbound, origin)
+        except Exception as exc:
+            return self.failed(inbound, exc, origin)
+
+    def _decide(self, inbound: Inbound, origin: Origin) -> Out:
+        started = time.perf_counter()
+        _, record = self.codec.decode(inbound.value, expect="ActionRequested")
+        action = Action.from_record(record, self.policies)
+        policy = self.policies.for_tool(action.tool)
+        scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)  # before any state
         key = dedup_key(action, policy)
         if key is not None and routing.needs_rekey(key, inbound.partition, self.partitions):
             return self._rekey(inbound, key, origin)
         p = inbound.partition
         prior_raw = self.store.get(p, key.encode()) if key is not None else None
-        prior = KeyState.from_bytes(prior_raw) if prior_raw is not None else None
+        prior = _state(KeyState, prior_raw, p) if prior_raw is not None else None
         decision = decide_key(action, prior, policy=policy, key=key, origin=origin)
-        if decision.new_state is not None and key is not None:
-            self.store.put(p, key.encode(), decision.new_state.to_bytes())
         if decision.replay:
             self.metrics.replays.labels(self.name).inc()
         unkeyed = action.idempotency_key is None
@@ -147,15 +223,17 @@ class KeyStage(_Stage):
             if self.scope_stage is not None and self.decides_scope_here(scope_partition):
                 # This worker owns the scope's partition: stage 2 decides now, in this
                 # transaction, instead of after a hop through the scoped topic.
-                self._latency.observe(time.perf_counter() - started)
-                self.sweep(inbound.partition, origin.event_time_ms)
-                return self.scope_stage.decide(out, action, policy, scope, natural_id, origin, scope_partition)
-            result = Out(routing.next_topic(decision.outcome), scope.encode(),
-                         self.codec.encode("ActionDecision", out), partition=scope_partition)
+                result = self.scope_stage.decide(out, action, policy, scope, natural_id, origin, scope_partition)
+            else:
+                result = Out(routing.next_topic(decision.outcome), scope.encode(),
+                             self.codec.encode("ActionDecision", out), partition=scope_partition)
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
             result = self.final(out, decision.outcome, decision.reason, action.tool)
+        # State last: a record whose output could not be built has changed nothing.
+        if decision.new_state is not None and key is not None:
+            self.store.put(p, key.encode(), decision.new_state.to_bytes())
         self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
         return result
@@ -185,19 +263,20 @@ class ScopeStage(_Stage):
         started = time.perf_counter()
         try:
             _, record = self.codec.decode(inbound.value, expect="ActionDecision")
-            action = Action.from_record(record["request"])
-        except InvalidInput as exc:  # only a foreign writer on an internal topic could cause this
-            return self.dead_letter(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
-        origin = Origin(record["source_partition"], record["source_offset"], record["event_time_ms"])
-        policy = self.policies.for_tool(action.tool)
+            action = Action.from_record(record["request"], self.policies)
+            origin = Origin(record["source_partition"], record["source_offset"], record["event_time_ms"])
+        except Exception as exc:  # only a foreign writer on an internal topic could cause this
+            return self.failed(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
         try:
+            policy = self.policies.for_tool(action.tool)
+            # InvalidAction here: the policy file changed between the stages
             scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)
-        except InvalidInput as exc:  # the policy file changed between the stages
-            return self.dead_letter(inbound, exc, origin)
-        if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
-            record.update(outcome=Outcome.APPROVE.value)
-            return self.final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
-        return self.decide(record, action, policy, scope, natural_id, origin, inbound.partition, started)
+            if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
+                record.update(outcome=Outcome.APPROVE.value)
+                return self.final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
+            return self.decide(record, action, policy, scope, natural_id, origin, inbound.partition, started)
+        except Exception as exc:
+            return self.failed(inbound, exc, origin)
 
     def decide(self, record: dict[str, Any], action: Action, policy: Policy, scope: str, natural_id: str | None,
                origin: Origin, p: int, started: float | None = None) -> Out:
@@ -205,17 +284,23 @@ class ScopeStage(_Stage):
         scoped topic, or straight from stage 1 when this worker owns ``p``."""
         started = time.perf_counter() if started is None else started
         raw = self.store.get(p, scope.encode())
-        prior = ScopeState.from_bytes(raw) if raw is not None else None
+        prior = _state(ScopeState, raw, p) if raw is not None else None
         decision = decide_scope(action, prior, policy=policy, scope=scope, natural_id=natural_id, origin=origin)
-        if decision.new_state is not None:
-            self.store.put(p, scope.encode(), decision.new_state.to_bytes())
         if decision.replay:
             self.metrics.replays.labels(self.name).inc()
         elif record["unkeyed"]:
             self.metrics.unkeyed.labels(action.tool).inc()
+        state = decision.new_state.to_bytes() if decision.new_state is not None else None
+        if state is not None and len(state) > limits.MAX_SCOPE_STATE_BYTES:
+            # Its changelog record would not fit: this action is refused, the scope keeps working.
+            raise InvalidAction(f"action {action.action_id}: scope {scope[:200]} is full: its state would be "
+                                f"{len(state)} bytes, over the limit of {limits.MAX_SCOPE_STATE_BYTES}; "
+                                "actions in it are dead-lettered until its claims expire")
         out = records.stage2_record(record, decision)
         alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
+        if state is not None:  # state last, as in stage 1
+            self.store.put(p, scope.encode(), state)
         self._latency.observe(time.perf_counter() - started)
         self.sweep(p, origin.event_time_ms)
         return result
@@ -237,14 +322,16 @@ class Pipeline:
         hands a pass to stage 2 in place. Without it, every pass takes the scoped topic."""
         common: dict[str, Any] = dict(codec=codec, policies=policies, partitions=partitions, metrics=metrics)
         metrics.expect((tool for tool, p in policies.tools.items() if p.budget is not None),
-                       (cls.kind for cls in (InvalidInput, DecodeError, UnknownSchema, InvalidAction)))
-        self.scopes = ScopeStage(store=scopes, **common)
-        self.keys = KeyStage(store=keys, scope_stage=self.scopes, decides_scope_here=decides_scope_here, **common)
+                       (cls.kind for cls in (InvalidInput, DecodeError, UnknownSchema, InvalidAction, Unprocessable)))
+        self.scopes = ScopeStage(store=_Guarded(scopes), **common)
+        self.keys = KeyStage(store=_Guarded(keys), scope_stage=self.scopes, decides_scope_here=decides_scope_here,
+                             **common)
 
     def stage_for(self, topic: str) -> KeyStage | ScopeStage:
         return self.scopes if topic == topics.SCOPED else self.keys
 
     def process(self, inbound: Inbound) -> Out:
+        """One output for one input, whatever the input (``_Stage.failed``)."""
         return self.stage_for(inbound.topic).process(inbound)
 
     def process_batch(self, batch: list[Inbound]) -> list[Out]:

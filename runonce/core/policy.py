@@ -8,12 +8,13 @@ from __future__ import annotations
 import enum
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
 from runonce.core.content import canonical_json, sha256_hex
+from runonce.core.normal import NormalForm, apply, nfc
 from runonce.errors import ConfigError, InvalidAction
 
 
@@ -58,19 +59,42 @@ class Policy:
     budget: Budget | None = None
     #: False for tools that only the [default] table covers (the SDK warns about those)
     named: bool = True
+    #: params fields compared in a normal form beyond NFC (``normalize = { to = "email" }``)
+    normal_forms: Mapping[str, NormalForm] = field(default_factory=dict)
 
     @property
     def has_scope_rules(self) -> bool:
         return self.natural_id is not None or self.content_window is not None or self.budget is not None
 
+    def identity(self, params: Mapping[str, Any], action_id: str) -> dict[str, Any]:
+        """``params`` as decisions compare them: every string NFC, the fields ``normalize``
+        names in their form (core/normal.py). Raises InvalidAction for such a field that is
+        not a string."""
+        out: dict[str, Any] = nfc(dict(params))
+        for name, form in self.normal_forms.items():
+            if name in out:
+                if not isinstance(out[name], str):
+                    raise InvalidAction(f"action {action_id}: tool {self.tool}: params field {name!r} must be a "
+                                        f"string ({form.value}), got {_json_type(out[name])}")
+                out[name] = apply(form, out[name])
+        return out
+
     def scope_key(self, params: Mapping[str, Any], action_id: str) -> str:
-        """The resource this action touches, e.g. ``send_email:to=john@example.com``."""
+        """The resource this action touches, e.g. ``send_email:to=john@example.com``. Each scope
+        value is a non-blank string or an integer: a null, a list or an object names no one
+        resource (is ``"to": ["a", "b"]`` one recipient or two?)."""
         parts = []
         for name in self.scope:
             if name not in params:
                 raise InvalidAction(f"action {action_id}: tool {self.tool} needs params field {name!r} (policy scope)")
             value = params[name]
-            parts.append(f"{name}={value if isinstance(value, str) else canonical_json(value)}")
+            if isinstance(value, str) and value.strip():
+                parts.append(f"{name}={value}")
+            elif isinstance(value, int) and not isinstance(value, bool):
+                parts.append(f"{name}={canonical_json(value)}")
+            else:
+                raise InvalidAction(f"action {action_id}: tool {self.tool}: params field {name!r} (policy scope) "
+                                    f"must be a non-blank string or an integer, got {_json_type(value)}")
         key = f"{self.tool}:" + "&".join(parts)
         # Keys are Kafka keys and RocksDB keys: bound their size, keep them readable when short.
         return key if len(key) <= 200 else f"{self.tool}:sha256={sha256_hex(key)}"
@@ -89,14 +113,25 @@ class Policy:
             if explicit is not None:
                 raise InvalidAction(f"action {action_id}: natural_id given but tool {self.tool} has no write-once rule")
             return None
-        if explicit is not None:
-            return f"{self.tool}:nid={explicit}"
+        if explicit is not None:  # readable when short; a bounded key in the scope's state when not
+            if len(explicit) <= 64 and explicit.isascii() and explicit.isprintable():
+                return f"{self.tool}:nid={explicit}"
+            return f"{self.tool}:nid=sha256:{sha256_hex(explicit)[:32]}"
         values = []
         for name in self.natural_id.fields:
             if name not in params:
                 raise InvalidAction(f"action {action_id}: tool {self.tool} needs params field {name!r} (natural_id)")
             values.append(params[name])
         return f"{self.tool}:nid=sha256:{sha256_hex(canonical_json(values))[:32]}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "a blank string"
+    return {bool: "a boolean", float: "a number with a fraction", list: "an array", dict: "an object"}.get(
+        type(value), type(value).__name__)
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
@@ -120,7 +155,7 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
-_FIELDS = {"denied", "key", "key_ttl", "scope", "natural_id", "content_window", "budget"}
+_FIELDS = {"denied", "key", "key_ttl", "scope", "natural_id", "content_window", "budget", "normalize"}
 
 
 def _enum(cls: type[enum.Enum], value: Any, where: str) -> Any:
@@ -173,8 +208,15 @@ def _policy(tool: str, raw: Any, where: str, named: bool) -> Policy:
         if not isinstance(t["max"], int) or isinstance(t["max"], bool) or t["max"] < 1:
             raise ConfigError(f"{where}.budget.max: expected a positive integer, got {t['max']!r}")
         budget = Budget(t["max"], parse_duration_ms(t["window"], f"{where}.budget.window"))
+    normal_forms: dict[str, NormalForm] = {}
+    if "normalize" in raw:
+        forms = raw["normalize"]
+        if not isinstance(forms, dict) or not forms:
+            raise ConfigError(f"{where}.normalize: expected a table like {{ to = \"email\" }}, got {forms!r}")
+        normal_forms = {name: _enum(NormalForm, form, f"{where}.normalize.{name}") for name, form in forms.items()}
     policy = Policy(
         tool=tool,
+        normal_forms=normal_forms,
         denied=denied,
         key_mode=_enum(KeyMode, raw.get("key", "derive"), f"{where}.key"),
         key_ttl_ms=parse_duration_ms(raw.get("key_ttl", "24h"), f"{where}.key_ttl"),

@@ -39,7 +39,11 @@ def collect(bootstrap: KafkaTarget) -> dict[str, Counter[tuple[str, ...]]]:
     for r in read_all(bootstrap, topics.RESULTS):
         if r.value is None:
             continue
-        _, res = codec.decode(r.value, expect="ActionResult")
+        try:
+            _, res = codec.decode(r.value, expect="ActionResult")
+        except InvalidInput:
+            counts["unreadable"][(topics.RESULTS,)] += 1
+            continue
         latest[res["action_id"]] = (res["tool"], res["status"])
     for tool, status in latest.values():
         counts["results"][(tool, status)] += 1

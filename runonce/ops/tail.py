@@ -67,7 +67,7 @@ def view(codec: Codec, record: Record, *, dead_letters: bool | None = None) -> d
                 "attempts": rec["attempts"]}
     return {**base, "kind": "request", "tool": rec["tool"], "agent": rec["agent_id"], "action_id": rec["action_id"],
             "idempotency_key": rec["idempotency_key"], "natural_id": rec["natural_id"],
-            "params": json.loads(rec["params_json"])}
+            "params": _params(rec["params_json"])}
 
 
 def _int(raw: str | None) -> int | None:
@@ -123,3 +123,11 @@ def tail(bootstrap: KafkaTarget, which: str, *, follow: bool = False, limit: int
     except KeyboardInterrupt:
         pass
     return shown
+
+
+def _params(params_json: str) -> Any:
+    """A request's params as JSON, or as the text it is when it is not JSON (it was dead-lettered)."""
+    try:
+        return json.loads(params_json)
+    except (ValueError, RecursionError):
+        return params_json

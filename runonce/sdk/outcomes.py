@@ -18,6 +18,7 @@ client waits for, never by the size of the topics.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 import uuid
@@ -36,6 +37,8 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
 from runonce.wire.codec import Codec
 from runonce.wire.results import Status
+
+log = logging.getLogger("runonce.sdk")
 
 _T = TypeVar("_T")
 
@@ -91,6 +94,8 @@ class Outcomes:
         self._decisions: dict[str, dict[str, Any]] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
+        #: records on the outcome topics this client could not read (a foreign writer's): counted, logged
+        self.undecodable = 0
         self._consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
                                         **{"enable.partition.eof": False})
         starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS))
@@ -104,20 +109,33 @@ class Outcomes:
     # -- the tail (its consumer is used by this thread only) -----------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            for msg in self._consumer.consume(500, 0.2):
+            # poll wakes on the first record; consume(n, 0) then takes what is already fetched.
+            # (consume(500, 0.2) alone would hold every outcome until 500 arrive or 200 ms pass.)
+            first = self._consumer.poll(0.2)
+            if first is None:
+                continue
+            for msg in (first, *self._consumer.consume(499, 0)):
                 if msg.error() or msg.value() is None:
                     continue
-                if msg.topic() == topics.RESULTS:
-                    _, r = self.codec.decode(msg.value(), expect="ActionResult")
-                    if Status(r["status"]).final:
-                        self._seen_result(r)
-                else:
-                    _, d = self.codec.decode(msg.value(), expect="ActionDecision")
-                    action_id = d["request"]["action_id"]
-                    if action_id in self._watched:
-                        with self._cond:
-                            self._decisions.setdefault(action_id, d)
-                            self._cond.notify_all()
+                try:
+                    self._take(msg)
+                except Exception as exc:  # noqa: BLE001 - a foreign record must not end the tail
+                    self.undecodable += 1
+                    log.warning("outcomes: skipped an unreadable record on %s[%d]@%d (%d so far): %s",
+                                msg.topic(), msg.partition(), msg.offset(), self.undecodable, exc)
+
+    def _take(self, msg: Any) -> None:
+        if msg.topic() == topics.RESULTS:
+            _, r = self.codec.decode(msg.value(), expect="ActionResult")
+            if Status(r["status"]).final:
+                self._seen_result(r)
+        else:
+            _, d = self.codec.decode(msg.value(), expect="ActionDecision")
+            action_id = d["request"]["action_id"]
+            if action_id in self._watched:
+                with self._cond:
+                    self._decisions.setdefault(action_id, d)
+                    self._cond.notify_all()
 
     def _seen_result(self, r: dict[str, Any]) -> None:
         action_id = r["action_id"]
@@ -200,25 +218,35 @@ class Outcomes:
             wanted = action_id.encode()
             for msg in _read_to_end(reader, starts(topics.RESULTS), deadline):
                 if msg.key() == wanted:
-                    _, r = self.codec.decode(msg.value(), expect="ActionResult")
-                    if Status(r["status"]).final:
+                    r = self._readable(msg, "ActionResult")
+                    if r is not None and Status(r["status"]).final:
                         self._seen_result(r)
                         return Looked(None, r)  # the original's result: all a repeat needs
             key = output_key.encode()
             for msg in _read_to_end(reader, starts(topics.APPROVED, topics.DROPPED), deadline):
                 if msg.key() == key:
-                    _, d = self.codec.decode(msg.value(), expect="ActionDecision")
-                    if d["request"]["action_id"] == action_id:
+                    d = self._readable(msg, "ActionDecision")
+                    if d is not None and d["request"]["action_id"] == action_id:
                         return Looked(d, None)  # decided, not (yet) performed
             return Looked(None, None)  # still in flight: the tail will see what comes
         finally:
             reader.close()
 
+    def _readable(self, msg: Any, expect: str) -> dict[str, Any] | None:
+        """A record decoded, or None (counted, logged) for one a foreign writer put there."""
+        try:
+            return self.codec.decode(msg.value(), expect=expect)[1]
+        except InvalidInput as exc:
+            self.undecodable += 1
+            log.warning("outcomes: skipped an unreadable record on %s[%d]@%d: %s",
+                        msg.topic(), msg.partition(), msg.offset(), exc)
+            return None
+
     def _output_key(self, request: dict[str, Any]) -> str:
         """The key the stream job wrote its decision with: the dedup key, else the action id
         (the executor writes the result to the same partition number)."""
         try:
-            action = Action.from_record(request)
+            action = Action.from_record(request, self.policies)
             return dedup_key(action, self.policies.for_tool(action.tool)) or action.action_id
         except InvalidInput:
             return str(request["action_id"])

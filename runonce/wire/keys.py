@@ -28,7 +28,7 @@ def routing_key(request: Mapping[str, Any], policies: PolicyBook | None) -> str:
     if request["idempotency_key"] or policies is None:
         return request_key(request)
     try:
-        action = Action.from_record(request)
+        action = Action.from_record(request, policies)
     except InvalidInput:
         return request_key(request)  # the stream job dead-letters it, with the reason
     return dedup_key(action, policies.for_tool(action.tool)) or request_key(request)

@@ -108,6 +108,47 @@ def test_each_kind_of_poison_is_dead_lettered_with_its_reason_and_origin(
     assert stream_worker.alive()
 
 
+def _hostile(codec: Codec) -> list[tuple[str, bytes, str]]:
+    """Schema-valid records that once stopped a worker (a crash loop, an abort loop), or passed
+    as valid: (name, Avro value, a phrase of the dead letter's reason naming the field)."""
+    nested = '{"to": "a@x", "n": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    avro = lambda r: codec.encode("ActionRequested", r)  # noqa: E731
+    raw = lambda tool, params_json, **kw: {**_request(tool, {}, **kw), "params_json": params_json}  # noqa: E731
+    return [
+        ("JSON nested 100,000 deep", avro(raw("send_email", nested)), "nested deeper than"),
+        ("a 2 MB agent id", avro({**_request("send_email", {"to": f"{uid()}@x"}), "agent_id": "a" * (2 * MB)}),
+         "agent_id"),
+        ("a 1 MB tool name", avro(_request("t" * MB, {"to": "a@x"})), "tool"),
+        ("a 1.5 MB natural id", avro(_request("create_jira_ticket", {"project": "P", "customer_id": "c"},
+                                              natural_id="n" * (3 * MB // 2))), "natural_id"),
+        ("a null recipient", avro(_request("send_email", {"to": None})), "'to'"),
+        ("a list of recipients", avro(_request("send_email", {"to": ["a@x", "b@x"]})), "'to'"),
+        ("NaN", avro(raw("charge_payment", '{"card": "tok", "amount_cents": NaN}')), "NaN"),
+        ("two recipients under one key", avro(raw("send_email", '{"to": "a@x", "to": "b@x"}')), "duplicate key"),
+    ]
+
+
+def test_hostile_records_never_stop_the_partition(broker: Settings, stream_worker: WorkerProcess,
+                                                  decision_log: DecisionWatcher) -> None:
+    """Each hostile record on partition 0, then a good action on partition 0: every hostile one is
+    dead-lettered with its field named, the worker never exits, and the good action is decided."""
+    codec = Codec()
+    cases = _hostile(codec)
+    good = _request("update_salesforce_field", {"record_id": uid(), "field": "stage"})
+    positions = _produce(broker, [{"value": value, "partition": 0} for _, value, _ in cases]
+                         + [{"value": codec.encode("ActionRequested", good), "partition": 0}])
+    for (name, _, phrase), pos in zip(cases, positions):
+        dead = decision_log.wait_dead(pos, timeout_s=90)
+        assert dead[H_ERROR_TYPE] == "invalid_action", (name, dead)
+        assert phrase in dead[H_ERROR_MESSAGE], (name, dead[H_ERROR_MESSAGE][:300])
+    produced_at = time.monotonic()
+    decided = decision_log.wait([good["action_id"]], timeout_s=90)[good["action_id"]]
+    print(f"\n{stream_worker.name}: the good action after {len(cases)} hostile records decided "
+          f"{time.monotonic() - produced_at:.2f} s after their dead letters")
+    assert (decided["outcome"], decided["reason"]) == ("APPROVED", "unique")
+    assert stream_worker.alive(), stream_worker.log_tail()
+
+
 def test_valid_actions_around_poison_are_decided(broker: Settings, stream_worker: WorkerProcess,
                                                  decision_log: DecisionWatcher) -> None:
     """A Kafka record without a key, or with junk headers, is still an action: decided, not dead-lettered."""
