@@ -11,6 +11,7 @@ from typing import Callable, Mapping, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from runonce.core.limits import MAX_OUTPUT_BYTES
 from runonce.errors import BrokerUnavailable, ConfigError
 from runonce.kafka import replication
 from runonce.kafka.access import KafkaTarget
@@ -35,6 +36,9 @@ CHANGELOG_SCOPES = "runonce-scopes-changelog"
 #: a clear error for the agent); the topics a record is copied to whole accept it plus headers
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 _COPY_LIMIT = str(MAX_RECORD_BYTES + 64 * 1024)
+#: what a decision, a hand-off or a state record may take (core/limits.py bounds every input so
+#: that each fits); said explicitly rather than left to the broker's default
+_OUTPUT_LIMIT = str(MAX_OUTPUT_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,21 +60,25 @@ TOPICS: tuple[TopicSpec, ...] = (
               # clock cannot open a window early, and a replay sees the same timestamps.
               {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS,
                "max.message.bytes": str(MAX_RECORD_BYTES)}),
-    TopicSpec(APPROVED, "unique actions, for the executors", {"retention.ms": _WEEK_MS}),
+    TopicSpec(APPROVED, "unique actions, for the executors",
+              {"retention.ms": _WEEK_MS, "max.message.bytes": _OUTPUT_LIMIT}),
     TopicSpec(DROPPED, "every drop with its reason and the action it repeats; analysts read it",
-              {"retention.ms": str(30 * 24 * 3600 * 1000)}),
+              {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _OUTPUT_LIMIT}),
     # Compacted by action id: the latest status of each action (attempting -> succeeded)
     # is what the SDK and a restarted executor need; history is not.
     TopicSpec(RESULTS, "executor outcomes, keyed by action id",
-              {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}),
+              {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000", "max.message.bytes": _OUTPUT_LIMIT}),
     TopicSpec(DLQ, "undecodable or invalid input; the reason and origin are in headers",
               {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _COPY_LIMIT}),
     TopicSpec(REKEY, "internal: records re-keyed by idempotency key",
               {"retention.ms": _WEEK_MS, "max.message.bytes": _COPY_LIMIT}),
-    TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope", {"retention.ms": _WEEK_MS}),
+    TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope",
+              {"retention.ms": _WEEK_MS, "max.message.bytes": _OUTPUT_LIMIT}),
     # Compacted: the latest state per key; expired entries leave tombstones, which compaction drops.
-    TopicSpec(CHANGELOG_KEYS, "internal: stage-1 state (dedup key -> first claim)", {"cleanup.policy": "compact"}),
-    TopicSpec(CHANGELOG_SCOPES, "internal: stage-2 state (scope -> claims)", {"cleanup.policy": "compact"}),
+    TopicSpec(CHANGELOG_KEYS, "internal: stage-1 state (dedup key -> first claim)",
+              {"cleanup.policy": "compact", "max.message.bytes": _OUTPUT_LIMIT}),
+    TopicSpec(CHANGELOG_SCOPES, "internal: stage-2 state (scope -> claims)",
+              {"cleanup.policy": "compact", "max.message.bytes": _OUTPUT_LIMIT}),
 )
 
 

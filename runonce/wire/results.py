@@ -41,8 +41,17 @@ def result_of(record: Mapping[str, Any]) -> Result:
     return Result(Status(record["status"]), record["vendor_ref"], record["error"], record["attempts"])
 
 
+#: a vendor's error text or reference is cut here: a result explains, it does not carry a 5 MB
+#: error page (with the request's own bounded fields, every result fits actions.results)
+MAX_VENDOR_TEXT_CHARS = 4000
+
+
+def _cut(text: str | None) -> str | None:
+    return text if text is None or len(text) <= MAX_VENDOR_TEXT_CHARS else text[:MAX_VENDOR_TEXT_CHARS] + "…"
+
+
 def result_record(action_id: str, idempotency_key: str | None, tool: str, result: Result,
                   completed_at_ms: int) -> dict[str, Any]:
     return {"action_id": action_id, "idempotency_key": idempotency_key, "tool": tool,
-            "status": result.status.value, "vendor_ref": result.vendor_ref, "error": result.error,
+            "status": result.status.value, "vendor_ref": _cut(result.vendor_ref), "error": _cut(result.error),
             "attempts": result.attempts, "completed_at_ms": completed_at_ms}

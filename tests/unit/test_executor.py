@@ -397,3 +397,19 @@ def test_an_aborted_intent_commit_performs_once_on_redelivery() -> None:
     ex.step()
     ex.step()
     assert mailer.sent == ["a1"] and _statuses(txns) == ["attempting", "attempting", "succeeded"]
+
+
+def test_a_vendors_5_mb_error_page_still_makes_a_result_that_fits() -> None:
+    from runonce.connectors.errors import PermanentVendorError
+
+    class Huge(Mailer):
+        def perform(self, call: ActionCall) -> VendorResponse:
+            raise PermanentVendorError("HTTP 400: " + "<html>" * 1_000_000)
+
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions()
+    consumer.messages = [Msg(0, 3, approved("a1"))]
+    executor(consumer, txns, connector=Huge()).step()
+    (result, _), = [c for c in txns.commits if c[0]][1:]
+    limit = int(next(s for s in topics.TOPICS if s.name == topics.RESULTS).configs["max.message.bytes"])
+    assert _last_result(txns)["status"] == "failed" and len(result[0].value) < limit // 100
