@@ -38,6 +38,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
 from runonce.core.action import parse_params
+from runonce.core.policy import PolicyBook
 from runonce.connectors.results import ResultIndex
 from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
@@ -66,7 +67,7 @@ class Results(Protocol):
 
     def put(self, action_id: str, vendor_key: str, outcome: Result) -> None: ...
 
-    def restore(self, partitions: list[int]) -> int: ...
+    def restore(self, starts: dict[int, int]) -> int: ...
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
@@ -94,7 +95,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     transactions = Transactions(transactional_id, lambda: init_producer(producer_config, transactional_id),
                                 consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0))
     return Executor(connector, consumer=consumer, transactions=transactions,
-                    index=ResultIndex(access, connector.tools), source_topic=source_topic, start=start,
+                    index=ResultIndex(access, connector.tools, source_topic=source_topic,
+                                      window_ms=PolicyBook.load(settings.policy_file).longest_key_ttl_ms()),
+                    source_topic=source_topic, start=start,
                     runner=runner, metrics=metrics, failpoint=settings.executor_failpoint, stall=stall)
 
 
@@ -140,7 +143,7 @@ class Executor:
         """Start each partition at an explicit position (positions.py), never the client's."""
         starts = [s for _, s in explicit_starts(consumer, partitions, self.start, self.who, LOOKUP_TIMEOUT_S)]
         numbers = [s.partition for s in starts]
-        applied = self.index.restore(numbers)
+        applied = self.index.restore({s.partition: s.offset for s in starts})
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
         for s in starts:
             if s.decided:  # durable at the next commit, so no later owner decides again

@@ -5,12 +5,14 @@
 # wheel as the Docker image installs it (scripts/wheel_check.sh: its own broker, for the demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+phase() { echo "== $* ($(( SECONDS / 60 ))m$(( SECONDS % 60 ))s in) =="; }
 bash scripts/setup.sh
-echo "== mypy --strict (the whole package) =="
+phase "mypy --strict (the whole package)"
 .venv/bin/mypy
-echo "== pytest: main suite (plaintext broker) =="
+phase "pytest: main suite (plaintext broker)"
 .venv/bin/pytest --ignore=tests/security "$@"
-echo "== pytest: security suite (SASL/PLAIN + StandardAuthorizer broker) =="
+phase "pytest: security suite (SASL/PLAIN + StandardAuthorizer broker)"
 .venv/bin/pytest tests/security "$@"
-echo "== the wheel, installed non-editable in a clean venv: imports, runonce demo =="
+phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"
 bash scripts/wheel_check.sh
+phase "done"

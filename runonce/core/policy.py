@@ -246,6 +246,11 @@ class PolicyBook:
         return Policy(tool=tool, denied=self.default.denied, key_mode=self.default.key_mode,
                       key_ttl_ms=self.default.key_ttl_ms, named=False)
 
+    def longest_key_ttl_ms(self) -> int:
+        """How long any idempotency key is remembered: an executor's window for its second line
+        of defence (a key approved again after this is a new action, on purpose)."""
+        return max([self.default.key_ttl_ms, *(p.key_ttl_ms for p in self.tools.values())])
+
     @classmethod
     def from_toml(cls, text: str, source: str = "policies") -> PolicyBook:
         try:

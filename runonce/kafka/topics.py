@@ -65,9 +65,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(DROPPED, "every drop with its reason and the action it repeats; analysts read it",
               {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _OUTPUT_LIMIT}),
     # Compacted by action id: the latest status of each action (attempting -> succeeded)
-    # is what the SDK and a restarted executor need; history is not.
+    # is what the SDK and a restarted executor need; history is not. Deleted after 30 days:
+    # the approved record of such a result (kept a week) can never be delivered again, and a
+    # key's repeats come within its TTL (24 h by default), so nothing reads it any more.
     TopicSpec(RESULTS, "executor outcomes, keyed by action id",
-              {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000", "max.message.bytes": _OUTPUT_LIMIT}),
+              {"cleanup.policy": "compact,delete", "retention.ms": str(30 * 24 * 3600 * 1000),
+               "min.compaction.lag.ms": "3600000", "max.message.bytes": _OUTPUT_LIMIT}),
     TopicSpec(DLQ, "undecodable or invalid input; the reason and origin are in headers",
               {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _COPY_LIMIT}),
     TopicSpec(REKEY, "internal: records re-keyed by idempotency key",

@@ -16,7 +16,7 @@ from runonce.connectors.base import ActionCall
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.vendors import JiraConnector
+from runonce.connectors.vendors import JiraConnector, SmtpConnector
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
@@ -26,6 +26,7 @@ from runonce.settings import Settings
 from runonce.streams.records import output_key
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_TOPIC
+from runonce.wire.results import Result, Status, result_record
 
 from tests.support.worker import RunonceProcess
 
@@ -47,6 +48,14 @@ def approve(bootstrap: str, topic: str, tool: str, params: dict[str, Any], key: 
                      partition=partition_for(k, 6))
     assert producer.flush(10) == 0
     return request
+
+
+def own_approved_topic(bootstrap: str) -> str:
+    """A topic of approved decisions of the test's own (six partitions, like actions.approved)."""
+    source = f"test.approved.{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)  # held until the creation is done: a collected client cancels it
+    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    return source
 
 
 def final_result(bootstrap: str, action_id: str, timeout_s: float = 60) -> dict[str, Any]:
@@ -90,9 +99,7 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
                                                         tmp_path, vendor: str, failpoint: str) -> None:
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
-    source = f"test.approved.{uuid.uuid4().hex[:8]}"
-    admin = admin_client(bootstrap)
-    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    source = own_approved_topic(bootstrap)
     tool, params, ledger_vendor = CASES[vendor]
     key = f"{vendor}-{failpoint}-{uuid.uuid4().hex[:6]}"
     env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}", **FAST_TAKEOVER}
@@ -121,7 +128,6 @@ def _requests_for(vendors: VendorServer, vendor: str, request: dict[str, Any], k
     """Requests the sandbox received for this action: every one, even where the vendor deduplicates."""
     call = ActionCall(request["action_id"], request["tool"], {}, key)
     if vendor == "smtp":
-        from runonce.connectors.vendors import SmtpConnector
         return len(vendors.ledger.requests("DATA", SmtpConnector.message_id(call)))
     if vendor == "jira":
         return len(vendors.ledger.requests("/jira/rest/api/2/issue", JiraConnector.label(call)))
@@ -138,9 +144,7 @@ def test_an_aborted_result_commit_never_calls_the_vendor_again(broker: Settings,
     request log, where a deduplicating vendor would hide a second one from its effects."""
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
-    source = f"test.approved.{uuid.uuid4().hex[:8]}"
-    admin = admin_client(bootstrap)
-    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    source = own_approved_topic(bootstrap)
     tool, params, ledger_vendor = CASES[vendor]
     key = f"{vendor}-abort-{uuid.uuid4().hex[:6]}"
     request = approve(bootstrap, source, tool, {**params, "n": key}, key)
@@ -161,6 +165,46 @@ def test_an_aborted_result_commit_never_calls_the_vendor_again(broker: Settings,
     assert (result["status"], result["history"]) == ("succeeded", ["attempting", "succeeded"]), result
 
 
+def test_a_restart_restores_an_intent_older_than_the_key_window_when_its_record_is_still_unread(
+        broker: Settings, sandboxes: tuple[VendorServer, SmtpServer], tmp_path) -> None:
+    """The executor restores only the results that can still matter: from the time the first
+    approved record it has yet to read was written (or the key window, 24 h, if that is
+    later). An email approved three days ago whose intent was committed then, and whose
+    executor died before its result, is still unread: its intent must be found, so the email is
+    in_doubt and never sent, though it is far older than the window."""
+    vendors, smtp = sandboxes
+    bootstrap = broker.bootstrap_servers()
+    source = own_approved_topic(bootstrap)
+    three_days_ago = int(time.time() * 1000) - 3 * 24 * 3600 * 1000
+    key = f"old-intent-{uuid.uuid4().hex[:6]}"
+    request = build_request("send_email", {"to": f"{key}@example.com", "subject": "s"}, agent_id="it",
+                            idempotency_key=key)
+    codec = Codec()
+    decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
+                "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
+                "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0,
+                "source_offset": 0}
+    partition = partition_for(key.encode(), 6)
+    intent = result_record(request["action_id"], key, "send_email", Result(Status.ATTEMPTING), three_days_ago)
+    producer = clients.producer(bootstrap)
+    producer.produce(source, key=key.encode(), value=codec.encode("ActionDecision", decision), partition=partition,
+                     timestamp=three_days_ago)
+    producer.produce(topics.RESULTS, key=request["action_id"].encode(), value=codec.encode("ActionResult", intent),
+                     partition=partition, timestamp=three_days_ago)
+    assert producer.flush(10) == 0
+    proc = RunonceProcess(broker, "exec-smtp-old-intent", ["executor", "--vendor", "smtp", "--source-topic", source,
+                                                           "--group", f"g-{key}"], tmp_path,
+                          {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"})
+    proc.start()
+    try:
+        result = final_result(bootstrap, request["action_id"])
+    finally:
+        proc.stop()
+    message_id = SmtpConnector.message_id(ActionCall(request["action_id"], "send_email", {}, key))
+    assert result["status"] == "in_doubt", (result, proc.log_tail())
+    assert vendors.ledger.requests("DATA", message_id) == []  # never sent
+
+
 def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settings,
                                                                    sandboxes: tuple[VendorServer, SmtpServer],
                                                                    tmp_path) -> None:
@@ -168,9 +212,7 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     record that is no decision: one side effect, a result for each action, a dead letter."""
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
-    source = f"test.approved.{uuid.uuid4().hex[:8]}"
-    admin = admin_client(bootstrap)
-    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    source = own_approved_topic(bootstrap)
     key = f"twice-{uuid.uuid4().hex[:6]}"
     params = {"card": "tok", "amount_cents": 990}
     junk = clients.producer(bootstrap)
@@ -212,9 +254,7 @@ def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
     nothing, and it does not believe them until its lag bound (8 s) has passed: one ticket."""
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
-    source = f"test.approved.{uuid.uuid4().hex[:8]}"
-    admin = admin_client(bootstrap)  # held: a collected client cancels its own futures
-    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    source = own_approved_topic(bootstrap)
     key = f"jira-lag-{uuid.uuid4().hex[:6]}"
     request = approve(bootstrap, source, "create_jira_ticket",
                       {"project": "SUP", "customer_id": "c", "description": key}, key)
@@ -250,9 +290,7 @@ def test_an_executor_never_lets_the_client_pick_a_position(broker: Settings,
     The executor exits for a restart, naming the position, and sends nothing."""
     vendors, smtp = sandboxes
     bootstrap = broker.bootstrap_servers()
-    source = f"test.approved.{uuid.uuid4().hex[:8]}"
-    admin = admin_client(bootstrap)  # held: a collected client cancels its own futures
-    admin.create_topics([NewTopic(source, 6, 1)])[source].result()
+    source = own_approved_topic(bootstrap)
     run = uuid.uuid4().hex[:6]
     for i in range(6):
         approve(bootstrap, source, "send_email", {"to": f"old-{run}-{i}@example.com", "subject": "s"}, f"old-{run}-{i}")

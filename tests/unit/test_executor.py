@@ -89,14 +89,14 @@ class FakeTransactions:
 class FakeIndex:
     by_action: dict[str, Result] = field(default_factory=dict)
     by_key: dict[str, str] = field(default_factory=dict)
-    restored: list[list[int]] = field(default_factory=list)
+    restored: list[dict[int, int]] = field(default_factory=list)
 
     def put(self, action_id: str, vendor_key: str, outcome: Result) -> None:
         self.by_action[action_id] = outcome
         self.by_key.setdefault(vendor_key, action_id)
 
-    def restore(self, partitions: list[int]) -> int:
-        self.restored.append(partitions)
+    def restore(self, starts: dict[int, int]) -> int:
+        self.restored.append(starts)
         return 0
 
 

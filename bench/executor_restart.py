@@ -1,0 +1,153 @@
+"""An executor restarting over a long history of results: N results already on
+actions.results (a month of them, timestamps spread evenly over 30 days), one new approved
+charge waiting. Timed from the executor process's start to the vendor's first request, with
+the executor's peak RSS (VmHWM) and how many results it restored.
+
+    .venv/bin/python bench/executor_restart.py [--results 10000000] [--full]
+
+``--full`` also runs the executor as it was before the bounded restore (every result from
+the beginning of the topic): pass a smaller --results for it, it holds them all in memory.
+Real broker; the payments executor against the sandbox; the history is produced straight
+to the topic (results of the payments tool, so the executor decodes and keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.partitioner import partition_for  # noqa: E402
+from runonce.sdk.submit import build_request  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
+from runonce.wire.results import Result, Status, result_record  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def say(msg: str) -> None:
+    print(f"executor-restart: {msg}", file=sys.stderr, flush=True)
+
+
+def history(bootstrap: str, n: int, partitions: int) -> None:
+    """n final results of charge_payment over the last 30 days, oldest first."""
+    codec = Codec()
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10000,
+                  "compression.type": "lz4", "queue.buffering.max.messages": 2_000_000})
+    now = int(time.time() * 1000)
+    started = time.monotonic()
+    for i in range(n):
+        at = now - 30 * DAY_MS + (30 * DAY_MS * i) // n
+        action_id = str(uuid.UUID(int=i + 1))
+        value = codec.encode("ActionResult", result_record(action_id, f"h{i}", "charge_payment",
+                                                           Result(Status.SUCCEEDED, f"ch_{i}", attempts=1), at))
+        while True:
+            try:
+                p.produce(topics.RESULTS, key=action_id.encode(), value=value, partition=i % partitions, timestamp=at)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i and i % 1_000_000 == 0:
+            say(f"{i:,} results produced ({time.monotonic() - started:.0f} s)")
+    p.flush(900)
+
+
+def approve_one(bootstrap: str, partitions: int) -> str:
+    key = f"new-{uuid.uuid4().hex}"
+    request = build_request("charge_payment", {"card": "tok", "amount_cents": 4200}, agent_id="bench",
+                            idempotency_key=key)
+    decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
+                "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
+                "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0,
+                "source_offset": 0}
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(topics.APPROVED, key=key.encode(), value=Codec().encode("ActionDecision", decision),
+              partition=partition_for(key.encode(), partitions))
+    p.flush(30)
+    return key
+
+
+def vm_hwm_mb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024)
+    return -1
+
+
+def restart(settings: Settings, vendors: Any, full: bool) -> dict[str, Any]:
+    env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+    if full:
+        env["RUNONCE_BENCH_FULL_RESTORE"] = "1"
+    log_path = OUT / f"executor-restart-{'full' if full else 'bounded'}.log"
+    group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
+    code = ("import os, sys, runonce.connectors.results as r\n"
+            "if os.environ.get('RUNONCE_BENCH_FULL_RESTORE'):\n"
+            "    r.ResultIndex._first_unread_ms = lambda self, starts: 0\n"
+            "from runonce.ops.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", code, "executor", "--vendor", "payments", "--group", group,
+                             "--from-end", "--loglevel", "info"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    peak = 0
+    try:
+        # --from-end starts after everything approved so far: approve the charge once the group is in
+        while "assigned" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            peak = max(peak, vm_hwm_mb(proc.pid))
+            time.sleep(0.05)
+        assigned = time.monotonic()
+        key = approve_one(settings.bootstrap_servers(), settings.partitions)
+        while not vendors.ledger.requests("/v1/charges", key):
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(0.01)
+        first = time.monotonic()
+        peak = max(peak, vm_hwm_mb(proc.pid))
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    restored = [line for line in log_path.read_text(errors="replace").splitlines() if "restored" in line]
+    return {"restore": "whole topic" if full else "bounded", "assigned_after_s": round(assigned - started, 2),
+            "first_action_performed_after_s": round(first - started, 2), "executor_peak_rss_mb": peak,
+            "log": restored[-1][-160:] if restored else ""}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=int, default=10_000_000)
+    ap.add_argument("--full", action="store_true", help="also time the unbounded restore (as before)")
+    args = ap.parse_args()
+    from runonce.connectors.sandbox.http_vendors import VendorServer
+
+    with local_broker("executor-restart", say) as settings:
+        vendors = VendorServer().start()
+        try:
+            say(f"history: {args.results:,} results over 30 days")
+            history(settings.bootstrap_servers(), args.results, settings.partitions)
+            rows = [restart(settings, vendors, full=False)]
+            say(json.dumps(rows[-1]))
+            if args.full:
+                rows.append(restart(settings, vendors, full=True))
+                say(json.dumps(rows[-1]))
+            print(json.dumps({"results_on_topic": args.results, "runs": rows}, indent=2))
+        finally:
+            vendors.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
