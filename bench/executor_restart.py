@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -120,10 +121,10 @@ def restart(settings: Settings, vendors: Any, full: bool) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(60)
-    restored = [line for line in log_path.read_text(errors="replace").splitlines() if "restored" in line]
+    restored = re.findall(r"restored (\d+) results", log_path.read_text(errors="replace"))
     return {"restore": "whole topic" if full else "bounded", "assigned_after_s": round(assigned - started, 2),
             "first_action_performed_after_s": round(first - started, 2), "executor_peak_rss_mb": peak,
-            "log": restored[-1][-160:] if restored else ""}
+            "results_restored": int(restored[-1]) if restored else None}
 
 
 def main() -> int:

@@ -71,7 +71,7 @@ class ResultIndex:
         since_ms = min(self.clock_ms() - self.window_ms, self._first_unread_ms(starts)) - CLOCK_MARGIN_MS
         applied = 0
         for record in read_all(self.bootstrap, topics.RESULTS, self.timeout_s, partitions=list(starts),
-                               since_ms=since_ms):
+                               since_ms=since_ms if since_ms > 0 else None):
             if record.value is None:
                 continue
             try:
@@ -105,7 +105,7 @@ class ResultIndex:
                     log.warning("results window: %s[%d]: %s", self.source_topic, msg.partition(), err)
                     continue
                 pending.discard(msg.partition())
-            if pending:  # unknown: read from the beginning rather than miss a result
+            if pending:  # unknown: read from the beginning (time 0) rather than miss a result
                 log.warning("results window: no answer for %s %s; restoring their whole history",
                             self.source_topic, sorted(pending))
                 return 0
