@@ -71,3 +71,29 @@ def read_all(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *, par
             yield record
     finally:
         consumer.close()
+
+
+def first_committed_offset(bootstrap: KafkaTarget, topic: str, partition: int, offset: int,
+                           timeout_s: float = 10.0) -> int | None:
+    """The offset of the first committed record of ``topic[partition]`` at or after ``offset``,
+    or None when there is none up to the partition's end (only commit markers, aborted records,
+    or nothing). Asks the broker with a consumer of its own, so no other client's position or
+    buffers can answer for it; BrokerUnavailable when it cannot tell within ``timeout_s``."""
+    consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}")
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset if offset > 0 else OFFSET_BEGINNING)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is None:
+                found: int | None = msg.offset()
+                return found
+            if err.code() == KafkaError._PARTITION_EOF:
+                return None
+            raise clients.translate(err, f"reading {topic}[{partition}]")
+        raise BrokerUnavailable(f"{topic}[{partition}] did not answer from offset {offset} within {timeout_s:.0f} s")
+    finally:
+        consumer.close()

@@ -14,6 +14,7 @@ redelivered action gets the same outcome (re-emitted with the same action_id).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Iterable, Mapping
 
@@ -26,7 +27,8 @@ from runonce.errors import InvariantViolation
 from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
-from runonce.streams.faust_runtime.markers import read_past_markers
+from runonce.kafka.reader import first_committed_offset
+from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
 from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
@@ -102,6 +104,9 @@ class _App(faust.App):
     disables; runonce's own Prometheus metrics (streams/metrics.py) are what operators read.
     It stays reachable as ``app.monitor`` for faust's consumer, which reports offsets to it."""
 
+    #: how recovery asks the broker whether a changelog has committed records left (markers.py)
+    first_committed_offset: FirstCommitted
+
     def on_init_dependencies(self) -> Any:
         dependencies = super().on_init_dependencies()
         self.sensors.remove(self.monitor)
@@ -156,7 +161,9 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     app.sensors.add(SendFailureGuard())
     # Outputs and changelog writes are acknowledged before any offset commit (drain.py).
     drain_before_commit()
-    # Changelogs the transactional runtime wrote end in commit markers (markers.py).
+    # Changelogs the transactional runtime wrote end in commit markers (markers.py); recovery
+    # ends only where the broker, asked directly, has nothing committed left.
+    app.first_committed_offset = functools.partial(first_committed_offset, access)
     read_past_markers()
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,

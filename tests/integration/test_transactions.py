@@ -1,5 +1,7 @@
 """The foundation's acceptance test: a transactional producer commits one action and
-aborts another; a read_committed consumer sees exactly the committed one, decoded equal."""
+aborts another; a read_committed consumer sees exactly the committed one, decoded equal, and
+``first_committed_offset`` (what faust's recovery trusts over its own consumer's position)
+finds no committed record after it until one is written."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 
 from runonce.kafka import clients
+from runonce.kafka.reader import first_committed_offset
 from runonce.kafka.topics import admin_client
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
@@ -50,3 +53,11 @@ def test_committed_is_read_and_aborted_is_not(broker: Settings) -> None:
         seen.append(codec.decode(msg.value(), expect="ActionRequested")[1])
     consumer.close()
     assert seen == [committed]
+
+    # offsets: 0 committed, 1 its commit marker, 2 aborted, 3 its abort marker
+    assert first_committed_offset(bootstrap, topic, 0, 0) == 0
+    assert first_committed_offset(bootstrap, topic, 0, 1) is None  # markers and an aborted record only
+    producer.begin_transaction()
+    producer.produce(topic, key=b"later", value=b"x")
+    producer.commit_transaction(30)
+    assert first_committed_offset(bootstrap, topic, 0, 1) == 4
