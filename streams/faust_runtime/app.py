@@ -8,7 +8,9 @@ Guarantee: at-least-once, made harmless by design. The producer (changelog and o
 records) is drained and acknowledged before faust commits offsets (``drain.py`` closes
 faust's own flush gap), so restored state is never *behind* the committed offset; records
 after it are decided again, and state remembers which action claimed each key, so a
-redelivered action gets the same outcome (re-emitted with the same action_id).
+redelivered action gets the same outcome (re-emitted with the same action_id). Nor is it
+ever *ahead* of its changelog where another worker could not see it: after a kill the local
+RocksDB is dropped and restored from the changelogs (``local_state.py``).
 ``RUNONCE_GUARANTEE=exactly_once`` turns on faust's transactional mode instead.
 """
 
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import signal
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import faust
@@ -28,6 +33,7 @@ from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
 from runonce.kafka.reader import first_committed_offset
+from runonce.streams.faust_runtime.local_state import open_local_state
 from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
 from runonce.streams.faust_runtime.stop import stop_before_ack
@@ -86,12 +92,18 @@ def _inbound(event: EventT[Any]) -> Inbound:
                    timestamp_ms=round(msg.timestamp * 1000), key=msg.key, value=msg.value, headers=headers)
 
 
-async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any) -> None:
+async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, failpoint: str | None = None) -> None:
     """Feed the pipeline every event and send what it returns; a record it cannot finish
     stops the worker before faust acknowledges it (streams/faust_runtime/stop.py)."""
     async for event in stream.events():
         try:
-            await sink.send(pipeline.process(_inbound(event)))
+            out = pipeline.process(_inbound(event))
+            if failpoint == "kill_after_state" and out.topic == topics.APPROVED:
+                # the state change is in the local RocksDB; its changelog record and the
+                # decision are still in faust's buffer (nothing is sent before this task yields)
+                log.warning("failpoint kill_after_state: SIGKILL")
+                os.kill(os.getpid(), signal.SIGKILL)
+            await sink.send(out)
         except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
             msg = event.message
             stop_before_ack(f"could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}", exc)
@@ -113,14 +125,20 @@ class _App(faust.App):
         return dependencies
 
 
+def state_dir(settings: Settings) -> Path:
+    """This worker's local RocksDB tables (one directory per worker name)."""
+    return settings.state_dir / settings.worker_name
+
+
 def create_app(settings: Settings, policies: PolicyBook | None = None,
                metrics: StreamMetrics | None = None) -> faust.App:
     policies = policies or PolicyBook.load(settings.policy_file)
     metrics = metrics or StreamMetrics()
     codec = Codec()
     n = settings.partitions
-    datadir = settings.state_dir / settings.worker_name
+    datadir = state_dir(settings)
     datadir.mkdir(parents=True, exist_ok=True)
+    open_local_state(datadir)  # after a kill, the changelogs are the state (local_state.py)
     access = settings.kafka_access()
     credentials = (faust.SASLCredentials(username=access.username, password=access.password,
                                          mechanism=access.mechanism) if access.secured else None)
@@ -185,10 +203,10 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     # would log the crash and keep a live worker that decides nothing.
     @app.agent(requested, name="runonce.keys", supervisor_strategy=CrashingSupervisor)
     async def decide_keys(stream: Any) -> None:
-        await _run(pipeline, sink, stream)
+        await _run(pipeline, sink, stream, settings.stream_failpoint)
 
     @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
-        await _run(pipeline, sink, stream)
+        await _run(pipeline, sink, stream, settings.stream_failpoint)
 
     return app

@@ -13,10 +13,10 @@ runtimes over the same changelogs.
 The position alone is not proof. faust's fetcher can move the client's position past records
 it then never delivers (it drops the rest of a fetched batch when its flow stops or its
 generation changes mid-batch), and a record still travelling from the fetcher to recovery's
-queue is past the position too. Believing the position there finishes recovery without a
-claim the changelog holds, and the next repeat of that action is approved: one crash test in
-four saw exactly that (an action decided APPROVED and DROPPED after a worker lost its RocksDB).
-So a position at the high watermark is believed only when the broker, asked by a consumer of
+queue is past the position too. Believing the position there would finish recovery without
+a claim the changelog holds, and approve the next repeat of that action. faust itself takes
+the shortcut only in exactly-once mode and after two 5 s cycles; runonce takes it always and
+after two 1 s cycles, so it does not rest on the position alone. A position at the high watermark is believed only when the broker, asked by a consumer of
 its own (``runonce.kafka.reader.first_committed_offset``), has no committed record after the
 last one recovery applied; otherwise recovery is sent back to fetch from that record.
 
