@@ -40,6 +40,16 @@ def _outcome_after_keys(policy: Policy) -> Outcome:
     return Outcome.PASS if policy.has_scope_rules else Outcome.APPROVE
 
 
+# Replays write again. A replay (a redelivered action that finds its own claim) writes its
+# state again though nothing changed: the claim it finds may exist only where this worker
+# stored it. An at-least-once runtime (faust) stores a change locally at once and makes it
+# durable later; a worker killed in between and restarted over its own disk finds the claim,
+# decides the same outcome and, writing nothing, would leave the claim on that one disk: the
+# partition's next owner, restoring from the changelog, would approve the action's repeat.
+# Writing it again makes the state a decision rests on as durable as the decision. (Seen in
+# the faust crash test; reproduced by tests/integration/test_local_state.py.)
+
+
 def decide_key(action: Action, prior: KeyState | None, *, policy: Policy, key: str | None,
                origin: Origin) -> Decision[KeyState]:
     """Stage 1. ``key`` is ``dedup_key(action, policy)``; ``prior`` is what the store holds for it."""
@@ -52,7 +62,8 @@ def decide_key(action: Action, prior: KeyState | None, *, policy: Policy, key: s
     t = origin.event_time_ms
     if prior is not None and prior.claim.live_at(t):
         if prior.claim.action_id == action.action_id:
-            return Decision(_outcome_after_keys(policy), Reason.UNIQUE, replay=True)
+            # A redelivery: the same outcome, and its claim written again ("Replays write again").
+            return Decision(_outcome_after_keys(policy), Reason.UNIQUE, new_state=prior, replay=True)
         reason = Reason.DUPLICATE_KEY if prior.content_hash == action.content_hash else Reason.KEY_PAYLOAD_MISMATCH
         return Decision(Outcome.DROP, reason, repeat_of=prior.claim, matched_key=key, window_ms=policy.key_ttl_ms)
     state = KeyState(_claim(action, origin, policy.key_ttl_ms), action.content_hash)
@@ -110,6 +121,6 @@ def decide_scope(action: Action, prior: ScopeState | None, *, policy: Policy, sc
     new_state = ScopeState(natural_ids, contents, budget)
     held = (*state.natural_ids.values(), *state.contents.values(), *state.budget)
     replay = any(c.action_id == me for c in held)
-    changed = prior is None or new_state != prior
+    changed = prior is None or new_state != prior or replay  # "Replays write again"
     return Decision(Outcome.APPROVE, reason, new_state=new_state if changed else None, repeat_of=repeat_of,
                     matched_key=matched, window_ms=window_ms, replay=replay)

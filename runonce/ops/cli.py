@@ -172,8 +172,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 def _run_faust(settings: Settings, policies: Any, metrics: Any, loglevel: str) -> int:
     import faust
 
-    from runonce.streams.faust_runtime.app import create_app, state_dir
-    from runonce.streams.faust_runtime.local_state import close_local_state
+    from runonce.streams.faust_runtime.app import create_app
 
     app = create_app(settings, policies, metrics)
     _say(f"stream worker {settings.worker_name} on {settings.kafka_access()} "
@@ -182,12 +181,7 @@ def _run_faust(settings: Settings, policies: Any, metrics: Any, loglevel: str) -
     # faust's terminal spinner puts the root logger at DEBUG so it can spin on every record:
     # then every debug() call in aiokafka and faust builds a LogRecord (~10% of a worker's CPU).
     worker.spinner = None
-    try:
-        worker.execute_from_commandline()
-    except SystemExit as stopped:
-        if stopped.code in (0, None):  # a clean stop: flushed and committed, the local state may be kept
-            close_local_state(state_dir(settings))
-        raise
+    worker.execute_from_commandline()
     return 0
 
 

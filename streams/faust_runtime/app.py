@@ -8,9 +8,10 @@ Guarantee: at-least-once, made harmless by design. The producer (changelog and o
 records) is drained and acknowledged before faust commits offsets (``drain.py`` closes
 faust's own flush gap), so restored state is never *behind* the committed offset; records
 after it are decided again, and state remembers which action claimed each key, so a
-redelivered action gets the same outcome (re-emitted with the same action_id). Nor is it
-ever *ahead* of its changelog where another worker could not see it: after a kill the local
-RocksDB is dropped and restored from the changelogs (``local_state.py``).
+redelivered action gets the same outcome (re-emitted with the same action_id) and writes its
+claim again: after a kill, the local RocksDB can hold claims its changelog never received,
+and a replay makes them durable before its input is committed ("Replays write again" in
+``runonce/core/decide.py``).
 ``RUNONCE_GUARANTEE=exactly_once`` turns on faust's transactional mode instead.
 """
 
@@ -33,7 +34,6 @@ from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
 from runonce.kafka.reader import first_committed_offset
-from runonce.streams.faust_runtime.local_state import open_local_state
 from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
 from runonce.streams.faust_runtime.stop import stop_before_ack
@@ -138,7 +138,6 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     n = settings.partitions
     datadir = state_dir(settings)
     datadir.mkdir(parents=True, exist_ok=True)
-    open_local_state(datadir)  # after a kill, the changelogs are the state (local_state.py)
     access = settings.kafka_access()
     credentials = (faust.SASLCredentials(username=access.username, password=access.password,
                                          mechanism=access.mechanism) if access.secured else None)

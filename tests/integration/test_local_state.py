@@ -1,12 +1,14 @@
-"""A faust worker's local RocksDB is never trusted ahead of its changelog (local_state.py).
+"""A claim that reached only a faust worker's local RocksDB is made durable by its replay
+("Replays write again" in runonce/core/decide.py).
 
 The failpoint kills worker A right after a keyed action's claim is written to its local
 RocksDB, before the claim's changelog record or the approval leave faust's buffer. A
-restarts over the same folder and decides the action again, and is killed once the group
-has committed past it. Then worker B, on a folder of its own, restores from the changelog
-alone and meets a retry of the action (the same idempotency key): it must be dropped as a
-repeat. On the code before local_state.py, A's restart trusted its local claim, re-emitted
-the approval and wrote nothing; the claim existed on A's disk only, and B approved the retry.
+restarts over the same folder, finds its own claim and decides the action again (a replay),
+and is killed once the group has committed past it. Then worker B, on a folder of its own,
+restores from the changelog alone and meets a retry of the action (the same idempotency
+key): it must be dropped as a repeat. When a replay wrote nothing, A re-emitted the approval
+and the claim existed on A's disk only: B approved the retry (the faust crash test's
+"decided two ways", one run in three).
 """
 
 from __future__ import annotations

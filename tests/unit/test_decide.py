@@ -51,12 +51,13 @@ def test_deciding_the_same_action_twice_drops_the_second(params: dict[str, Any],
 
 
 @given(params_st, key_st, st.integers(0, 10**12), st.integers(0, 10 * HOUR))
-def test_a_redelivered_action_gets_the_same_outcome_and_no_new_state(params: dict[str, Any], key: str | None,
-                                                                    t0: int, gap: int) -> None:
+def test_a_redelivered_action_gets_the_same_outcome_and_writes_its_claim_again(
+        params: dict[str, Any], key: str | None, t0: int, gap: int) -> None:
     act = action(params=params, key=key)
     d1, state = run_key(act, None, t0)
     d2, state2 = run_key(act, state, t0 + gap)
-    assert (d2.outcome, d2.reason, d2.replay, d2.new_state) == (d1.outcome, d1.reason, True, None)
+    # the same claim, written again: it may have reached only a killed worker's disk (core/decide.py)
+    assert (d2.outcome, d2.reason, d2.replay, d2.new_state) == (d1.outcome, d1.reason, True, state)
     assert state2 == state
 
 
@@ -193,3 +194,14 @@ def test_the_sweeps_quick_read_of_expiry_agrees_with_the_full_parse(action_id: s
 
     raw = KeyState(Claim(action_id, 3, n, n, n + 7), content_hash).to_bytes()
     assert KeyState.expires_at_of(raw) == KeyState.from_bytes(raw).expires_at_ms == n + 7
+
+
+@given(st.sampled_from([EMAIL, JIRA, RESTART]), st.integers(0, 10**12), st.integers(0, 60_000))
+def test_a_redelivered_action_writes_its_scope_state_again(policy: Policy, t0: int, gap: int) -> None:
+    params = {"to": "j@x", "body": "b", "project": "OPS", "d": "1", "service": "api"}
+    act = action(policy.tool, params)
+    d1, state = run_scope(act, None, t0, policy)
+    d2, _ = run_scope(act, state, t0 + gap, policy)
+    assert d1.outcome is Outcome.APPROVE and d2.replay
+    # written again although unchanged: the claim may have reached only a killed worker's disk
+    assert d2.outcome is Outcome.APPROVE and d2.new_state == state
