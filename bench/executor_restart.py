@@ -121,10 +121,11 @@ def restart(settings: Settings, vendors: Any, full: bool) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(60)
-    restored = re.findall(r"restored (\d+) results", log_path.read_text(errors="replace"))
+    restored = re.findall(r"restored (\d+) results in ([\d.]+) s", log_path.read_text(errors="replace"))
     return {"restore": "whole topic" if full else "bounded", "assigned_after_s": round(assigned - started, 2),
             "first_action_performed_after_s": round(first - started, 2), "executor_peak_rss_mb": peak,
-            "results_restored": int(restored[-1]) if restored else None}
+            "results_restored": int(restored[-1][0]) if restored else None,
+            "restore_s": float(restored[-1][1]) if restored else None}
 
 
 def main() -> int:

@@ -143,14 +143,16 @@ class Executor:
         """Start each partition at an explicit position (positions.py), never the client's."""
         starts = [s for _, s in explicit_starts(consumer, partitions, self.start, self.who, LOOKUP_TIMEOUT_S)]
         numbers = [s.partition for s in starts]
+        restore_started = time.monotonic()
         applied = self.index.restore({s.partition: s.offset for s in starts})
+        restore_s = time.monotonic() - restore_started
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
         for s in starts:
             if s.decided:  # durable at the next commit, so no later owner decides again
                 self.pending[(self.source_topic, s.partition)] = s.offset
                 self.decided[s.partition] = s.offset
                 self._pending_since = 0.0
-        log.info("%s assigned %s; restored %d results; starts: %s", self.who, numbers, applied,
+        log.info("%s assigned %s; restored %d results in %.2f s; starts: %s", self.who, numbers, applied, restore_s,
                  "; ".join(f"[{s.partition}] {s.why}" for s in starts))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:

@@ -28,7 +28,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from runonce.errors import InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
-from runonce.kafka.reader import read_all
+from runonce.kafka.reader import read_messages
 from runonce.wire.codec import Codec
 from runonce.wire.keys import request_key
 from runonce.wire.results import Result, result_of
@@ -70,16 +70,17 @@ class ResultIndex:
             return 0
         since_ms = min(self.clock_ms() - self.window_ms, self._first_unread_ms(starts)) - CLOCK_MARGIN_MS
         applied = 0
-        for record in read_all(self.bootstrap, topics.RESULTS, self.timeout_s, partitions=list(starts),
-                               since_ms=since_ms if since_ms > 0 else None):
-            if record.value is None:
+        for msg in read_messages(self.bootstrap, topics.RESULTS, self.timeout_s, partitions=list(starts),
+                                 since_ms=since_ms if since_ms > 0 else None):
+            value = msg.value()
+            if value is None:
                 continue
             try:
-                _, r = self.codec.decode(record.value, expect="ActionResult")
+                _, r = self.codec.decode(value, expect="ActionResult")
             except InvalidInput as exc:  # not an executor's: it tells nothing about any action
                 self.unreadable += 1
                 log.warning("results: skipped an unreadable record at %s[%d]@%d: %s",
-                            record.topic, record.partition, record.offset, exc)
+                            msg.topic(), msg.partition(), msg.offset(), exc)
                 continue
             if r["tool"] in self.tools:
                 self.put(r["action_id"], request_key(r), result_of(r))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
@@ -15,10 +15,34 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.record import Record
 
 
+#: the most records one ``fetched`` call hands over
+FETCH_LIMIT = 1000
+
+
+def fetched(consumer: Any, wait_s: float, limit: int = FETCH_LIMIT) -> list[Any]:
+    """The messages (and events) a consumer has for us: waits up to ``wait_s`` for the first,
+    then takes what is already fetched without waiting again. ``consume(n, wait)`` alone would
+    hold every record until n arrive or the wait ends; ``poll`` alone costs a call per record."""
+    first = consumer.poll(wait_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(limit - 1, 0)]
+
+
 def read_all(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,
              follow: bool = False, since_ms: int | None = None, until_ms: int | None = None) -> Iterator[Record]:
+    """``read_messages``, each message as a ``Record``."""
+    for msg in read_messages(bootstrap, topic, timeout_s, partitions=partitions, follow=follow, since_ms=since_ms,
+                             until_ms=until_ms):
+        yield Record.of(msg)
+
+
+def read_messages(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *,
+                  partitions: Iterable[int] | None = None, follow: bool = False, since_ms: int | None = None,
+                  until_ms: int | None = None) -> Iterator[Any]:
     """Every record of ``topic`` (or of some of its partitions) from the beginning, until each
-    partition reports EOF; with ``follow``, keep reading until the caller stops iterating.
+    partition reports EOF, as confluent-kafka messages (never an error event: those end the
+    read or raise); with ``follow``, keep reading until the caller stops iterating.
 
     ``since_ms``/``until_ms`` bound the records by broker timestamp: reading starts at each
     partition's first record at or after ``since_ms`` (the broker's time index, never a scan
@@ -53,22 +77,22 @@ def read_all(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *, par
             if not follow and time.monotonic() > deadline:
                 raise BrokerUnavailable(f"reading {topic} did not reach its end within {timeout_s:.0f} s "
                                         f"(partitions {sorted(pending)} pending)")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                    continue
-                raise clients.translate(err, f"reading {topic}")
-            record = Record.of(msg)
-            if until_ms is not None and record.timestamp_ms > until_ms:
-                past_until.add(record.partition)
-                pending.discard(record.partition)
-                consumer.pause([TopicPartition(topic, record.partition)])
-                continue
-            yield record
+            for msg in fetched(consumer, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                        continue
+                    raise clients.translate(err, f"reading {topic}")
+                if until_ms is not None:
+                    if msg.partition() in past_until:  # fetched before the pause took
+                        continue
+                    if msg.timestamp()[1] > until_ms:
+                        past_until.add(msg.partition())
+                        pending.discard(msg.partition())
+                        consumer.pause([TopicPartition(topic, msg.partition())])
+                        continue
+                yield msg
     finally:
         consumer.close()
 

@@ -35,6 +35,7 @@ from runonce.errors import InvalidInput, ResultTimeout
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
+from runonce.kafka.reader import fetched
 from runonce.wire.codec import Codec
 from runonce.wire.results import Status
 
@@ -109,12 +110,8 @@ class Outcomes:
     # -- the tail (its consumer is used by this thread only) -----------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            # poll wakes on the first record; consume(n, 0) then takes what is already fetched.
-            # (consume(500, 0.2) alone would hold every outcome until 500 arrive or 200 ms pass.)
-            first = self._consumer.poll(0.2)
-            if first is None:
-                continue
-            for msg in (first, *self._consumer.consume(499, 0)):
+            # wakes on the first record (never holds an outcome for a batch to fill)
+            for msg in fetched(self._consumer, 0.2):
                 if msg.error() or msg.value() is None:
                     continue
                 try:
