@@ -1,5 +1,7 @@
 """`runonce demo`'s figures, read from the sandbox ledgers: every incident cut to one side
-effect (the restart loop to its budget of 5), against the real broker and stream worker."""
+effect (the restart loop to its budget of 5), against the real broker and stream worker.
+The demo runs the default runtime, so this does too; faust's decisions over the same
+incidents are the stream-job, crash and poison tests' work."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from runonce.settings import Settings
 
 from tests.support.worker import WorkerProcess
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.broker, pytest.mark.slow,
+              pytest.mark.parametrize("stream_worker", ["transactional"], indirect=True, scope="module")]
 
 
 def test_the_demo_table(broker: Settings, stream_worker: WorkerProcess) -> None:
