@@ -1,14 +1,22 @@
 """An executor: one vendor's consumer group on actions.approved (read_committed) and a
-transactional producer. Per approved action of its tools:
+transactional producer. It works in batches (up to ``executor_max_batch`` records, what the
+consumer has fetched); per batch:
 
-1. intent   a transaction commits ``attempting`` to actions.results (with the offsets of
-            the records before this one) — durable before anything reaches outside;
-2. effect   the connector is called (retries with the same vendor key, see runner.py);
-3. result   a transaction commits the result *and* this record's offset together
-            (``send_offsets_to_transaction`` with the group metadata: KIP-447 fencing).
+1. intent   one transaction commits ``attempting`` to actions.results for every new action
+            of its tools (with the offsets of the batch's first records) — durable before
+            anything reaches outside;
+2. effect   the connector is called for each, up to ``executor_max_in_flight`` at once
+            (retries with the same vendor key, see runner.py);
+3. result   one transaction commits every outcome (and dead letter) *and* the offsets past
+            the batch together (``send_offsets_to_transaction`` with the group metadata:
+            KIP-447 fencing).
 
-A crash between 1 and 3 redelivers the action with its intent and no result: the runner
-reconciles (same vendor key, state check, or in_doubt) instead of calling blindly again.
+What each record needs is planned before anything is performed (batch.py); a batch ends
+before a record whose action id or vendor key is already in it, so two actions with one
+vendor key are never in flight together and the second meets the first's committed result.
+
+A crash between 1 and 3 redelivers the batch, each action with its intent and no result: the
+runner reconciles (same vendor key, state check, or in_doubt) instead of calling blindly again.
 
 An abort never forgets an intent. The index learns of an intent when its transaction
 commits, not only of results, so a record redelivered after an aborted result commit finds
@@ -32,11 +40,13 @@ import logging
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Protocol
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
+from runonce.connectors.batch import Plan, Work, collides, plan_work
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
 from runonce.connectors.results import ResultIndex
@@ -46,6 +56,7 @@ from runonce.kafka import clients, topics
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
+from runonce.kafka.reader import fetched
 from runonce.kafka.record import Out
 from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
 from runonce.kafka.watchdog import Watchdog
@@ -98,14 +109,16 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     index=ResultIndex(access, connector.tools, source_topic=source_topic,
                                       window_ms=PolicyBook.load(settings.policy_file).longest_key_ttl_ms()),
                     source_topic=source_topic, start=start,
-                    runner=runner, metrics=metrics, failpoint=settings.executor_failpoint, stall=stall)
+                    runner=runner, metrics=metrics, failpoint=settings.executor_failpoint, stall=stall,
+                    max_batch=settings.executor_max_batch, max_in_flight=settings.executor_max_in_flight)
 
 
 class Executor:
     def __init__(self, connector: Connector, *, consumer: Any, transactions: Any, index: Results,
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                  runner: ActionRunner | None = None, metrics: Any = None, failpoint: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
+                 max_batch: int = 500, max_in_flight: int = 16) -> None:
         self.connector = connector
         self.consumer = consumer
         self.transactions = transactions
@@ -136,6 +149,12 @@ class Executor:
         self.uncommitted: dict[str, Result] = {}
         #: result records the abort_result failpoint aborted already (once each)
         self._aborted: set[bytes | None] = set()
+        #: records fetched but left for the next batch (batch.py: one vendor key in flight at once)
+        self.held: list[Any] = []
+        #: at most this many records a batch, and this many vendor calls at once
+        self.max_batch = max_batch
+        self.max_in_flight = max_in_flight
+        self._pool: ThreadPoolExecutor | None = None
         self.running = True
 
     # -- assignment ------------------------------------------------------------------
@@ -157,6 +176,7 @@ class Executor:
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self.pending.clear()
+        self.held = []
         self.decided.clear()
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
@@ -176,26 +196,42 @@ class Executor:
                 self._flush_pending(force=True)
             except FatalError as exc:
                 log.warning("%s: on exit: %s", self.who, exc)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
             self.transactions.close()
             self.consumer.close()
 
     def step(self) -> None:
-        """One poll: handle a record, or commit what is pending when idle."""
-        msg = self.consumer.poll(0.5)
-        if msg is None:
+        """One batch: what was held back from the last one, or what the consumer has fetched
+        (waiting up to 0.5 s for the first record); when idle, commit what is pending."""
+        msgs, self.held = (self.held, []) if self.held else (fetched(self.consumer, 0.5, self.max_batch), [])
+        if not msgs:
             self._flush_pending(force=False)
             self._check_stall()
             return
-        if msg.error():
-            err: KafkaError = msg.error()
-            if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                # The fetch position is not in the log (out of range): never let the client move us.
-                raise UnknownPosition(f"{self.who}: {msg.topic()}[{msg.partition()}]: {err.str()}")
-            if err.fatal():
-                raise FatalError(f"consumer: {err}")
-            log.warning("consumer: %s", err)
-            return
-        self._handle(msg)
+        batch: list[Work] = []
+        action_ids: set[str] = set()
+        vendor_keys: set[str] = set()
+        for i, msg in enumerate(msgs):
+            if msg.error():
+                err: KafkaError = msg.error()
+                if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    # The fetch position is not in the log (out of range): never let the client move us.
+                    raise UnknownPosition(f"{self.who}: {msg.topic()}[{msg.partition()}]: {err.str()}")
+                if err.fatal():
+                    raise FatalError(f"consumer: {err}")
+                log.warning("consumer: %s", err)
+                continue
+            work = self._plan(msg)
+            if collides(work, action_ids, vendor_keys):
+                self.held = [m for m in msgs[i:] if not m.error()]  # the next batch, with this one's results known
+                break
+            if work.call is not None:
+                action_ids.add(work.call.action_id)
+                vendor_keys.add(work.call.vendor_key)
+            batch.append(work)
+        if batch:
+            self._run(batch)
 
     def _check_stall(self) -> None:
         """Idle with records to read: a consumer that stopped fetching leaves, for a restart."""
@@ -208,93 +244,122 @@ class Executor:
             log.critical("%s: consumer stopped fetching: %s; exiting for a restart", self.who, stuck)
             raise ConsumerStuck(f"{self.who}: {stuck}")
 
-    def _handle(self, msg: Any) -> None:
-        tp = (msg.topic(), msg.partition())
+    def _plan(self, msg: Any) -> Work:
         try:
             _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
             request = decision["request"]
             if request["tool"] not in self.connector.tools:
-                self._skip(tp, msg.offset())
-                return
+                return plan_work(msg, None, None, None, {}, {}, {})
             call = ActionCall(request["action_id"], request["tool"], parse_params(request["params_json"],
                                                                                   request["action_id"]),
                               request_key(request))
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
-            log.error("undecodable record on %s[%d]@%d: %s", *tp, msg.offset(), exc)
-            if self._commit_dead_letter(msg, exc, {**self.pending, tp: msg.offset() + 1}):
-                self._count("dead_lettered", "?")
-            return
-        prior = self.index.by_action.get(call.action_id)
-        first_user = self.index.by_key.get(call.vendor_key)
-        known = self.uncommitted.get(call.action_id)
-        if known is not None and (prior is None or not prior.status.final):
-            outcome: Result | None = known  # performed; only its commit aborted: never ask again
-            self._count("recommitted", call.tool)
-        elif prior is None and first_user is not None and first_user != call.action_id:
-            # Second line of defence: approved carried another action with the same key.
-            original = self.index.by_action[first_user]
-            status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
-            outcome = Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
-            self._count("blocked_duplicate", call.tool)
-        else:
-            def write_intent() -> None:
-                if not self._commit_intent(call, request, {**self.pending, tp: msg.offset()}, msg.partition()):
-                    raise _Rewound()
-                self._failpoint("before_call")
+            log.error("undecodable record on %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), exc)
+            return plan_work(msg, None, None, exc, {}, {}, {})
+        return plan_work(msg, call, request, None, self.index.by_action, self.index.by_key, self.uncommitted)
 
-            try:
-                outcome = self.runner.run(call, prior, write_intent)
-            except _Rewound:
+    def _run(self, batch: list[Work]) -> None:
+        """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
+        ``max_in_flight`` at once; 3. every outcome and dead letter, with the offsets past the
+        batch. Only offsets move for a batch with nothing to record."""
+        first: dict[tuple[str, int], int] = {}
+        after: dict[tuple[str, int], int] = {}
+        for work in batch:
+            first.setdefault(work.tp, work.msg.offset())
+            after[work.tp] = work.msg.offset() + 1
+        new = [w for w in batch if w.plan is Plan.PERFORM]
+        if new:
+            if not self._commit_intents(new, {**self.pending, **first}):
                 return
+            self._failpoint("before_call")
+        outcomes = self._perform([w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)])
+        if new:
             self._failpoint("after_call")
-        if outcome is None:  # a final result exists already: this is a redelivery
-            self._count("already_done", call.tool)
-            self._skip(tp, msg.offset())
+        for work in batch:
+            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.known is not None and work.call is not None:
+                outcomes[work.call.action_id] = work.known
+        dead = [w for w in batch if w.plan is Plan.DEAD_LETTER]
+        if not outcomes and not dead:  # skips and redeliveries of final results
+            for work in batch:
+                if work.plan is Plan.DONE and work.call is not None:
+                    self._count(Plan.DONE.value, work.call.tool)
+            self._advance(after)
             return
-        if self._commit_result(call, request, outcome, {**self.pending, tp: msg.offset() + 1}, msg.partition()):
-            self._count(outcome.status.value, call.tool)
+        if self._commit_results(batch, outcomes, {**self.pending, **after}):
             self._failpoint("after_commit")
 
-    def _skip(self, tp: tuple[str, int], offset: int) -> None:
+    def _perform(self, work: list[Work]) -> dict[str, Result]:
+        """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``."""
+        def one(w: Work) -> tuple[str, Result]:
+            assert w.call is not None
+            if w.plan is Plan.RECONCILE and w.known is not None:
+                return w.call.action_id, self.runner.reconcile(w.call, w.known.attempts)
+            return w.call.action_id, self.runner.perform(w.call)
+        if len(work) <= 1 or self.max_in_flight <= 1:
+            return dict(one(w) for w in work)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix=f"{self.connector.name}-call")
+        return dict(self._pool.map(one, work))
+
+    def _advance(self, after: dict[tuple[str, int], int]) -> None:
         if not self.pending:
             self._pending_since = self.clock()
-        self.pending[tp] = offset + 1
+        self.pending.update(after)
         self._flush_pending(force=False)
 
     def _flush_pending(self, force: bool) -> None:
         if self.pending and (force or self.clock() - self._pending_since > 1.0):
             self._commit_offsets(dict(self.pending))
 
-    # -- the four commits ------------------------------------------------------------
-    def _commit_intent(self, call: ActionCall, request: dict[str, Any], offsets: dict[tuple[str, int], int],
-                       partition: int) -> bool:
-        """``attempting`` for this action, with the offsets of the records before it. Known to the
-        index from its commit on, so no later redelivery to this process takes it for new."""
+    # -- the three commits -----------------------------------------------------------
+    def _commit_intents(self, new: list[Work], offsets: dict[tuple[str, int], int]) -> bool:
+        """``attempting`` for each new action, with the offsets of the records before the batch.
+        Known to the index from its commit on, so no later redelivery to this process takes it
+        for new."""
         intent = Result(Status.ATTEMPTING)
-        if not self._commit([self._result_record(call, request, intent, partition)], offsets):
+        if not self._commit([self._result_record(w, intent) for w in new], offsets):
             return False
-        self.index.put(call.action_id, call.vendor_key, intent)
+        for w in new:
+            assert w.call is not None
+            self.index.put(w.call.action_id, w.call.vendor_key, intent)
         return True
 
-    def _commit_result(self, call: ActionCall, request: dict[str, Any], outcome: Result,
-                       offsets: dict[tuple[str, int], int], partition: int) -> bool:
-        """The final outcome and this record's offset, together. An abort keeps the outcome for
-        the redelivery (``uncommitted``): the effect happened, only its record did not."""
-        self.uncommitted[call.action_id] = outcome
-        if not self._commit([self._result_record(call, request, outcome, partition)], offsets,
-                            abort=self.failpoint == "abort_result"):
+    def _commit_results(self, batch: list[Work], outcomes: dict[str, Result],
+                        offsets: dict[tuple[str, int], int]) -> bool:
+        """Every outcome, dead letter and offset of the batch, together. An abort keeps the
+        outcomes for the redelivery (``uncommitted``): the effects happened, only their records
+        did not."""
+        records: list[Out] = []
+        for work in batch:
+            if work.plan is Plan.DEAD_LETTER and work.error is not None:
+                msg = work.msg
+                headers = dead_letter_headers(work.error, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
+                records.append(Out(topics.DLQ, msg.key(), msg.value() or b"", headers=tuple(headers)))
+            elif work.call is not None and work.call.action_id in outcomes:
+                records.append(self._result_record(work, outcomes[work.call.action_id]))
+        self.uncommitted.update(outcomes)
+        if not self._commit(records, offsets, abort=self.failpoint == "abort_result"):
             return False
-        del self.uncommitted[call.action_id]
-        self.index.put(call.action_id, call.vendor_key, outcome)
+        for work in batch:
+            if work.call is None:
+                if work.plan is Plan.DEAD_LETTER:
+                    self._count("dead_lettered", "?")
+                continue
+            outcome = outcomes.get(work.call.action_id)
+            if outcome is None:
+                if work.plan is Plan.DONE:
+                    self._count(Plan.DONE.value, work.call.tool)
+                continue
+            self.uncommitted.pop(work.call.action_id, None)
+            self.index.put(work.call.action_id, work.call.vendor_key, outcome)
+            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED):
+                self._count(work.plan.value, work.call.tool)
+            self._count(outcome.status.value, work.call.tool)
         return True
 
     def _commit_offsets(self, offsets: dict[tuple[str, int], int]) -> bool:
         """Only offsets: skipped records, decided start positions."""
         return self._commit([], offsets)
-
-    def _commit_dead_letter(self, msg: Any, exc: InvalidInput, offsets: dict[tuple[str, int], int]) -> bool:
-        headers = dead_letter_headers(exc, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
-        return self._commit([Out(topics.DLQ, msg.key(), msg.value() or b"", headers=tuple(headers))], offsets)
 
     def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int], abort: bool = False) -> bool:
         """``abort``: the ``abort_result`` failpoint: write the transaction, then abort it (a
@@ -312,15 +377,19 @@ class Executor:
         self._rewind()
         return False
 
-    def _result_record(self, call: ActionCall, request: dict[str, Any], outcome: Result, partition: int) -> Out:
-        record = result_record(call.action_id, request["idempotency_key"], call.tool, outcome, int(time.time() * 1000))
-        return Out(topics.RESULTS, call.action_id.encode(), self.codec.encode("ActionResult", record), partition)
+    def _result_record(self, work: Work, outcome: Result) -> Out:
+        assert work.call is not None and work.request is not None
+        record = result_record(work.call.action_id, work.request["idempotency_key"], work.call.tool, outcome,
+                               int(time.time() * 1000))
+        return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
+                   work.msg.partition())
 
     def _rewind(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered.
         An unknown position is an exit; the restarted executor resumes from what the group
         coordinator holds."""
         self.pending.clear()
+        self.held = []  # fetched before the rewind: they come again from the committed offsets
         decided = {(self.source_topic, p): offset for p, offset in self.decided.items()}
         for topic, s in rewind(self.consumer, decided, self.who, LOOKUP_TIMEOUT_S):
             if s.decided:
@@ -335,10 +404,6 @@ class Executor:
     def _count(self, status: str, tool: str) -> None:
         if self.metrics is not None:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
-
-
-class _Rewound(Exception):
-    """The intent transaction aborted; the record will be redelivered."""
 
 
 __all__ = ["Executor", "create_executor", "StartPolicy", "TXN_TIMEOUT_S"]

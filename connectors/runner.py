@@ -53,6 +53,10 @@ class ActionRunner:
         write_intent()
         return self._perform(call, attempts_before=0)
 
+    def perform(self, call: ActionCall) -> Result:
+        """A new action, its intent committed: call the vendor (retries with the same key)."""
+        return self._perform(call, attempts_before=0)
+
     def reconcile(self, call: ActionCall, attempts_before: int) -> Result:
         capability = self.connector.capability
         if capability is Capability.NONE:

@@ -59,6 +59,10 @@ class Settings:
     #: executors: how long a silent member keeps its partitions before the group moves them (a
     #: killed executor's partitions wait this long for a new owner; the broker's minimum is 6 s)
     executor_session_timeout_ms: int = 10_000
+    #: executors: the most approved records one batch takes (one intent and one result
+    #: transaction per batch), and the most vendor calls in flight at once
+    executor_max_batch: int = 500
+    executor_max_in_flight: int = 16
     #: the jira connector's bound on its search index's lag: "no such ticket" is believed only
     #: from a search made this long after the last attempt that could have created it
     jira_search_lag_ms: int = 10_000
@@ -183,6 +187,8 @@ class Settings:
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
                            ("RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "executor_session_timeout_ms"),
+                           ("RUNONCE_EXECUTOR_MAX_BATCH", "executor_max_batch"),
+                           ("RUNONCE_EXECUTOR_MAX_IN_FLIGHT", "executor_max_in_flight"),
                            ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms"),
                            ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
                            ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms"),
@@ -214,6 +220,10 @@ class Settings:
         if not 6_000 <= self.executor_session_timeout_ms <= 300_000:
             raise ConfigError(f"executor_session_timeout_ms must be within 6000..300000 (the broker's "
                               f"group.min/max.session.timeout.ms), got {self.executor_session_timeout_ms}")
+        if not 1 <= self.executor_max_batch <= 10_000:
+            raise ConfigError(f"executor_max_batch must be within 1..10000, got {self.executor_max_batch}")
+        if not 1 <= self.executor_max_in_flight <= 1_000:
+            raise ConfigError(f"executor_max_in_flight must be within 1..1000, got {self.executor_max_in_flight}")
         if not 1_000 <= self.executor_txn_timeout_ms <= 900_000:
             raise ConfigError(f"executor_txn_timeout_ms must be within 1000..900000 (the broker's "
                               f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")

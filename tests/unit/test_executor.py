@@ -70,6 +70,10 @@ class FakeConsumer:
     def poll(self, timeout: float) -> Any:
         return self.messages.pop(0) if self.messages else None
 
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        taken, self.messages = self.messages[:num_messages], self.messages[num_messages:]
+        return taken
+
 
 @dataclass
 class FakeTransactions:
@@ -351,9 +355,10 @@ def test_an_aborted_result_commit_commits_the_seen_outcome_and_calls_no_one() ->
     txns = FakeTransactions(answers=[True, False])  # intent commits, the result aborts
     mailer = Mailer()
     ex = executor(consumer, txns, connector=mailer)
-    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 3, approved("a1"))]  # redelivered after the rewind
+    consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     assert consumer.seeks == [(0, 3)]
+    consumer.messages = [Msg(0, 3, approved("a1"))]  # redelivered after the rewind
     ex.step()
     assert mailer.sent == ["a1"]
     last = _last_result(txns)
@@ -393,8 +398,9 @@ def test_an_aborted_intent_commit_performs_once_on_redelivery() -> None:
     txns = FakeTransactions(answers=[False])
     mailer = Mailer()
     ex = executor(consumer, txns, connector=mailer)
-    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 3, approved("a1"))]
+    consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
+    consumer.messages = [Msg(0, 3, approved("a1"))]  # redelivered after the rewind
     ex.step()
     assert mailer.sent == ["a1"] and _statuses(txns) == ["attempting", "attempting", "succeeded"]
 
@@ -413,3 +419,81 @@ def test_a_vendors_5_mb_error_page_still_makes_a_result_that_fits() -> None:
     (result, _), = [c for c in txns.commits if c[0]][1:]
     limit = int(next(s for s in topics.TOPICS if s.name == topics.RESULTS).configs["max.message.bytes"])
     assert _last_result(txns)["status"] == "failed" and len(result[0].value) < limit // 100
+
+
+# -- batches -----------------------------------------------------------------------------
+
+def approved_keyed(action_id: str, key: str) -> bytes:
+    request = build_request("send_email", {"to": "x@y"}, agent_id="a", action_id=action_id, idempotency_key=key)
+    record = decision_record(request, Decision(Outcome.APPROVE, Reason.UNIQUE), dedup_key=key,
+                             content_hash="h", unkeyed=False, origin=Origin(0, 0, 0))
+    return Codec().encode("ActionDecision", record)
+
+
+def test_a_batch_is_one_intent_and_one_result_transaction_with_the_offsets_each_owns() -> None:
+    consumer = FakeConsumer([tp(0, 3), tp(1, 8)])
+    txns = FakeTransactions()
+    vendor = KeyedVendor()
+    ex = executor(consumer, txns, connector=vendor)  # type: ignore[arg-type]
+    consumer.messages = [Msg(0, 3, approved("a1")), Msg(1, 8, approved("b1")), Msg(0, 4, approved("a2")),
+                         Msg(0, 5, approved("other", tool="charge_payment")), Msg(1, 9, b"not avro")]
+    ex.step()
+    (intents, intent_offsets), (results, result_offsets) = txns.commits
+    codec = Codec()
+    assert [codec.decode(r.value, expect="ActionResult")[1]["action_id"] for r in intents] == ["a1", "b1", "a2"]
+    assert intent_offsets == {(T, 0): 3, (T, 1): 8}  # the batch's first records: redelivered after a crash
+    assert [r.topic for r in results] == [topics.RESULTS] * 3 + [topics.DLQ]
+    assert result_offsets == {(T, 0): 6, (T, 1): 10}
+    assert sorted(vendor.calls) == ["a1", "a2", "b1"]
+
+
+def test_two_actions_with_one_vendor_key_are_never_in_one_batch() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    txns = FakeTransactions()
+    vendor = CheckedVendor()  # deduplicates nothing: a second call would be a second ticket
+    ex = executor(consumer, txns, connector=vendor)  # type: ignore[arg-type]
+    consumer.messages = [Msg(0, 3, approved_keyed("a1", "k")), Msg(0, 4, approved_keyed("a2", "k"))]
+    ex.step()
+    assert vendor.calls == ["k"] and [m.offset() for m in ex.held] == [4]
+    ex.step()  # the held record, planned against a1's committed result
+    assert vendor.calls == ["k"] and ex.held == []
+    (results, offsets) = txns.commits[-1]
+    blocked = Codec().decode(results[0].value, expect="ActionResult")[1]
+    assert (blocked["action_id"], blocked["status"]) == ("a2", "succeeded") and "duplicate of action a1" in blocked["error"]
+    assert offsets == {(T, 0): 5}
+
+
+def test_an_aborted_batch_result_commits_every_seen_outcome_and_calls_no_one_again() -> None:
+    consumer = FakeConsumer([tp(0, 3)])
+    vendor = KeyedVendor()  # a call again would be counted, even where the vendor deduplicates
+    ex = executor(consumer, FakeTransactions(answers=[True, False]), connector=vendor)  # type: ignore[arg-type]
+    batch = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2")), Msg(0, 5, approved("a3"))]
+    consumer.messages = list(batch)
+    ex.step()  # intents commit, the results' transaction aborts
+    assert consumer.seeks == [(0, 3)] and set(ex.uncommitted) == {"a1", "a2", "a3"}
+    consumer.messages = list(batch)  # redelivered from the committed offset
+    ex.step()
+    assert sorted(vendor.calls) == ["a1", "a2", "a3"] and ex.uncommitted == {}
+    assert {a: r.status for a, r in ex.index.by_action.items()} == {a: Status.SUCCEEDED for a in ("a1", "a2", "a3")}
+
+
+def test_vendor_calls_of_a_batch_are_in_flight_together() -> None:
+    import threading
+
+    together = threading.Barrier(3, timeout=5)
+
+    @dataclass
+    class Slow(KeyedVendor):
+        def perform(self, call: ActionCall) -> VendorResponse:
+            together.wait()  # answers only once three calls are in flight at once
+            return super().perform(call)
+
+    consumer = FakeConsumer([tp(0, 0)])
+    vendor = Slow()
+    connector: Any = vendor
+    ex = Executor(connector, consumer=consumer, transactions=FakeTransactions(), index=FakeIndex(),
+                  runner=ActionRunner(connector, RetryPolicy(max_attempts=1), sleep=lambda _s: None),
+                  max_in_flight=4)
+    consumer.messages = [Msg(0, i, approved(f"a{i}")) for i in range(3)]
+    ex.step()
+    assert sorted(vendor.calls) == ["a0", "a1", "a2"]

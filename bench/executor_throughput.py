@@ -1,0 +1,141 @@
+"""How fast one payments executor performs approved charges: N approved decisions produced
+straight to actions.approved once the executor is assigned, timed from the first until the
+sandbox has received a charge for every one of them (and none twice). Beside it, what the
+sandbox itself serves to a plain concurrent HTTP client in the same run, with as many
+requests in flight as the executor may have.
+
+    .venv/bin/python bench/executor_throughput.py [--actions 5000] [--delay-ms 0]
+        [--max-in-flight 16] [--max-batch 500]
+
+``--delay-ms`` makes the sandbox answer each charge that late (a real vendor's 10-300 ms).
+``--max-batch 1 --max-in-flight 1`` is the executor as it was: one action at a time, an
+intent and a result transaction each. Real broker; the executor is its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from runonce.connectors.sandbox.faults import Fault  # noqa: E402
+from runonce.connectors.sandbox.http_vendors import VendorServer  # noqa: E402
+from runonce.connectors.transport import http_json  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.partitioner import partition_for  # noqa: E402
+from runonce.sdk.submit import build_request  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
+
+CHARGES = "/v1/charges"
+
+
+def say(msg: str) -> None:
+    print(f"executor-throughput: {msg}", file=sys.stderr, flush=True)
+
+
+def sandbox_alone(vendors: VendorServer, n: int, in_flight: int) -> float:
+    """Charges per second the sandbox serves to a plain client with ``in_flight`` threads."""
+    def charge(i: int) -> None:
+        http_json("POST", f"{vendors.url}{CHARGES}", {"card": "tok", "amount_cents": 1},
+                  headers={"Idempotency-Key": f"plain-{i}-{uuid.uuid4().hex}"})
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(in_flight) as pool:
+        list(pool.map(charge, range(n)))
+    return n / (time.monotonic() - started)
+
+
+def approve(bootstrap: str, partitions: int, n: int, run: str) -> None:
+    codec = Codec()
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        key = f"{run}-{i}"
+        request = build_request("charge_payment", {"card": "tok", "amount_cents": 100 + i}, agent_id="bench",
+                                idempotency_key=key)
+        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key,
+                    "unkeyed": False, "content_hash": "h", "matched_key": None, "first_action_id": None,
+                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
+                    "source_partition": 0, "source_offset": i}
+        p.produce(topics.APPROVED, key=key.encode(), value=codec.encode("ActionDecision", decision),
+                  partition=partition_for(key.encode(), partitions))
+        p.poll(0)
+    p.flush(60)
+
+
+def run_executor(settings: Settings, vendors: VendorServer, n: int, max_batch: int, max_in_flight: int) -> dict[str, Any]:
+    env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+    env.update(RUNONCE_EXECUTOR_MAX_BATCH=str(max_batch), RUNONCE_EXECUTOR_MAX_IN_FLIGHT=str(max_in_flight))
+    log_path = OUT / f"executor-throughput-{max_batch}-{max_in_flight}.log"
+    group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
+    proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", "payments", "--group", group,
+                             "--from-end", "--loglevel", "info"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    run = uuid.uuid4().hex[:8]
+    try:
+        while "assigned" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(0.05)
+        started = time.monotonic()
+        producer = threading.Thread(target=approve, args=(settings.bootstrap_servers(), settings.partitions, n, run))
+        producer.start()
+        seen = 0
+        last_progress = time.monotonic()
+        while seen < n:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(0.05)
+            now_seen = len(vendors.ledger.requests(CHARGES, run))
+            if now_seen != seen:
+                seen, last_progress = now_seen, time.monotonic()
+            assert time.monotonic() - last_progress < 120, f"stuck at {seen} of {n}\n{log_path.read_text()[-3000:]}"
+        elapsed = time.monotonic() - started
+        producer.join()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    keys = [r.key for r in vendors.ledger.requests(CHARGES, run)]
+    assert len(keys) == len(set(keys)) == n, f"{len(keys)} charge requests for {len(set(keys))} keys of {n}"
+    return {"max_batch": max_batch, "max_in_flight": max_in_flight, "actions": n,
+            "seconds": round(elapsed, 2), "actions_per_s": round(n / elapsed)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--actions", type=int, default=5000)
+    ap.add_argument("--delay-ms", type=int, default=0, help="the sandbox answers each charge this late")
+    ap.add_argument("--max-in-flight", type=int, default=16)
+    ap.add_argument("--max-batch", type=int, default=500)
+    args = ap.parse_args()
+    with local_broker("executor-throughput", say) as settings:
+        vendors = VendorServer().start()
+        try:
+            if args.delay_ms:
+                vendors.state.faults.add(Fault(CHARGES, delay_s=args.delay_ms / 1000))
+            plain = sandbox_alone(vendors, min(args.actions, 2000), args.max_in_flight)
+            say(f"the sandbox alone, {args.max_in_flight} requests in flight: {plain:.0f} charges/s")
+            row = run_executor(settings, vendors, args.actions, args.max_batch, args.max_in_flight)
+            row.update(delay_ms=args.delay_ms, sandbox_alone_per_s=round(plain),
+                       of_sandbox=round(row["actions_per_s"] / plain, 2))
+            print(json.dumps(row, indent=2))
+        finally:
+            vendors.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""What an executor does with each approved record of a batch, decided before anything is
+performed, from what it knows (the result index and the outcomes whose commit aborted).
+
+A batch ends before a record whose action id or vendor key is already in it: two actions
+with one vendor key are never in flight together, and the second is planned against the
+first's committed result in the next batch, as when they came one at a time."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from runonce.connectors.base import ActionCall
+from runonce.errors import InvalidInput
+from runonce.wire.results import Result, Status
+
+
+class Plan(enum.Enum):
+    #: another vendor's tool: only its offset moves
+    SKIP = "skip"
+    #: not an ActionDecision (a foreign writer's): dead-lettered with the batch's results
+    DEAD_LETTER = "dead_letter"
+    #: a final result exists already (a redelivery): nothing to do
+    DONE = "already_done"
+    #: performed, only its result commit aborted: commit that outcome, call no one
+    RECOMMIT = "recommitted"
+    #: another action already used its vendor key: never performed (second line of defence)
+    BLOCKED = "blocked_duplicate"
+    #: an intent without a result (a crash after it): reconciled by the connector's capability
+    RECONCILE = "reconcile"
+    #: new: an intent is committed, then the vendor is called
+    PERFORM = "perform"
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    msg: Any
+    plan: Plan
+    call: ActionCall | None = None
+    request: Mapping[str, Any] | None = None
+    #: the intent found (RECONCILE) or the outcome already known (RECOMMIT, BLOCKED)
+    known: Result | None = None
+    error: InvalidInput | None = None
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return self.msg.topic(), self.msg.partition()
+
+
+def plan_work(msg: Any, call: ActionCall | None, request: Mapping[str, Any] | None, error: InvalidInput | None,
+              by_action: Mapping[str, Result], by_key: Mapping[str, str], uncommitted: Mapping[str, Result]) -> Work:
+    """The plan for one record; ``call`` None with no ``error``: another vendor's tool."""
+    if error is not None:
+        return Work(msg, Plan.DEAD_LETTER, error=error)
+    if call is None:
+        return Work(msg, Plan.SKIP)
+    prior = by_action.get(call.action_id)
+    first_user = by_key.get(call.vendor_key)
+    known = uncommitted.get(call.action_id)
+    if known is not None and (prior is None or not prior.status.final):
+        return Work(msg, Plan.RECOMMIT, call, request, known)
+    if prior is None and first_user is not None and first_user != call.action_id:
+        original = by_action[first_user]
+        status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
+        blocked = Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
+        return Work(msg, Plan.BLOCKED, call, request, blocked)
+    if prior is not None and prior.status.final:
+        return Work(msg, Plan.DONE, call, request)
+    if prior is not None:
+        return Work(msg, Plan.RECONCILE, call, request, prior)
+    return Work(msg, Plan.PERFORM, call, request)
+
+
+def collides(work: Work, action_ids: set[str], vendor_keys: set[str]) -> bool:
+    """Whether ``work`` must wait for the next batch (its action or vendor key is in this one)."""
+    return work.call is not None and (work.call.action_id in action_ids or work.call.vendor_key in vendor_keys)
