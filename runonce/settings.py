@@ -50,8 +50,9 @@ class Settings:
     smtp_address: str = "127.0.0.1:8025"
     #: executors only, for crash tests: SIGKILL itself at before_call | after_call | after_commit
     executor_failpoint: str | None = None
-    #: faust workers only, for tests: ``kill_after_state``: SIGKILL itself once a record's state
-    #: change is written locally and its decision is an approval, before anything is sent
+    #: faust workers only, for tests: ``kill_after_state[:ACTION_ID]``: SIGKILL itself once a
+    #: record's state change is written locally and its decision is an approval (of that action,
+    #: if named), before anything is sent
     stream_failpoint: str | None = None
     #: executors: how long the broker lets one of their transactions stay open before aborting it
     #: (and fencing the producer); a paused executor past it is a zombie and is refused
@@ -215,8 +216,8 @@ class Settings:
         if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit", "abort_result"):
             raise ConfigError(f"executor_failpoint must be before_call, after_call, after_commit or abort_result, "
                               f"got {self.executor_failpoint!r}")
-        if self.stream_failpoint not in (None, "kill_after_state"):
-            raise ConfigError(f"stream_failpoint must be kill_after_state, got {self.stream_failpoint!r}")
+        if self.stream_failpoint is not None and self.stream_failpoint.partition(":")[0] != "kill_after_state":
+            raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID], got {self.stream_failpoint!r}")
         if not 6_000 <= self.executor_session_timeout_ms <= 300_000:
             raise ConfigError(f"executor_session_timeout_ms must be within 6000..300000 (the broker's "
                               f"group.min/max.session.timeout.ms), got {self.executor_session_timeout_ms}")

@@ -95,10 +95,11 @@ def _inbound(event: EventT[Any]) -> Inbound:
 async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, failpoint: str | None = None) -> None:
     """Feed the pipeline every event and send what it returns; a record it cannot finish
     stops the worker before faust acknowledges it (streams/faust_runtime/stop.py)."""
+    victim = failpoint.partition(":")[2].encode() if failpoint is not None else b""
     async for event in stream.events():
         try:
             out = pipeline.process(_inbound(event))
-            if failpoint == "kill_after_state" and out.topic == topics.APPROVED:
+            if failpoint is not None and out.topic == topics.APPROVED and victim in out.value:
                 # the state change is in the local RocksDB; its changelog record and the
                 # decision are still in faust's buffer (nothing is sent before this task yields)
                 log.warning("failpoint kill_after_state: SIGKILL")

@@ -51,8 +51,10 @@ def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
     os.killpg(pid, sig)
 
 
-def _charge_arriving(vendors: VendorServer, timeout_s: float = 30.0) -> int:
-    """Wait for a charge to reach the (slowed) payments sandbox; the charges now in flight."""
+def _charge_arriving(vendors: VendorServer, timeout_s: float = 120.0) -> int:
+    """Wait for a charge to reach the (slowed) payments sandbox; the charges now in flight.
+    After the broker's pause an executor can sit in send_offsets_to_transaction until its
+    watchdog (45 s) restarts it (librdkafka#5456): the wait outlasts that and a restore."""
     seen = len(vendors.ledger.requests("/v1/charges"))
     deadline = time.monotonic() + timeout_s
     while len(vendors.ledger.requests("/v1/charges")) == seen:

@@ -22,7 +22,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from runonce.core.decision import Outcome, Reason
 from runonce.kafka import topics
-from runonce.sdk.submit import Submitter
+from runonce.kafka.partitioner import partition_for
+from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.testkit.watch import DecisionWatcher
 
@@ -31,17 +32,21 @@ from tests.support.worker import WorkerProcess
 pytestmark = pytest.mark.broker
 
 GROUP = "runonce"  # the faust runtime's consumer group
-INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
 
 
-def _unsettled(bootstrap: str) -> int:
-    """How many input records the stream job's group has not committed yet."""
+def _end(bootstrap: str, partition: int) -> int:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
     try:
-        tps = [TopicPartition(t, p) for t in INPUTS for p in c.list_topics(t, timeout=10).topics[t].partitions]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in c.committed(tps, timeout=10)}
-        return sum(max(0, c.get_watermark_offsets(tp, timeout=10)[1] - max(committed[(tp.topic, tp.partition)], 0))
-                   for tp in tps)
+        return int(c.get_watermark_offsets(TopicPartition(topics.REQUESTED, partition), timeout=10)[1])
+    finally:
+        c.close()
+
+
+def _committed(bootstrap: str, partition: int) -> int:
+    """The stream job's committed offset on actions.requested[partition]."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        return int(c.committed([TopicPartition(topics.REQUESTED, partition)], timeout=10)[0].offset)
     finally:
         c.close()
 
@@ -56,24 +61,27 @@ def _wait(what: str, done: Callable[[], bool], timeout_s: float, logs: str = "")
 def test_a_claim_written_locally_but_never_sent_does_not_outlive_a_kill(
         broker: Settings, decision_log: DecisionWatcher, tmp_path) -> None:
     bootstrap = broker.bootstrap_servers()
-    _wait("the stream job's earlier input committed", lambda: _unsettled(bootstrap) == 0, 60)
     key = f"local-{uuid.uuid4().hex}"
     params = {"record_id": f"rec-{key}", "field": "owner", "value": "agent-1"}
-    first = WorkerProcess(broker, "local-a", tmp_path, runtime="faust",
-                          extra_env={"RUNONCE_STREAM_FAILPOINT": "kill_after_state"})
+    original = build_request("update_salesforce_field", params, agent_id="local", idempotency_key=key)
+    partition = partition_for(key.encode(), broker.partitions)  # keyed: stage 1 decides on this partition
+    first = WorkerProcess(broker, "local-a", tmp_path, runtime="faust",  # it may decide earlier leftovers first
+                          extra_env={"RUNONCE_STREAM_FAILPOINT": f"kill_after_state:{original['action_id']}"})
     first.start()
     with Submitter(bootstrap, agent_id="local") as sub:
-        original = sub.submit("update_salesforce_field", params, idempotency_key=key)
-    _wait("the failpoint's SIGKILL", lambda: not first.alive(), 90, first.log_tail())
+        sub.send(original)
+    sent_before = _end(bootstrap, partition)
+    _wait("the failpoint's SIGKILL", lambda: not first.alive(), 120, first.log_tail())
     assert "failpoint kill_after_state" in first.log_tail(), first.log_tail()
     time.sleep(2)
-    assert original not in decision_log.by_action, "the fault did not apply: the approval left before the kill"
+    assert original["action_id"] not in decision_log.by_action, "the fault did not apply: the approval left"
 
     again = WorkerProcess(broker, "local-a", tmp_path, runtime="faust")  # the same RocksDB folder
     again.start()
     try:
-        decision_log.wait([original], timeout_s=90)
-        _wait("the group's commit past the action", lambda: _unsettled(bootstrap) == 0, 60, again.log_tail())
+        decision_log.wait([original["action_id"]], timeout_s=90)
+        _wait("the group's commit past the action", lambda: _committed(bootstrap, partition) >= sent_before, 60,
+              again.log_tail())
     finally:
         again.kill()
 
@@ -86,6 +94,6 @@ def test_a_claim_written_locally_but_never_sent_does_not_outlive_a_kill(
     finally:
         other.stop()
     assert (decision["outcome"], decision["reason"]) == (Outcome.DROP.value, Reason.DUPLICATE_KEY.value), (
-        f"the retry of {original} was {decision['outcome']} {decision['reason']}: its claim did not survive "
-        f"the kill\n{again.log_tail()}")
-    assert decision["first_action_id"] == original
+        f"the retry of {original['action_id']} was {decision['outcome']} {decision['reason']}: its claim did not "
+        f"survive the kill\n{again.log_tail()}")
+    assert decision["first_action_id"] == original["action_id"]
