@@ -1,0 +1,113 @@
+"""What one tool call through runonce costs an agent: ``client.submit(...).result()`` for a
+charge, one call at a time, against a stream worker (the default runtime), a payments
+executor and the sandbox answering at once; beside it, the same sandbox called directly.
+Then the path of the median call, stage by stage, from the broker's timestamps: submitted
+(actions.requested), decided (actions.approved), intent and result (actions.results).
+
+    .venv/bin/python bench/agent_call.py [--calls 300]
+
+Real broker and processes; the first 20 calls warm up and are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runonce.connectors.sandbox.http_vendors import VendorServer  # noqa: E402
+from runonce.connectors.transport import http_json  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.reader import read_all  # noqa: E402
+from runonce.sdk.client import ActionClient  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
+
+WARMUP = 20
+
+
+def say(msg: str) -> None:
+    print(f"agent-call: {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+
+def stages(bootstrap: str, action_id: str) -> dict[str, int]:
+    """Broker timestamps (ms) of one action's records on its way."""
+    codec = Codec()
+    found: dict[str, int] = {}
+    for topic in (topics.REQUESTED, topics.APPROVED, topics.RESULTS):
+        for r in read_all(bootstrap, topic, 60):
+            if r.value is None or action_id.encode() not in r.value:
+                continue
+            _, rec = codec.decode(r.value)
+            if topic == topics.RESULTS:
+                found["intent" if rec["status"] == "attempting" else "result"] = r.timestamp_ms
+            else:
+                found[topic] = r.timestamp_ms
+    return found
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=300)
+    args = ap.parse_args()
+    with local_broker("agent-call", say) as settings:
+        vendors = VendorServer().start()
+        env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+        procs = [subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=open(OUT / f"agent-call-{name}.log", "wb"))
+                 for name, argv in (("worker", ["worker", "--name", "agent-call"]),
+                                    ("executor", ["executor", "--vendor", "payments"]))]
+        try:
+            direct = []
+            for i in range(args.calls):
+                t = time.perf_counter()
+                http_json("POST", f"{vendors.url}/v1/charges", {"amount": 1, "source": "tok"},
+                          headers={"Idempotency-Key": f"direct-{i}-{uuid.uuid4().hex}"})
+                direct.append((time.perf_counter() - t) * 1000)
+            through: list[tuple[float, str]] = []
+            with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
+                for i in range(WARMUP + args.calls):
+                    t = time.perf_counter()
+                    handle = client.submit("charge_payment", {"card": "tok", "amount_cents": 100 + i},
+                                           idempotency_key=f"call-{uuid.uuid4().hex}")
+                    outcome = handle.result(60)
+                    assert outcome.status == "succeeded", outcome
+                    if i >= WARMUP:
+                        through.append(((time.perf_counter() - t) * 1000, handle.action_id))
+            ms = [m for m, _ in through]
+            median_id = sorted(through)[len(through) // 2][1]
+            at = stages(settings.bootstrap_servers(), median_id)
+            path = {"submitted_to_decided_ms": at[topics.APPROVED] - at[topics.REQUESTED],
+                    "decided_to_intent_ms": at["intent"] - at[topics.APPROVED],
+                    "intent_to_result_ms": at["result"] - at["intent"]}
+            print(json.dumps({"calls": args.calls,
+                              "vendor_direct_ms": {"p50": pct(direct, 0.5), "p99": pct(direct, 0.99)},
+                              "through_runonce_ms": {"p50": pct(ms, 0.5), "p99": pct(ms, 0.99),
+                                                     "mean": round(statistics.fmean(ms), 1)},
+                              "median_call_path": path}, indent=2))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(30)
+            vendors.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
