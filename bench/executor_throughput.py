@@ -52,7 +52,7 @@ def say(msg: str) -> None:
 def sandbox_alone(vendors: VendorServer, n: int, in_flight: int) -> float:
     """Charges per second the sandbox serves to a plain client with ``in_flight`` threads."""
     def charge(i: int) -> None:
-        http_json("POST", f"{vendors.url}{CHARGES}", {"card": "tok", "amount_cents": 1},
+        http_json("POST", f"{vendors.url}{CHARGES}", {"amount": 1, "currency": "usd", "source": "tok"},
                   headers={"Idempotency-Key": f"plain-{i}-{uuid.uuid4().hex}"})
 
     started = time.monotonic()

@@ -196,13 +196,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._route("PATCH")
 
 
+class _Server(ThreadingHTTPServer):
+    #: connections waiting to be accepted: an executor calls with many requests in flight
+    #: (socketserver's default of 5 refuses the rest)
+    request_queue_size = 256
+
+
 class VendorServer:
     """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self.state = VendorState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd = _Server((host, port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
