@@ -98,12 +98,15 @@ def read_messages(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *
 
 
 def first_committed_offset(bootstrap: KafkaTarget, topic: str, partition: int, offset: int,
-                           timeout_s: float = 10.0) -> int | None:
+                           timeout_s: float = 10.0, *, group: str | None = None) -> int | None:
     """The offset of the first committed record of ``topic[partition]`` at or after ``offset``,
     or None when there is none up to the partition's end (only commit markers, aborted records,
     or nothing). Asks the broker with a consumer of its own, so no other client's position or
-    buffers can answer for it; BrokerUnavailable when it cannot tell within ``timeout_s``."""
-    consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}")
+    buffers can answer for it; BrokerUnavailable when it cannot tell within ``timeout_s``,
+    AccessDenied when this principal may not ask. ``group``: a group the principal may use
+    (the consumer only assigns and commits nothing, but the client still looks its
+    coordinator up)."""
+    consumer = clients.reader(bootstrap, group=group or f"runonce-reader-{uuid.uuid4().hex[:8]}")
     try:
         consumer.assign([TopicPartition(topic, partition, offset if offset > 0 else OFFSET_BEGINNING)])
         deadline = time.monotonic() + timeout_s

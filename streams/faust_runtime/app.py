@@ -181,7 +181,7 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     drain_before_commit()
     # Changelogs the transactional runtime wrote end in commit markers (markers.py); recovery
     # ends only where the broker, asked directly, has nothing committed left.
-    app.first_committed_offset = functools.partial(first_committed_offset, access)
+    app.first_committed_offset = functools.partial(first_committed_offset, access, group=APP_ID)
     read_past_markers()
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,

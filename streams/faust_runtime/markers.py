@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional
 import faust.tables.recovery as recovery
 from faust.tables.recovery import Recovery
 
-from runonce.errors import RunonceError
+from runonce.errors import FatalError, RetryableError
+from runonce.streams.faust_runtime.stop import stop_before_ack
 
 log = logging.getLogger("runonce.streams")
 
@@ -62,10 +63,12 @@ class CheckedPositions:
     """faust's consumer as Recovery sees it: the same, except that ``position`` claims a
     changelog partition's end only when the broker confirms nothing committed is left unread."""
 
-    def __init__(self, consumer: Any, recovery: Any, first_committed: FirstCommitted) -> None:
+    def __init__(self, consumer: Any, recovery: Any, first_committed: FirstCommitted,
+                 on_fatal: Callable[[str], None] = stop_before_ack) -> None:
         self._consumer = consumer
         self._recovery = recovery
         self._first_committed = first_committed
+        self._on_fatal = on_fatal
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)
@@ -78,9 +81,13 @@ class CheckedPositions:
             return position
         try:
             first = await asyncio.to_thread(self._first_committed, tp.topic, tp.partition, applied + 1)
-        except RunonceError as exc:  # cannot tell yet: not recovered; recovery asks again next cycle
+        except RetryableError as exc:  # cannot tell yet: not recovered; recovery asks again next cycle
             log.warning("recovery: cannot confirm the end of %s[%d]: %s", tp.topic, tp.partition, exc)
             return applied
+        except FatalError as exc:  # refused (an ACL): asking again cannot help, and faust's recovery
+            # swallows exceptions, so a raise would leave a worker that waits for ever
+            self._on_fatal(f"recovery cannot confirm the end of {tp.topic}[{tp.partition}]: {exc}")
+            raise
         if first is None or first > last:
             return position  # only commit markers or aborted records after what was applied
         log.warning("recovery: %s[%d] has committed records from offset %d (its last is %d) that never "

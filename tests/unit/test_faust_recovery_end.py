@@ -82,3 +82,21 @@ def test_a_position_short_of_the_end_needs_no_question() -> None:
     consumer = FakeConsumer(position=4000)
     assert _position(consumer, applied=3999, last=5200, first=AssertionError("asked")) == 4000
     assert CheckedPositions(consumer, FakeRecovery(0, 0), lambda *a: None).assignment() == {CHANGELOG}
+
+
+def test_a_principal_refused_the_question_stops_the_worker() -> None:
+    # faust's recovery swallows exceptions: waiting on an ACL that will not change would leave a
+    # worker that decides nothing for ever (seen on the secured broker, GROUP_AUTHORIZATION_FAILED)
+    from runonce.errors import AccessDenied
+
+    stopped: list[str] = []
+
+    def refused(topic: str, partition: int, offset: int) -> Optional[int]:
+        raise AccessDenied("FindCoordinator: Group authorization failed")
+
+    checked = CheckedPositions(FakeConsumer(position=5201), FakeRecovery(5100, 5200), refused, on_fatal=stopped.append)
+    try:
+        asyncio.run(checked.position(CHANGELOG))
+    except AccessDenied:
+        pass
+    assert stopped and "runonce-keys-changelog[3]" in stopped[0]
