@@ -5,8 +5,9 @@ consumer has fetched); per batch:
 1. intent   one transaction commits ``attempting`` to actions.results for every new action
             of its tools (with the offsets of the batch's first records) — durable before
             anything reaches outside;
-2. effect   the connector is called for each, up to ``executor_max_in_flight`` at once
-            (retries with the same vendor key, see runner.py);
+2. effect   the connector is called for each, up to ``executor_max_in_flight`` at once (or
+            the vendor's ``in_flight``), at the vendor's pace (limits.py; retries with the
+            same vendor key, see runner.py);
 3. result   one transaction commits every outcome (and dead letter) *and* the offsets past
             the batch together (``send_offsets_to_transaction`` with the group metadata:
             KIP-447 fencing).
@@ -50,6 +51,7 @@ from runonce.connectors.batch import Plan, Work, collides, plan_work
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
 from runonce.connectors.results import ResultIndex
+from runonce.connectors.limits import Throttle
 from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
 from runonce.kafka import clients, topics
@@ -97,6 +99,11 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)
+    limit = settings.vendor_limit(connector.name)
+    throttle = Throttle(connector.name, limit.rate_per_s, limit.burst,
+                        on_refusal=metrics.vendor_refusals.labels(connector.name).inc if metrics is not None else None)
+    if metrics is not None:
+        metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
     consumer = Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, *lag)})
@@ -109,8 +116,10 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     index=ResultIndex(access, connector.tools, source_topic=source_topic,
                                       window_ms=PolicyBook.load(settings.policy_file).longest_key_ttl_ms()),
                     source_topic=source_topic, start=start,
-                    runner=runner, metrics=metrics, failpoint=settings.executor_failpoint, stall=stall,
-                    max_batch=settings.executor_max_batch, max_in_flight=settings.executor_max_in_flight)
+                    runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
+                    failpoint=settings.executor_failpoint, stall=stall,
+                    max_batch=settings.executor_max_batch,
+                    max_in_flight=limit.in_flight or settings.executor_max_in_flight)
 
 
 class Executor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from runonce.kafka.lag import lag_gauge
 
@@ -18,3 +18,9 @@ class ExecutorMetrics:
                                 "(succeeded, failed, in_doubt, already_done, blocked_duplicate)",
                                 ["vendor", "tool", "status"], registry=self.registry)
         self.lag = lag_gauge(self.registry)
+        self.vendor_waiting = Gauge("runonce_vendor_calls_waiting", "Vendor calls waiting for the vendor's "
+                                    "rate limit or a pause it asked for (429 Retry-After), by vendor",
+                                    ["vendor"], registry=self.registry)
+        self.vendor_refusals = Counter("runonce_vendor_rate_limited", "Calls the vendor refused for its rate "
+                                       "limit (429), each pausing every call to it", ["vendor"],
+                                       registry=self.registry)

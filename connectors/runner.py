@@ -1,16 +1,20 @@
 """The per-action protocol of an executor, apart from Kafka: intent before effect, retries
 with the same vendor key, and reconciliation of an action whose intent exists without a
 result. A timeout is "outcome unknown", never "failed"; a state check that cannot answer is
-an unknown too, never an absence: nothing is performed on a guess."""
+an unknown too, never an absence: nothing is performed on a guess. Every call to the vendor
+goes through its Throttle (limits.py): a refusal for its rate limit is not an attempt, it
+pauses every call to that vendor."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
-from runonce.connectors.errors import ConnectorError, OutcomeUnknown, PermanentVendorError, TransientVendorError
+from runonce.connectors.errors import (ConnectorError, OutcomeUnknown, PermanentVendorError, RateLimited,
+                                       TransientVendorError)
+from runonce.connectors.limits import Throttle
 from runonce.wire.results import Result, Status
 
 
@@ -23,9 +27,15 @@ class RetryPolicy:
     check_attempts: int = 4
     #: while a vendor's check may still lag behind an effect, look again this often
     lag_poll_s: float = 1.0
+    #: refusals for the vendor's rate limit one call takes (each after the vendor's pause)
+    #: before it counts as one failed attempt
+    max_rate_limited: int = 20
 
     def backoff_s(self, attempt: int) -> float:
         return float(min(self.max_backoff_s, self.base_backoff_s * 2 ** (attempt - 1)))
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +48,14 @@ class Look:
 
 class ActionRunner:
     def __init__(self, connector: Connector, retry: RetryPolicy = RetryPolicy(),
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 throttle: Throttle | None = None) -> None:
         self.connector = connector
         self.retry = retry
         self.sleep = sleep
         self.clock = clock
+        #: shared by every call to this vendor; none of our rate unless settings give one
+        self.throttle = throttle or Throttle(connector.name, clock=clock, sleep=sleep)
 
     def run(self, call: ActionCall, prior: Result | None, write_intent: Callable[[], None]) -> Result | None:
         """The outcome to record, or None when a final result already exists (nothing to do)."""
@@ -82,7 +95,7 @@ class ActionRunner:
         while True:
             asked_at = self.clock()
             try:
-                found = self.connector.check(call)
+                found = self._paced(self.connector.check, call)
             except PermanentVendorError as exc:  # asking again cannot help
                 return Look(unanswered=f"state check refused: {exc}")
             except (ConnectorError, TimeoutError) as exc:
@@ -98,6 +111,20 @@ class ActionRunner:
                 return Look()
             self.sleep(min(self.retry.lag_poll_s, settled_at - asked_at))
 
+    def _paced(self, ask: Callable[[ActionCall], T], call: ActionCall) -> T:
+        """One request as the vendor's pace allows; a refusal for its limit pauses the vendor
+        and asks again (it was not performed), up to ``max_rate_limited`` times."""
+        refusals = 0
+        while True:
+            self.throttle.acquire()
+            try:
+                return ask(call)
+            except RateLimited as exc:
+                refusals += 1
+                self.throttle.refused(exc.retry_after_s)
+                if refusals >= self.retry.max_rate_limited:
+                    raise
+
     def _in_doubt(self, look: Look, attempts: int) -> Result:
         return Result(Status.IN_DOUBT, error=f"not performed: {look.unanswered}", attempts=attempts)
 
@@ -107,7 +134,7 @@ class ActionRunner:
         attempt = 0
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
-                response = self.connector.perform(call)
+                response = self._paced(self.connector.perform, call)
                 return Result(Status.SUCCEEDED, response.vendor_ref, attempts=attempts_before + attempt)
             except PermanentVendorError as exc:
                 return Result(Status.FAILED, error=str(exc), attempts=attempts_before + attempt)

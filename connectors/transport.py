@@ -5,8 +5,10 @@ is an OutcomeUnknown, never a failure and never a blind retry.
 
 HTTP answers, for every HTTP connector (payments, webhook, slack, jira, calendar, salesforce):
 
-    not performed, retry with the same key    connection refused (nothing sent), 429, 503,
+    not performed, retry with the same key    connection refused (nothing sent), 503,
                                               409 (Stripe: the same key is still in flight)
+    not performed, the vendor's rate limit:   429, and 503 with Retry-After: RateLimited, with
+      every call to it waits, then retries    the Retry-After seconds (or HTTP date) it gave
     not performed, never retry                any other 4xx
     may have been performed: OutcomeUnknown   500, 502, 504 and any other 5xx (a gateway in front
                                               of the vendor, or the vendor itself, failed after
@@ -28,12 +30,14 @@ import http.client
 import json
 import smtplib
 import socket
+import time
 from dataclasses import dataclass
 from email.message import EmailMessage
+from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
+from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
 
 
 #: HTTP statuses that say the vendor did not act and a retry may succeed
@@ -75,6 +79,10 @@ def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *
         data = json.loads(raw) if raw else None
     except ValueError:
         data = raw.decode("utf-8", "replace")
+    retry_after = resp.getheader("Retry-After")
+    if resp.status == 429 or (resp.status == 503 and retry_after is not None):
+        raise RateLimited(f"{method} {url}: HTTP {resp.status} (rate limited, Retry-After: {retry_after}): {data}",
+                          retry_after_seconds(retry_after))
     if resp.status in NOT_PERFORMED:
         raise TransientVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
     if resp.status >= 500:
@@ -82,6 +90,22 @@ def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *
     if resp.status >= 400:
         raise PermanentVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
     return HttpResult(resp.status, data)
+
+
+def retry_after_seconds(value: str | None, now_s: float | None = None) -> float | None:
+    """RFC 9110 Retry-After: delay-seconds or an HTTP-date; None when absent or unreadable.
+    A fractional number is accepted (some vendors send one); never negative."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return max(0.0, float(value.strip()))
+    except ValueError:
+        pass
+    try:
+        at = parsedate_to_datetime(value.strip()).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, at - (time.time() if now_s is None else now_s))
 
 
 def smtp_send(host: str, port: int, message: EmailMessage, timeout_s: float = 30.0) -> None:

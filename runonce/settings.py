@@ -17,6 +17,48 @@ from runonce.kafka.access import MECHANISMS, KafkaAccess
 DEFAULT_KAFKA_VERSION = "3.9.1"
 
 
+@dataclass(frozen=True, slots=True)
+class VendorLimit:
+    """What one vendor allows an executor: calls per second (a token bucket holding at most
+    ``burst``), and calls in flight at once (None: ``executor_max_in_flight``)."""
+
+    vendor: str
+    rate_per_s: float | None = None
+    burst: int = 1
+    in_flight: int | None = None
+
+    @classmethod
+    def parse_all(cls, text: str) -> tuple[VendorLimit, ...]:
+        """``payments:rate=50,in_flight=32; smtp:rate=10,burst=5``: a ConfigError names the
+        vendor and the field that is wrong."""
+        limits: list[VendorLimit] = []
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            vendor, sep, fields = part.partition(":")
+            vendor = vendor.strip()
+            if not sep or not vendor or not fields.strip():
+                raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {part!r} must be VENDOR:FIELD=VALUE[,FIELD=VALUE]")
+            values: dict[str, float] = {}
+            for item in fields.split(","):
+                name, eq, value = (x.strip() for x in item.partition("="))
+                if name not in ("rate", "burst", "in_flight") or not eq:
+                    raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor}: {item.strip()!r}: the fields are "
+                                      f"rate=CALLS_PER_S, burst=N, in_flight=N")
+                try:
+                    values[name] = float(value)
+                except ValueError:
+                    raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor}: {name} must be a number, "
+                                      f"got {value!r}") from None
+                if values[name] <= 0 or (name != "rate" and values[name] != int(values[name])):
+                    raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor}: {name} must be a positive "
+                                      f"{'number' if name == 'rate' else 'integer'}, got {value!r}")
+            if any(limit.vendor == vendor for limit in limits):
+                raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor} is named twice")
+            in_flight = values.get("in_flight")
+            limits.append(cls(vendor, values.get("rate"), int(values.get("burst", 1)),
+                              None if in_flight is None else int(in_flight)))
+        return tuple(limits)
+
+
 def _default_cache_dir(env: Mapping[str, str]) -> Path:
     """``$XDG_CACHE_HOME/runonce`` when the environment given names one, else ``~/.cache/runonce``."""
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -64,6 +106,9 @@ class Settings:
     #: transaction per batch), and the most vendor calls in flight at once
     executor_max_batch: int = 500
     executor_max_in_flight: int = 16
+    #: executors: per-vendor rate and concurrency (``RUNONCE_VENDOR_LIMITS``); a vendor not named
+    #: has no rate of ours, only its own 429/Retry-After, honoured for every call to it
+    vendor_limits: tuple[VendorLimit, ...] = ()
     #: the jira connector's bound on its search index's lag: "no such ticket" is believed only
     #: from a search made this long after the last attempt that could have created it
     jira_search_lag_ms: int = 10_000
@@ -146,6 +191,10 @@ class Settings:
         """``env`` for a child that connects as ``username``, its password read from a file."""
         return {**env, "RUNONCE_SASL_USERNAME": username, "RUNONCE_SASL_PASSWORD_FILE": str(password_file)}
 
+    def vendor_limit(self, vendor: str) -> VendorLimit:
+        """This vendor's limits, or none of ours."""
+        return next((limit for limit in self.vendor_limits if limit.vendor == vendor), VendorLimit(vendor))
+
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
@@ -182,6 +231,8 @@ class Settings:
             kwargs["reader_sasl_password"] = _password(env, "RUNONCE_READER_SASL")
         if env.get("RUNONCE_SASL_MECHANISM"):
             kwargs["sasl_mechanism"] = env["RUNONCE_SASL_MECHANISM"]
+        if env.get("RUNONCE_VENDOR_LIMITS"):
+            kwargs["vendor_limits"] = VendorLimit.parse_all(env["RUNONCE_VENDOR_LIMITS"])
         if env.get("RUNONCE_BROKER_USERS"):
             kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),

@@ -1,10 +1,12 @@
 """Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s before the
-effect, 5xx after it, and a search index that lags behind writes."""
+effect, 5xx after it, a search index that lags behind writes, and a rate limit."""
 
 from __future__ import annotations
 
+import math
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -22,6 +24,11 @@ class Fault:
     #: a search under this prefix does not see what was created in the last this many seconds
     #: (a real Jira's search index is eventually consistent)
     index_lag_s: float = 0.0
+    #: a vendor's rate limit: calls under this prefix beyond this many a second (a token bucket
+    #: holding one second's worth, as Stripe's) are answered 429 with Retry-After, unperformed
+    rate_limit_per_s: float = 0.0
+    _tokens: float = field(default=-1.0, repr=False)
+    _stamp: float = field(default=0.0, repr=False)
 
 
 class Faults:
@@ -52,6 +59,23 @@ class Faults:
                 if path.startswith(f.prefix) and f.fail_after_effect > 0:
                     f.fail_after_effect -= 1
                     return f.after_effect_status
+        return None
+
+    def rate_limited(self, path: str) -> int | None:
+        """Seconds to answer in Retry-After when a rate limit refuses this call; None lets it through."""
+        now = time.monotonic()
+        with self._lock:
+            for f in self._faults:
+                if not path.startswith(f.prefix) or f.rate_limit_per_s <= 0:
+                    continue
+                if f._tokens < 0:  # first call: a full bucket
+                    f._tokens, f._stamp = f.rate_limit_per_s, now
+                f._tokens = min(f.rate_limit_per_s, f._tokens + (now - f._stamp) * f.rate_limit_per_s)
+                f._stamp = now
+                if f._tokens < 1.0:
+                    # HTTP's delay-seconds are whole: the time until one call is allowed, rounded up
+                    return max(1, math.ceil((1.0 - f._tokens) / f.rate_limit_per_s))
+                f._tokens -= 1.0
         return None
 
     def take(self, path: str, kind: str) -> bool:

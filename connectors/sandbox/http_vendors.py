@@ -10,7 +10,8 @@
 * salesforce ``GET|PATCH /salesforce/sobjects/<object>/<id>``: plain read and write.
 
 ``GET /_ledger`` lists every side effect, ``GET /_requests`` every request received (so a
-second call is visible even where the vendor deduplicates it); ``POST /_faults`` injects faults.
+second call is visible even where the vendor deduplicates it, and whether a rate limit refused
+it); ``POST /_faults`` injects faults (connectors/sandbox/faults.py).
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return json.loads(raw) if raw else None
 
-    def _send(self, status: int, body: Any) -> None:
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -77,8 +80,12 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 st.faults.add(Fault(**body))
             return self._send(200, {"ok": True})
+        retry_after_s = st.faults.rate_limited(path)
         st.ledger.received(Request(method, self.path, self.headers.get("Idempotency-Key") or "",
-                                   json.dumps(body, sort_keys=True) if body is not None else ""))
+                                   json.dumps(body, sort_keys=True) if body is not None else "",
+                                   refused=429 if retry_after_s is not None else 0))
+        if retry_after_s is not None:
+            return self._send(429, {"error": "rate limit exceeded"}, {"Retry-After": str(retry_after_s)})
         if st.faults.take(path, "fail_500"):
             return self._send(500, {"error": "injected failure"})
         delay = st.faults.delay_for(path)

@@ -29,6 +29,8 @@ class Request:
     key: str = ""
     body: str = ""
     at: float = field(default_factory=time.time)
+    #: the status of a refusal before the vendor acted on it (429 of a rate limit), else 0
+    refused: int = 0
 
 
 class Ledger:
@@ -41,11 +43,13 @@ class Ledger:
         with self._lock:
             self._requests.append(request)
 
-    def requests(self, path_prefix: str = "", containing: str = "") -> list[Request]:
-        """Requests under ``path_prefix`` whose key or body contains ``containing``."""
+    def requests(self, path_prefix: str = "", containing: str = "", refused: bool | None = None) -> list[Request]:
+        """Requests under ``path_prefix`` whose key or body contains ``containing`` (only the
+        refused ones, or only the others, when ``refused`` says which)."""
         with self._lock:
             return [r for r in self._requests if r.path.startswith(path_prefix)
-                    and (containing in r.key or containing in r.body)]
+                    and (containing in r.key or containing in r.body)
+                    and (refused is None or bool(r.refused) == refused)]
 
     def record(self, effect: Effect) -> None:
         with self._lock:

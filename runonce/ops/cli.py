@@ -194,9 +194,13 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
 
     from runonce.connectors.executor import StartPolicy, create_executor
     from runonce.connectors.metrics import ExecutorMetrics
-    from runonce.connectors.registry import build
+    from runonce.connectors.registry import FACTORIES, build
 
     logging.getLogger("runonce").setLevel(_LEVELS[args.loglevel])
+    unknown = sorted({limit.vendor for limit in settings.vendor_limits} - FACTORIES.keys())
+    if unknown:
+        raise ConfigError(f"RUNONCE_VENDOR_LIMITS names unknown vendors {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(FACTORIES))}")
     connector = build(args.vendor, settings)
     metrics = ExecutorMetrics()
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
