@@ -5,16 +5,21 @@ sandbox itself serves to a plain concurrent HTTP client in the same run, with as
 requests in flight as the executor may have.
 
     .venv/bin/python bench/executor_throughput.py [--actions 5000] [--delay-ms 0]
-        [--max-in-flight 16] [--max-batch 500]
+        [--max-in-flight 16] [--max-batch 500] [--vendor-limit 0]
 
 ``--delay-ms`` makes the sandbox answer each charge that late (a real vendor's 10-300 ms).
 ``--max-batch 1 --max-in-flight 1`` is the executor as it was: one action at a time, an
-intent and a result transaction each. Real broker; the executor is its own process.
+intent and a result transaction each. ``--vendor-limit N`` makes the sandbox refuse charges
+beyond N/s (429 with Retry-After) and gives the executor that rate (RUNONCE_VENDOR_LIMITS;
+``--our-rate 0``: none, only the vendor's 429s):
+the row then says how many calls were refused and the longest run of refusals one charge met.
+Real broker; the executor is its own process.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -78,9 +83,12 @@ def approve(bootstrap: str, partitions: int, n: int, run: str) -> None:
     p.flush(60)
 
 
-def run_executor(settings: Settings, vendors: VendorServer, n: int, max_batch: int, max_in_flight: int) -> dict[str, Any]:
+def run_executor(settings: Settings, vendors: VendorServer, n: int, max_batch: int, max_in_flight: int,
+                 our_rate: int) -> dict[str, Any]:
     env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
     env.update(RUNONCE_EXECUTOR_MAX_BATCH=str(max_batch), RUNONCE_EXECUTOR_MAX_IN_FLIGHT=str(max_in_flight))
+    if our_rate:
+        env["RUNONCE_VENDOR_LIMITS"] = f"payments:rate={our_rate}"
     log_path = OUT / f"executor-throughput-{max_batch}-{max_in_flight}.log"
     group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
     proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", "payments", "--group", group,
@@ -99,7 +107,7 @@ def run_executor(settings: Settings, vendors: VendorServer, n: int, max_batch: i
         while seen < n:
             assert proc.poll() is None, log_path.read_text()[-3000:]
             time.sleep(0.05)
-            now_seen = len(vendors.ledger.requests(CHARGES, run))
+            now_seen = len(vendors.ledger.requests(CHARGES, run, refused=False))
             if now_seen != seen:
                 seen, last_progress = now_seen, time.monotonic()
             assert time.monotonic() - last_progress < 120, f"stuck at {seen} of {n}\n{log_path.read_text()[-3000:]}"
@@ -108,10 +116,17 @@ def run_executor(settings: Settings, vendors: VendorServer, n: int, max_batch: i
     finally:
         proc.terminate()
         proc.wait(60)
-    keys = [r.key for r in vendors.ledger.requests(CHARGES, run)]
+    keys = [r.key for r in vendors.ledger.requests(CHARGES, run, refused=False)]
     assert len(keys) == len(set(keys)) == n, f"{len(keys)} charge requests for {len(set(keys))} keys of {n}"
+    assert len({e.key for e in vendors.ledger.effects("payments") if run in e.key}) == n
+    by_key: dict[str, list[int]] = {}
+    for r in vendors.ledger.requests(CHARGES, run):
+        by_key.setdefault(r.key, []).append(r.refused)
     return {"max_batch": max_batch, "max_in_flight": max_in_flight, "actions": n,
-            "seconds": round(elapsed, 2), "actions_per_s": round(n / elapsed)}
+            "seconds": round(elapsed, 2), "actions_per_s": round(n / elapsed),
+            "refused_429": sum(1 for answers in by_key.values() for a in answers if a),
+            "longest_refusal_run": max((len(list(g)) for answers in by_key.values()
+                                        for refused, g in itertools.groupby(answers) if refused), default=0)}
 
 
 def main() -> int:
@@ -120,6 +135,10 @@ def main() -> int:
     ap.add_argument("--delay-ms", type=int, default=0, help="the sandbox answers each charge this late")
     ap.add_argument("--max-in-flight", type=int, default=16)
     ap.add_argument("--max-batch", type=int, default=500)
+    ap.add_argument("--vendor-limit", type=int, default=0,
+                    help="the sandbox refuses charges beyond this many a second (429)")
+    ap.add_argument("--our-rate", type=int, default=None,
+                    help="the executor's rate for the vendor (default: --vendor-limit; 0: none, only its 429s)")
     args = ap.parse_args()
     with local_broker("executor-throughput", say) as settings:
         vendors = VendorServer().start()
@@ -128,9 +147,15 @@ def main() -> int:
                 vendors.state.faults.add(Fault(CHARGES, delay_s=args.delay_ms / 1000))
             plain = sandbox_alone(vendors, min(args.actions, 2000), args.max_in_flight)
             say(f"the sandbox alone, {args.max_in_flight} requests in flight: {plain:.0f} charges/s")
-            row = run_executor(settings, vendors, args.actions, args.max_batch, args.max_in_flight)
+            if args.vendor_limit:
+                vendors.state.faults.add(Fault(CHARGES, rate_limit_per_s=args.vendor_limit))
+            row = run_executor(settings, vendors, args.actions, args.max_batch, args.max_in_flight,
+                               args.vendor_limit if args.our_rate is None else args.our_rate)
             row.update(delay_ms=args.delay_ms, sandbox_alone_per_s=round(plain),
                        of_sandbox=round(row["actions_per_s"] / plain, 2))
+            if args.vendor_limit:
+                row.update(vendor_limit_per_s=args.vendor_limit, our_rate_per_s=args.vendor_limit if args.our_rate is None else args.our_rate,
+                           of_limit=round(row["actions_per_s"] / args.vendor_limit, 3))
             print(json.dumps(row, indent=2))
         finally:
             vendors.stop()
