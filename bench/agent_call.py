@@ -1,8 +1,10 @@
 """What one tool call through runonce costs an agent: ``client.submit(...).result()`` for a
 charge, one call at a time, against a stream worker (the default runtime), a payments
 executor and the sandbox answering at once; beside it, the same sandbox called directly.
-Then the path of the median call, stage by stage, from the broker's timestamps: submitted
-(actions.requested), decided (actions.approved), intent and result (actions.results).
+Then every call's path, stage by stage (p50 and p99 of each, and the slowest 1%'s path):
+submit → decided (the record's CreateTime on actions.approved) → intent → result (on
+actions.results) → the handle resolved. A transactional record's CreateTime is when it was
+produced, before its transaction committed: a commit's time shows in the stage after it.
 
     .venv/bin/python bench/agent_call.py [--calls 300]
 
@@ -46,20 +48,29 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
 
-def stages(bootstrap: str, action_id: str) -> dict[str, int]:
-    """Broker timestamps (ms) of one action's records on its way."""
+STAGES = ("submit_to_decided_ms", "decided_to_intent_ms", "intent_to_result_ms", "result_to_handle_ms")
+
+
+def timestamps(bootstrap: str) -> dict[str, dict[str, int]]:
+    """Per action id, the CreateTime (ms) of its decision, intent and result."""
     codec = Codec()
-    found: dict[str, int] = {}
-    for topic in (topics.REQUESTED, topics.APPROVED, topics.RESULTS):
+    found: dict[str, dict[str, int]] = {}
+    for topic in (topics.APPROVED, topics.RESULTS):
         for r in read_all(bootstrap, topic, 60):
-            if r.value is None or action_id.encode() not in r.value:
+            if r.value is None:
                 continue
             _, rec = codec.decode(r.value)
             if topic == topics.RESULTS:
-                found["intent" if rec["status"] == "attempting" else "result"] = r.timestamp_ms
+                stage = "intent" if rec["status"] == "attempting" else "result"
+                found.setdefault(rec["action_id"], {})[stage] = r.timestamp_ms
             else:
-                found[topic] = r.timestamp_ms
+                found.setdefault(rec["request"]["action_id"], {})["decided"] = r.timestamp_ms
     return found
+
+
+def path_ms(at: dict[str, int], submitted_ms: float, resolved_ms: float) -> dict[str, float]:
+    return dict(zip(STAGES, (at["decided"] - submitted_ms, at["intent"] - at["decided"],
+                             at["result"] - at["intent"], resolved_ms - at["result"])))
 
 
 def main() -> int:
@@ -80,27 +91,31 @@ def main() -> int:
                 http_json("POST", f"{vendors.url}/v1/charges", {"amount": 1, "currency": "usd", "source": "tok"},
                           headers={"Idempotency-Key": f"direct-{i}-{uuid.uuid4().hex}"})
                 direct.append((time.perf_counter() - t) * 1000)
-            through: list[tuple[float, str]] = []
+            through: list[tuple[float, str, float, float]] = []
             with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
                 for i in range(WARMUP + args.calls):
-                    t = time.perf_counter()
+                    t, submitted_ms = time.perf_counter(), time.time() * 1000
                     handle = client.submit("charge_payment", {"card": "tok", "amount_cents": 100 + i},
                                            idempotency_key=f"call-{uuid.uuid4().hex}")
                     outcome = handle.result(60)
                     assert outcome.status == "succeeded", outcome
                     if i >= WARMUP:
-                        through.append(((time.perf_counter() - t) * 1000, handle.action_id))
-            ms = [m for m, _ in through]
-            median_id = sorted(through)[len(through) // 2][1]
-            at = stages(settings.bootstrap_servers(), median_id)
-            path = {"submitted_to_decided_ms": at[topics.APPROVED] - at[topics.REQUESTED],
-                    "decided_to_intent_ms": at["intent"] - at[topics.APPROVED],
-                    "intent_to_result_ms": at["result"] - at["intent"]}
+                        through.append(((time.perf_counter() - t) * 1000, handle.action_id, submitted_ms,
+                                        time.time() * 1000))
+            ms = [m for m, *_ in through]
+            at = timestamps(settings.bootstrap_servers())
+            paths = [path_ms(at[action_id], sub, done) for _, action_id, sub, done in through]
+            slowest = [path_ms(at[action_id], sub, done) for m, action_id, sub, done in sorted(through)
+                       if m >= pct(ms, 0.99)]
             print(json.dumps({"calls": args.calls,
                               "vendor_direct_ms": {"p50": pct(direct, 0.5), "p99": pct(direct, 0.99)},
                               "through_runonce_ms": {"p50": pct(ms, 0.5), "p99": pct(ms, 0.99),
                                                      "mean": round(statistics.fmean(ms), 1)},
-                              "median_call_path": path}, indent=2))
+                              "stages_ms": {stage: {"p50": pct([p[stage] for p in paths], 0.5),
+                                                    "p99": pct([p[stage] for p in paths], 0.99)}
+                                            for stage in STAGES},
+                              "slowest_1pct_paths_ms": [{k: round(v, 1) for k, v in p.items()} for p in slowest]},
+                             indent=2))
         finally:
             for proc in procs:
                 proc.terminate()

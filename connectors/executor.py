@@ -60,7 +60,7 @@ from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.reader import fetched
 from runonce.kafka.record import Out
-from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer
+from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer, transactional_config
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
@@ -107,8 +107,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
     consumer = Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, *lag)})
-    producer_config = clients.producer_config(access, **{
-        "transactional.id": transactional_id,
+    producer_config = transactional_config(access, transactional_id, **{
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
     transactions = Transactions(transactional_id, lambda: init_producer(producer_config, transactional_id),
                                 consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0))

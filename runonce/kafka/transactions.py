@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runonce.errors import FatalError
 from runonce.kafka import clients
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka.record import Out
 from runonce.kafka.watchdog import Watchdog
 
@@ -25,6 +26,18 @@ TXN_TIMEOUT_S = 30.0
 INIT_TIMEOUT_S = 180.0
 #: another instance owns our transactional.id (or the broker fenced us): exit, never fight it
 FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+def transactional_config(bootstrap: KafkaTarget, transactional_id: str, **extra: Any) -> dict[str, Any]:
+    """The config of every transactional producer runonce makes (stream workers, executors).
+
+    A transaction that begins right after the last one committed meets CONCURRENT_TRANSACTIONS
+    on its AddPartitionsToTxn while the broker still writes the last one's markers; librdkafka
+    retries after ``retry.backoff.ms``, 100 ms by default. Measured on one broker: a worker
+    transaction's flush p95 36 ms at the default, 14 ms at 5 ms; an agent's tool call p99 168 ms
+    with the executor at the default, 91 ms at 5 ms (bench/agent_call.py)."""
+    return clients.producer_config(bootstrap, **{"transactional.id": transactional_id,
+                                                 "retry.backoff.ms": 5, "retry.backoff.max.ms": 100, **extra})
 
 
 def init_producer(config: Mapping[str, Any], transactional_id: str,

@@ -48,7 +48,9 @@ class Submitter:
         self.policies = policies
         self.codec = codec or Codec()
         self.timeout_s = timeout_s
-        self._producer = clients.producer(bootstrap)
+        # An agent waits on each submit: no linger (librdkafka's default holds a record 5 ms);
+        # what arrives while a request is in flight still goes in the next one together.
+        self._producer = clients.producer(bootstrap, **{"linger.ms": 0})
         self._errors: list[KafkaError] = []
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
