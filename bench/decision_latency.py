@@ -1,0 +1,280 @@
+"""How close runonce's decision latency is to the exactly-once floor, measured in one run on one
+broker, under two offered-load patterns:
+
+* **batched** (bench/run.py's): the mixed workload with planted repeats (testkit.workload),
+  produced with ``linger.ms`` 5, paced every 20 records;
+* **steady**: one record per produce call (``linger.ms`` 0), each sent at its own time and
+  keyed as the SDK keys it, half ``send_email`` each to its own recipient (scope rules), half
+  keyed ``charge_payment``.
+
+The floor is bench/txn_floor.py's exactly-once passthrough (no state, no decoding, no
+decision, batched as the worker batches: one transaction per batch with its input offsets),
+one process, fed the same number of records in the same pattern. runonce is one transactional
+stream worker (its own process); it owns every partition, so an action with scope rules is
+decided by both stages in one transaction, and every action is compared with the floor's one
+hop. Latency is from the moment a record was produced (its CreateTime; the floor's carries it
+in a header) to a live read_committed reader receiving the decision (or the floor's copy). The
+floor and runonce take turns, each pattern the floor first. The first 5 s of each load are
+left out (JIT, coordinators).
+
+    .venv/bin/python bench/decision_latency.py [--rate 2000] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import NewTopic  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.txn_floor import HOPS, PARTITIONS, passthrough  # noqa: E402
+from runonce.core.policy import PolicyBook  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.topics import admin_client  # noqa: E402
+from runonce.sdk.submit import build_request  # noqa: E402
+from runonce.testkit.workload import generate  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
+from runonce.wire.keys import request_key, routing_key  # noqa: E402
+
+POLICIES = PolicyBook.load()
+WARM_S = 5.0
+PATTERNS = ("batched", "steady")
+
+
+def say(msg: str) -> None:
+    print(f"decision-latency: {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else float("nan")
+
+
+# -- the offered load: (key, value) records, produced in one of the two patterns ---------------
+def offer(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], rate: float, pattern: str,
+          stamp_header: bool) -> None:
+    """Produce ``records`` at ``rate``/s. ``stamp_header``: carry the produce time in a ``t0``
+    header (the floor's passthrough keeps it), as runonce's records carry it in CreateTime."""
+    batched = pattern == "batched"
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "partitioner": "murmur2_random",  # the partition of a key as the stream job expects
+                  "linger.ms": 5 if batched else 0, **({"batch.num.messages": 2000} if batched else {})})
+    started = time.monotonic()
+    for i, (key, value) in enumerate(records):
+        headers = [("t0", str(int(time.time() * 1000)).encode())] if stamp_header else None
+        while True:
+            try:
+                p.produce(topic, key=key, value=value, headers=headers,
+                          partition=i % PARTITIONS if key is None else -1)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if not batched or i % 20 == 0:
+            ahead = (i + 1 if not batched else i) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+            p.poll(0)
+    p.flush(60)
+
+
+def runonce_load(pattern: str, n: int, run: str) -> list[dict[str, Any]]:
+    if pattern == "batched":
+        return [m for f in generate(n, repeat_ratio=0.10, seed=9, run_id=run) for m, _ in f.members][:n]
+    return [build_request("send_email", {"to": f"lead-{run}-{i}@example.com", "subject": "Hello", "body": "Hi"},
+                          agent_id="bench") if i % 2 == 0 else
+            build_request("charge_payment", {"card": "tok", "amount_cents": 100 + i}, agent_id="bench",
+                          idempotency_key=f"{run}-charge-{i}")
+            for i in range(n)]
+
+
+def _end(consumer: Consumer, tp: TopicPartition) -> int:
+    """The partition's end, asked again while a new topic's leader is being elected."""
+    for _ in range(60):
+        try:
+            return int(consumer.get_watermark_offsets(tp, 10)[1])
+        except Exception:  # noqa: BLE001 - NOT_LEADER_FOR_PARTITION right after creation
+            time.sleep(0.5)
+    return int(consumer.get_watermark_offsets(tp, 10)[1])
+
+
+# -- live readers --------------------------------------------------------------------------------
+class Reader:
+    """A read_committed consumer from the current end of ``names``, noting when each record
+    arrives (taking what has arrived at once: a batch wait would count as latency)."""
+
+    def __init__(self, bootstrap: str, names: tuple[str, ...], ident: Callable[[Any], str | None]) -> None:
+        self.seen: dict[str, tuple[str, float]] = {}
+        self._ident = ident
+        self._c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
+                            "isolation.level": "read_committed", "enable.auto.commit": False,
+                            "fetch.wait.max.ms": 5})
+        parts = []
+        for name in names:
+            for p in self._c.list_topics(name, timeout=10).topics[name].partitions:
+                parts.append(TopicPartition(name, p, _end(self._c, TopicPartition(name, p))))
+        self._c.assign(parts)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for m in self._c.consume(1000, 0) or self._c.consume(1, 0.05):
+                if m.error() or m.value() is None:
+                    continue
+                now_ms = time.time() * 1000
+                ident = self._ident(m)
+                if ident is not None and ident not in self.seen:
+                    self.seen[ident] = (m.topic(), now_ms)
+
+    def wait_for(self, n: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.seen) < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._stop.set()
+        self._thread.join(5)
+        self._c.close()
+
+
+# -- the two systems -----------------------------------------------------------------------------
+def floor_run(bootstrap: str, n: int, rate: float, pattern: str) -> list[float]:
+    """The floor's latencies (ms), by record index."""
+    def ident(m: Any) -> str:
+        return f"{m.topic()}:{m.value()[:12].decode()}"
+
+    reader = Reader(bootstrap, (HOPS[1],), ident)
+    records = [(None, f"{i:012d}".encode() + b"x" * 188) for i in range(n)]
+    offer(bootstrap, HOPS[0], records, rate, pattern, stamp_header=True)
+    reader.wait_for(n, 120)
+    # The reader noted arrival; the produce time is in the copy's t0 header, which it did not
+    # keep: read it again from the topics (the copies are committed now).
+    t0 = {}
+    for hop in (HOPS[1],):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "isolation.level": "read_committed",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
+        c.assign([TopicPartition(hop, p, 0) for p in range(PARTITIONS)])
+        eof: set[int] = set()
+        while len(eof) < PARTITIONS:
+            for m in c.consume(1000, 1.0):
+                if m.error():
+                    eof.add(m.partition())
+                    continue
+                t0[ident(m)] = int(dict(m.headers())["t0"])
+        c.close()
+    found = [reader.seen.get(f"{HOPS[1]}:{i:012d}") for i in range(n)]
+    return [seen[1] - t0[f"{HOPS[1]}:{i:012d}"] if seen else float("nan") for i, seen in enumerate(found)]
+
+
+def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pattern: str) -> list[float]:
+    """Each action's latency (ms), by index: its CreateTime to its decision seen."""
+    codec = Codec()
+
+    def ident(m: Any) -> str | None:
+        try:
+            return str(codec.decode(m.value(), expect="ActionDecision")[1]["request"]["action_id"])
+        except Exception:  # noqa: BLE001 - not a decision
+            return None
+
+    reader = Reader(bootstrap, (topics.APPROVED, topics.DROPPED), ident)
+    produced_ms: dict[str, float] = {}
+    # The bench's load is keyed as bench/run.py keys it; the steady one as the SDK keys it (an
+    # unkeyed action by its content key, so it needs no re-key hop).
+    records = [((request_key(r) if pattern == "batched" else routing_key(r, POLICIES)).encode(),
+                codec.encode("ActionRequested", r)) for r in requests]
+    offer(bootstrap, topics.REQUESTED, records, rate, pattern, stamp_header=False)
+    reader.wait_for(len(requests), 120)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    parts = c.list_topics(topics.REQUESTED, timeout=10).topics[topics.REQUESTED].partitions
+    c.assign([TopicPartition(topics.REQUESTED, p, 0) for p in parts])
+    eof: set[int] = set()
+    while len(eof) < len(parts):
+        for m in c.consume(1000, 1.0):
+            if m.error():
+                eof.add(m.partition())
+                continue
+            produced_ms[str(codec.decode(m.value())[1]["action_id"])] = m.timestamp()[1]
+    c.close()
+    return [reader.seen[r["action_id"]][1] - produced_ms[r["action_id"]] if r["action_id"] in reader.seen
+            else float("nan") for r in requests]
+
+
+def start_worker(settings: Any) -> subprocess.Popen[bytes]:
+    env = settings.child_env(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", "latency"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=open(OUT / "decision-latency-worker.log", "wb"))
+    # Warm-up: a few actions decided end to end before anything is timed.
+    warm = runonce_load("steady", 40, f"warm{uuid.uuid4().hex[:4]}")
+    runonce_run(settings.bootstrap_servers(), warm, 20.0, "steady")
+    return proc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=float, default=2000.0)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    args = ap.parse_args()
+    n = int(args.rate * args.seconds)
+    warm = int(args.rate * WARM_S)
+    rows = []
+    with local_broker("decision-latency", say) as settings:
+        bootstrap = settings.bootstrap_servers()
+        admin = admin_client(bootstrap)
+        specs = [NewTopic(t, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"}) for t in HOPS[:2]]
+        for fut in admin.create_topics(specs).values():
+            fut.result()
+        ctx = mp.get_context("spawn")
+        floor = ctx.Process(target=passthrough, args=(bootstrap, HOPS[0], HOPS[1], "hop1"), daemon=True)
+        floor.start()
+        say("starting the stream worker")
+        worker = start_worker(settings)
+        time.sleep(3)
+        try:
+            for pattern in PATTERNS:
+                requests = runonce_load(pattern, n, f"{pattern[0]}{uuid.uuid4().hex[:6]}")
+                two_stage = [POLICIES.for_tool(r["tool"]).has_scope_rules for r in requests]
+                say(f"{pattern}: the floor, {args.rate:.0f}/s for {args.seconds:.0f} s")
+                base = floor_run(bootstrap, n, args.rate, pattern)
+                say(f"{pattern}: runonce, {args.rate:.0f}/s for {args.seconds:.0f} s")
+                ours = runonce_run(bootstrap, requests, args.rate, pattern)
+                idx = range(warm, n)
+                lost = sum(1 for i in idx if ours[i] != ours[i])
+                assert not lost, f"{lost} runonce decisions not seen"
+
+                def figures(values: list[float], which: Callable[[int], bool]) -> dict[str, float]:
+                    chosen = [values[i] for i in idx if which(i)]
+                    return {"p50": pct(chosen, 0.5), "p99": pct(chosen, 0.99)}
+
+                row = {"pattern": pattern, "rate": args.rate, "actions_timed": len(idx),
+                       "scoped_share": round(sum(two_stage[i] for i in idx) / len(idx), 2),
+                       "floor": figures(base, lambda i: True),
+                       "runonce": figures(ours, lambda i: True),
+                       "runonce_scoped": figures(ours, lambda i: two_stage[i])}
+                row["p50_ratio"] = round(row["runonce"]["p50"] / row["floor"]["p50"], 2)
+                row["p99_ratio"] = round(row["runonce"]["p99"] / row["floor"]["p99"], 2)
+                rows.append(row)
+                say(json.dumps(row))
+        finally:
+            worker.terminate()
+            worker.wait(30)
+            floor.kill()
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
