@@ -1,0 +1,96 @@
+"""Properties of human approval's pure core (runonce/core/approval.py): for any interleaving of
+verdicts (approves and denies by several approvers, repeats, redeliveries, late ones) and
+expiry sweeps, a held action is released at most once, never after a deny or its expiry, and
+the first verdict in time order decides."""
+
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from runonce.core.approval import (EXPIRY, ApprovalRule, Change, Hold, HoldStatus, Verdict, VerdictRecord,
+                                   decide_verdict, hold, sweep)
+
+HOUR = 3_600_000
+RULE = ApprovalRule(expires_ms=24 * HOUR, above={"amount_cents": 50_000}, max_items={"to": 5})
+
+verdict_st = st.builds(VerdictRecord, verdict_id=st.sampled_from([f"v{i}" for i in range(6)]),
+                       action_id=st.just("a1"), verdict=st.sampled_from(Verdict),
+                       approver=st.sampled_from(["alice", "bob", "carol"]),
+                       at_ms=st.integers(0, 30 * HOUR))
+#: a verdict, or an expiry sweep at some event time
+step_st = st.one_of(verdict_st, st.integers(0, 30 * HOUR))
+
+
+def run(steps: list[VerdictRecord | int]) -> tuple[Hold, list[tuple[VerdictRecord | int, Change, bool]]]:
+    """What the partition owner does, record by record: decide, store the new state."""
+    state = hold("a1", RULE, "amount_cents 75000 > 50000", 0)
+    seen: dict[str, VerdictRecord] = {}
+    log = []
+    for step in steps:
+        if isinstance(step, VerdictRecord):
+            step = seen.setdefault(step.verdict_id, step)  # a redelivery is the same record again
+            d = decide_verdict(state, step)
+        else:
+            d = sweep(state, step)
+        log.append((step, d.change, d.replay))
+        if d.new_hold is not None:
+            state = d.new_hold
+    return state, log
+
+
+@given(st.lists(step_st, max_size=25))
+def test_a_held_action_is_released_at_most_once_and_never_after_a_deny_or_its_expiry(steps) -> None:
+    final, log = run(steps)
+    firsts = [(step, change) for step, change, replay in log if change is not Change.NONE and not replay]
+    assert len(firsts) <= 1, f"the hold ended more than once: {firsts}"
+    releases = [step for step, change, _ in log if change is Change.RELEASE]
+    if releases:
+        ended_by = firsts[0][0]
+        assert isinstance(ended_by, VerdictRecord) and ended_by.verdict is Verdict.APPROVE
+        assert ended_by.at_ms < final.expires_at_ms, "released at or after its expiry"
+        assert all(r == ended_by for r in releases), "released again by another verdict"
+        assert final.status is HoldStatus.RELEASED and final.decided_by == ended_by.approver
+
+
+@given(st.lists(step_st, max_size=25))
+def test_the_first_step_that_can_end_the_hold_decides_it(steps) -> None:
+    final, log = run(steps)
+    deciding = next((s for s in steps if isinstance(s, VerdictRecord) or s >= 24 * HOUR), None)
+    if deciding is None:
+        assert final.status is HoldStatus.HELD
+        return
+    if isinstance(deciding, int) or deciding.at_ms >= 24 * HOUR:
+        assert (final.status, final.decided_by) == (HoldStatus.EXPIRED, EXPIRY)
+    elif deciding.verdict is Verdict.APPROVE:
+        assert (final.status, final.decided_by) == (HoldStatus.RELEASED, deciding.approver)
+    else:
+        assert (final.status, final.decided_by) == (HoldStatus.DENIED, deciding.approver)
+
+
+@given(st.lists(verdict_st, min_size=1, max_size=10))
+def test_a_redelivered_deciding_verdict_repeats_its_change_and_writes_its_state_again(verdicts) -> None:
+    state, _ = run(list(verdicts))
+    deciding = next(v for v in verdicts if v.verdict_id == state.decided_verdict) if state.decided_verdict else None
+    if deciding is None:
+        return
+    again = decide_verdict(state, deciding)
+    assert again.replay and again.new_hold == state
+    assert again.change is {HoldStatus.RELEASED: Change.RELEASE, HoldStatus.DENIED: Change.DENY,
+                            HoldStatus.EXPIRED: Change.EXPIRE}[state.status]
+
+
+def test_every_later_verdict_says_who_ended_the_hold() -> None:
+    state = hold("a1", RULE, "always", 0)
+    first = decide_verdict(state, VerdictRecord("v1", "a1", Verdict.APPROVE, "alice", 10))
+    assert first.change is Change.RELEASE and first.new_hold is not None
+    second = decide_verdict(first.new_hold, VerdictRecord("v2", "a1", Verdict.APPROVE, "bob", 11))
+    assert (second.change, second.new_hold, second.note) == (Change.NONE, None, "already released by alice")
+    assert decide_verdict(None, VerdictRecord("v3", "a9", Verdict.DENY, "bob", 1)).note == "no action a9 is held"
+
+
+@given(st.integers(-10**9, 10**9), st.lists(st.emails(), max_size=8))
+def test_the_rule_holds_exactly_what_passes_a_threshold(amount: int, to: list[str]) -> None:
+    why = RULE.why({"amount_cents": amount, "to": to})
+    assert (why is not None) == (amount > 50_000 or len(to) > 5)
+    assert ApprovalRule(expires_ms=HOUR, always=True).why({}) == "always"
+    assert RULE.why({"amount_cents": True, "to": "x"}) is None  # a boolean is not an amount, a string no list
