@@ -53,10 +53,23 @@ from runonce.wire.keys import request_key, routing_key  # noqa: E402
 POLICIES = PolicyBook.load()
 WARM_S = 5.0
 PATTERNS = ("batched", "steady")
+#: the machine's busy share (both cores) while each system took its load
+BUSY: dict[str, float] = {}
 
 
 def say(msg: str) -> None:
     print(f"decision-latency: {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    return round((after[0] - before[0]) / max(1, after[1] - before[1]), 2)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -158,7 +171,9 @@ def floor_run(bootstrap: str, n: int, rate: float, pattern: str) -> list[float]:
 
     reader = Reader(bootstrap, (HOPS[1],), ident)
     records = [(None, f"{i:012d}".encode() + b"x" * 188) for i in range(n)]
+    before = cpu_ticks()
     offer(bootstrap, HOPS[0], records, rate, pattern, stamp_header=True)
+    BUSY["floor"] = busy_share(before, cpu_ticks())
     reader.wait_for(n, 120)
     # The reader noted arrival; the produce time is in the copy's t0 header, which it did not
     # keep: read it again from the topics (the copies are committed now).
@@ -195,7 +210,9 @@ def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pat
     # unkeyed action by its content key, so it needs no re-key hop).
     records = [((request_key(r) if pattern == "batched" else routing_key(r, POLICIES)).encode(),
                 codec.encode("ActionRequested", r)) for r in requests]
+    before = cpu_ticks()
     offer(bootstrap, topics.REQUESTED, records, rate, pattern, stamp_header=False)
+    BUSY["runonce"] = busy_share(before, cpu_ticks())
     reader.wait_for(len(requests), 120)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "isolation.level": "read_committed",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
@@ -264,6 +281,7 @@ def main() -> int:
                        "floor": figures(base, lambda i: True),
                        "runonce": figures(ours, lambda i: True),
                        "runonce_scoped": figures(ours, lambda i: two_stage[i])}
+                row["machine_busy_share"] = dict(BUSY)
                 row["p50_ratio"] = round(row["runonce"]["p50"] / row["floor"]["p50"], 2)
                 row["p99_ratio"] = round(row["runonce"]["p99"] / row["floor"]["p99"], 2)
                 rows.append(row)
