@@ -26,10 +26,12 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -230,8 +232,25 @@ def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pat
             else float("nan") for r in requests]
 
 
-def start_worker(settings: Any) -> subprocess.Popen[bytes]:
+def scrape(port: int) -> dict[str, float]:
+    """The worker's transaction figures so far: sums and counts of its commit time and batch size."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    wanted = ("runonce_commit_seconds_sum", "runonce_commit_seconds_count", "runonce_batch_records_sum")
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.split(" ")[0] in wanted}
+
+
+def transactions(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    n = after["runonce_commit_seconds_count"] - before["runonce_commit_seconds_count"]
+    return {"per_s": round(n / seconds, 1),
+            "mean_commit_ms": round(1000 * (after["runonce_commit_seconds_sum"]
+                                            - before["runonce_commit_seconds_sum"]) / max(n, 1), 1),
+            "mean_records": round((after["runonce_batch_records_sum"] - before["runonce_batch_records_sum"])
+                                  / max(n, 1), 1)}
+
+
+def start_worker(settings: Any, metrics_port: int) -> subprocess.Popen[bytes]:
     env = settings.child_env(os.environ)
+    env["RUNONCE_METRICS_PORT"] = str(metrics_port)
     proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", "latency"], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(OUT / "decision-latency-worker.log", "wb"))
     # Warm-up: a few actions decided end to end before anything is timed.
@@ -258,7 +277,10 @@ def main() -> int:
         floor = ctx.Process(target=passthrough, args=(bootstrap, HOPS[0], HOPS[1], "hop1"), daemon=True)
         floor.start()
         say("starting the stream worker")
-        worker = start_worker(settings)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            metrics_port = sock.getsockname()[1]
+        worker = start_worker(settings, metrics_port)
         time.sleep(3)
         try:
             for pattern in PATTERNS:
@@ -267,7 +289,9 @@ def main() -> int:
                 say(f"{pattern}: the floor, {args.rate:.0f}/s for {args.seconds:.0f} s")
                 base = floor_run(bootstrap, n, args.rate, pattern)
                 say(f"{pattern}: runonce, {args.rate:.0f}/s for {args.seconds:.0f} s")
+                before, started = scrape(metrics_port), time.monotonic()
                 ours = runonce_run(bootstrap, requests, args.rate, pattern)
+                worker_txns = transactions(before, scrape(metrics_port), time.monotonic() - started)
                 idx = range(warm, n)
                 lost = sum(1 for i in idx if ours[i] != ours[i])
                 assert not lost, f"{lost} runonce decisions not seen"
@@ -282,6 +306,7 @@ def main() -> int:
                        "runonce": figures(ours, lambda i: True),
                        "runonce_scoped": figures(ours, lambda i: two_stage[i])}
                 row["machine_busy_share"] = dict(BUSY)
+                row["worker_transactions"] = worker_txns
                 row["p50_ratio"] = round(row["runonce"]["p50"] / row["floor"]["p50"], 2)
                 row["p99_ratio"] = round(row["runonce"]["p99"] / row["floor"]["p99"], 2)
                 rows.append(row)

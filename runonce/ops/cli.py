@@ -405,8 +405,12 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     Stack(settings, progress=_say).up(with_executors=False)  # the demo runs its own sandboxes and executors
     _say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")
-    print(format_table(run_demo(settings, progress=_say)))
-    return 0
+    rows = run_demo(settings, progress=_say)
+    print(format_table(rows))
+    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
+    for surprise in surprises:
+        _say(f"demo: NOT AS EXPECTED: {surprise}")
+    return 1 if surprises else 0
 
 
 # -- parser ----------------------------------------------------------------------------

@@ -37,6 +37,17 @@ class Row:
     with_runonce: int
     reasons: Counter[str]
 
+    def surprise(self) -> str | None:
+        """What differs from the incident's expected figures, or None: a demo that shows a wrong
+        figure fails (``runonce demo`` exits 1), it does not print it and pass."""
+        if self.without != len(self.incident.requests):
+            return (f"{self.incident.name}: {len(self.incident.requests)} straight calls left {self.without} "
+                    f"side effects")
+        if self.with_runonce != self.incident.expected_approved:
+            return (f"{self.incident.name}: {self.with_runonce} side effects through runonce, expected "
+                    f"{self.incident.expected_approved}")
+        return None
+
 
 def run_demo(settings: Settings, progress: Progress) -> list[Row]:
     vendors = VendorServer().start()
