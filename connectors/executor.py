@@ -66,7 +66,7 @@ from runonce.settings import Settings
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
 from runonce.wire.keys import request_key
-from runonce.wire.results import Result, Status, result_record
+from runonce.wire.results import Result, Status, result_partition, result_record
 
 log = logging.getLogger("runonce.executor")
 
@@ -390,7 +390,7 @@ class Executor:
         record = result_record(work.call.action_id, work.request["idempotency_key"], work.call.tool, outcome,
                                int(time.time() * 1000))
         return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
-                   work.msg.partition())
+                   result_partition(work.msg.partition()))
 
     def _rewind(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered.

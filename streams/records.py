@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from runonce.core.decision import Decision, Origin
+from runonce.wire.keys import decision_key
 
 
 def decision_record(request: Mapping[str, Any], decision: Decision[Any], *, dedup_key: str | None,
@@ -45,8 +46,6 @@ def stage2_record(record: Mapping[str, Any], decision: Decision[Any]) -> dict[st
 
 
 def output_key(record: Mapping[str, Any]) -> bytes:
-    """Approved/dropped records are keyed by dedup key (so one executor partition owns a key),
-    falling back to the action id for actions without one."""
-    key = record["dedup_key"] or record["request"]["action_id"]
-    return str(key).encode("utf-8")
+    """An ActionDecision record's Kafka key (the rule: ``wire.keys.decision_key``)."""
+    return decision_key(record["dedup_key"], str(record["request"]["action_id"])).encode("utf-8")
 

@@ -37,6 +37,7 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import fetched
 from runonce.wire.codec import Codec
+from runonce.wire.keys import decision_key
 from runonce.wire.results import Status
 
 log = logging.getLogger("runonce.sdk")
@@ -206,7 +207,7 @@ class Outcomes:
         try:
             request, requested_ms = _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)
             output_key = self._output_key(request)
-            partition = partition_for(output_key, self._partitions)
+            partition = partition_for(output_key, self._partitions)  # its result's too (result_partition)
             since_ms = requested_ms - LOOKBACK_MARGIN_MS
 
             def starts(*names: str) -> list[TopicPartition]:
@@ -240,13 +241,12 @@ class Outcomes:
             return None
 
     def _output_key(self, request: dict[str, Any]) -> str:
-        """The key the stream job wrote its decision with: the dedup key, else the action id
-        (the executor writes the result to the same partition number)."""
+        """The key the stream job wrote its decision with (``wire.keys.decision_key``)."""
         try:
             action = Action.from_record(request, self.policies)
-            return dedup_key(action, self.policies.for_tool(action.tool)) or action.action_id
+            return decision_key(dedup_key(action, self.policies.for_tool(action.tool)), action.action_id)
         except InvalidInput:
-            return str(request["action_id"])
+            return decision_key(None, str(request["action_id"]))
 
     def close(self) -> None:
         self._stop.set()

@@ -18,6 +18,13 @@ from runonce.core.policy import PolicyBook
 from runonce.errors import InvalidInput
 
 
+def decision_key(dedup_key: str | None, action_id: str) -> str:
+    """The key of a decision on ``actions.approved`` and ``actions.dropped``: the action's dedup
+    key (so one executor partition owns a key and every action under it), else its action id.
+    The stream job writes with it; the SDK finds a decision by it."""
+    return dedup_key or action_id
+
+
 def request_key(request: Mapping[str, Any]) -> str:
     return str(request["idempotency_key"] or request["action_id"])
 

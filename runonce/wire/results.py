@@ -27,6 +27,14 @@ DROPPED = "dropped"
 PENDING = "pending"
 
 
+def result_partition(approved_partition: int) -> int:
+    """The partition of ``actions.results`` an action's intent and result go to: its approved
+    record's partition number. The executor that owns an approved partition then restores
+    exactly its own history from one results partition, and the SDK finds a result where it
+    found the decision."""
+    return approved_partition
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     """What performing an action came to (one ``ActionResult`` record's content)."""

@@ -9,6 +9,7 @@ import html
 from collections import Counter
 from typing import Iterable
 
+from runonce.core.decision import Reason
 from runonce.ops.report.summary import Summary
 
 #: one colour per drop reason, in the order reasons first appear; then they repeat
@@ -108,7 +109,7 @@ svg text {{ font-size: 13px; }} code {{ font-size: .9em; word-break: break-all; 
 <div class="totals">
 <div>{_count("decided", s.decided)}decided</div><div>{_count("approved", s.approved)}approved</div>
 <div>{_count("dropped", s.dropped)}dropped as repeats</div>
-<div>{_count("budget_exhausted", s.drops_by_reason.get("budget_exhausted", 0))}stopped by budgets</div>
+<div>{_count("budget_exhausted", s.drops_by_reason.get(Reason.BUDGET_EXHAUSTED.value, 0))}stopped by budgets</div>
 <div>{_count("in_doubt", len(s.in_doubt))}results in doubt</div>
 <div>{_count("dead_letters", sum(s.dead_letters_by_type.values()))}dead letters</div>
 </div>

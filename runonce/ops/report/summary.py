@@ -7,6 +7,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from runonce.core.decision import Outcome, Reason
+from runonce.wire.results import Status
+
 #: a chart's time axis has at least this many buckets, each of one of the STEPS
 BUCKETS = 24
 #: bucket widths a reader counts in: 1 s .. 1 day
@@ -70,7 +73,7 @@ def summarize(decisions: Iterable[dict[str, Any]], results: Iterable[dict[str, A
         if r.get("kind") != "decision":
             s.unreadable += 1
             continue
-        if r["decision"] == "APPROVED":
+        if r["decision"] == Outcome.APPROVE.value:
             s.approved += 1
             continue
         s.dropped += 1
@@ -81,7 +84,7 @@ def summarize(decisions: Iterable[dict[str, Any]], results: Iterable[dict[str, A
         s.drops_over_time.setdefault(start, Counter())[reason] += 1
         matched = r.get("matched") or r.get("key") or ""
         s.repeated[(tool, matched)] += 1
-        if reason == "budget_exhausted":
+        if reason == Reason.BUDGET_EXHAUSTED.value:
             seen = budgets.setdefault((tool, matched), [0, at, at])
             seen[0] += 1
             seen[1], seen[2] = min(seen[1], at), max(seen[2], at)
@@ -92,7 +95,7 @@ def summarize(decisions: Iterable[dict[str, Any]], results: Iterable[dict[str, A
         if r.get("kind") == "result":
             latest[r["action_id"]] = r  # a later status of the same action replaces an earlier one
     s.in_doubt = sorted((Doubt(a, r["tool"], r.get("vendor_ref"), r.get("error"), int(r["broker_time"]))
-                         for a, r in latest.items() if r["status"] == "in_doubt"), key=lambda d: d.at_ms)
+                         for a, r in latest.items() if r["status"] == Status.IN_DOUBT.value), key=lambda d: d.at_ms)
     for r in dead_letters:
         s.dead_letters_by_type[r.get("error_type") or "unknown"] += 1
     return s
