@@ -46,6 +46,7 @@ from bench.local_broker import OUT, local_broker  # noqa: E402
 from bench.txn_floor import HOPS, PARTITIONS, passthrough  # noqa: E402
 from runonce.core.policy import PolicyBook  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.reader import read_messages  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
@@ -179,19 +180,7 @@ def floor_run(bootstrap: str, n: int, rate: float, pattern: str) -> list[float]:
     reader.wait_for(n, 120)
     # The reader noted arrival; the produce time is in the copy's t0 header, which it did not
     # keep: read it again from the topics (the copies are committed now).
-    t0 = {}
-    for hop in (HOPS[1],):
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "isolation.level": "read_committed",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
-        c.assign([TopicPartition(hop, p, 0) for p in range(PARTITIONS)])
-        eof: set[int] = set()
-        while len(eof) < PARTITIONS:
-            for m in c.consume(1000, 1.0):
-                if m.error():
-                    eof.add(m.partition())
-                    continue
-                t0[ident(m)] = int(dict(m.headers())["t0"])
-        c.close()
+    t0 = {ident(m): int(dict(m.headers())["t0"]) for m in read_messages(bootstrap, HOPS[1], 120)}
     found = [reader.seen.get(f"{HOPS[1]}:{i:012d}") for i in range(n)]
     return [seen[1] - t0[f"{HOPS[1]}:{i:012d}"] if seen else float("nan") for i, seen in enumerate(found)]
 
@@ -207,7 +196,6 @@ def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pat
             return None
 
     reader = Reader(bootstrap, (topics.APPROVED, topics.DROPPED), ident)
-    produced_ms: dict[str, float] = {}
     # The bench's load is keyed as bench/run.py keys it; the steady one as the SDK keys it (an
     # unkeyed action by its content key, so it needs no re-key hop).
     records = [((request_key(r) if pattern == "batched" else routing_key(r, POLICIES)).encode(),
@@ -216,18 +204,8 @@ def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pat
     offer(bootstrap, topics.REQUESTED, records, rate, pattern, stamp_header=False)
     BUSY["runonce"] = busy_share(before, cpu_ticks())
     reader.wait_for(len(requests), 120)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    parts = c.list_topics(topics.REQUESTED, timeout=10).topics[topics.REQUESTED].partitions
-    c.assign([TopicPartition(topics.REQUESTED, p, 0) for p in parts])
-    eof: set[int] = set()
-    while len(eof) < len(parts):
-        for m in c.consume(1000, 1.0):
-            if m.error():
-                eof.add(m.partition())
-                continue
-            produced_ms[str(codec.decode(m.value())[1]["action_id"])] = m.timestamp()[1]
-    c.close()
+    produced_ms = {str(codec.decode(m.value())[1]["action_id"]): m.timestamp()[1]
+                   for m in read_messages(bootstrap, topics.REQUESTED, 120)}
     return [reader.seen[r["action_id"]][1] - produced_ms[r["action_id"]] if r["action_id"] in reader.seen
             else float("nan") for r in requests]
 
