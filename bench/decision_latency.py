@@ -17,7 +17,7 @@ in a header) to a live read_committed reader receiving the decision (or the floo
 floor and runonce take turns, each pattern the floor first. The first 5 s of each load are
 left out (JIT, coordinators).
 
-    .venv/bin/python bench/decision_latency.py [--rate 2000] [--seconds 20]
+    .venv/bin/python bench/decision_latency.py [--rate 2000] [--seconds 20] [--patterns batched steady]
 """
 
 from __future__ import annotations
@@ -226,10 +226,11 @@ def transactions(before: dict[str, float], after: dict[str, float], seconds: flo
                                   / max(n, 1), 1)}
 
 
-def start_worker(settings: Any, metrics_port: int) -> subprocess.Popen[bytes]:
+def start_worker(settings: Any, metrics_port: int, profile: Path | None = None) -> subprocess.Popen[bytes]:
     env = settings.child_env(os.environ)
     env["RUNONCE_METRICS_PORT"] = str(metrics_port)
-    proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", "latency"], env=env,
+    prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    proc = subprocess.Popen([sys.executable, *prof, "-m", "runonce", "worker", "--name", "latency"], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(OUT / "decision-latency-worker.log", "wb"))
     # Warm-up: a few actions decided end to end before anything is timed.
     warm = runonce_load("steady", 40, f"warm{uuid.uuid4().hex[:4]}")
@@ -241,6 +242,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=2000.0)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--patterns", nargs="+", choices=PATTERNS, default=list(PATTERNS),
+                    help="which offered-load patterns to run (default: both)")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="run the worker under cProfile and write its stats here (its latencies then mean nothing)")
     args = ap.parse_args()
     n = int(args.rate * args.seconds)
     warm = int(args.rate * WARM_S)
@@ -258,10 +263,10 @@ def main() -> int:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             metrics_port = sock.getsockname()[1]
-        worker = start_worker(settings, metrics_port)
+        worker = start_worker(settings, metrics_port, args.profile)
         time.sleep(3)
         try:
-            for pattern in PATTERNS:
+            for pattern in args.patterns:
                 requests = runonce_load(pattern, n, f"{pattern[0]}{uuid.uuid4().hex[:6]}")
                 two_stage = [POLICIES.for_tool(r["tool"]).has_scope_rules for r in requests]
                 say(f"{pattern}: the floor, {args.rate:.0f}/s for {args.seconds:.0f} s")
