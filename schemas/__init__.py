@@ -8,7 +8,8 @@ from importlib import resources
 from typing import Any
 
 #: load order matters: a schema may name a record defined by an earlier one
-SCHEMA_FILES = ("action_requested.avsc", "action_decision.avsc", "action_result.avsc")
+SCHEMA_FILES = ("action_requested.avsc", "action_decision.avsc", "action_result.avsc", "approval_verdict.avsc",
+                "verdict_decided.avsc")
 
 
 def load_raw(filename: str, folder: str = "") -> dict[str, Any]:
@@ -22,3 +23,21 @@ def load_raw(filename: str, folder: str = "") -> dict[str, Any]:
 
 def history_files() -> list[str]:
     return sorted(p.name for p in (resources.files(__name__) / "history").iterdir() if p.name.endswith(".avsc"))
+
+
+def history_versions() -> dict[str, list[str]]:
+    """Each previous version's files, in SCHEMA_FILES order; a schema without that version
+    is taken at its newest version before it (what the version's records named)."""
+    files = history_files()
+    versions = sorted({f.split(".")[1] for f in files}, key=lambda v: int(v.lstrip("v")))
+    out: dict[str, list[str]] = {}
+    for version in versions:
+        chosen = []
+        for schema in SCHEMA_FILES:
+            stem = schema.removesuffix(".avsc")
+            older = [f for f in files if f.split(".")[0] == stem
+                     and int(f.split(".")[1].lstrip("v")) <= int(version.lstrip("v"))]
+            if older:
+                chosen.append(max(older, key=lambda f: int(f.split(".")[1].lstrip("v"))))
+        out[version] = chosen
+    return out

@@ -47,6 +47,9 @@ class StreamMetrics:
         self.lag = lag_gauge(r)
         self.restored = Counter("runonce_state_restored", "Changelog records applied to local state on "
                                 "assignment, per table", ["table"], registry=r)
+        self.held = Counter("runonce_actions_held", "Actions held for a person's approval", ["tool"], registry=r)
+        self.holds_ended = Counter("runonce_holds_ended", "Holds ended, by change (release, deny, expire)",
+                                   ["change"], registry=r)
 
     def expect(self, budgeted_tools: Iterable[str], dead_letter_kinds: Iterable[str]) -> None:
         """Series at 0 for what the alerts watch, before the first one happens: ``increase()`` over

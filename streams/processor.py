@@ -21,6 +21,7 @@ from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
 from runonce.errors import (
+    ConfigError,
     DecodeError,
     FatalError,
     InvalidAction,
@@ -33,6 +34,7 @@ from runonce.kafka import topics
 from runonce.kafka.record import Headers, Out
 from runonce.streams import records, routing
 from runonce.streams.expiry import Sweeper
+from runonce.streams.holds import Holds
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
 from runonce.wire.codec import Codec
@@ -120,6 +122,8 @@ class _Stage:
         self._latency = metrics.latency.labels(self.name)
         self._decided: dict[tuple[str, str, str], Any] = {}
         self._age = metrics.age
+        #: held actions (None: this runtime holds none; Pipeline refuses policies that ask)
+        self.holds: Holds | None = None
 
     def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
                     trust_origin_headers: bool = True) -> Out:
@@ -156,6 +160,17 @@ class _Stage:
         self._age.observe(max(0.0, time.time() - record["event_time_ms"] / 1000))
         return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
                    headers=tuple(extra_headers))
+
+    def conclude(self, record: dict[str, Any], outcome: Outcome, reason: Reason, action: Action, policy: Policy,
+                 partition: int, extra_headers: Headers = ()) -> Out:
+        """A final decision, or, for an approval its policy holds for a person's yes, a hold
+        on ``partition`` (streams/holds.py)."""
+        rule = policy.approval
+        if outcome is Outcome.APPROVE and rule is not None and self.holds is not None:
+            why = rule.why(action.params)
+            if why is not None:
+                return self.holds.hold(record, rule, why, partition)
+        return self.final(record, outcome, reason, action.tool, extra_headers)
 
     def sweep(self, partition: int, event_time_ms: int) -> None:
         try:
@@ -230,7 +245,7 @@ class KeyStage(_Stage):
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
-            result = self.final(out, decision.outcome, decision.reason, action.tool)
+            result = self.conclude(out, decision.outcome, decision.reason, action, policy, p)
         # State last: a record whose output could not be built has changed nothing.
         if decision.new_state is not None and key is not None:
             self.store.put(p, key.encode(), decision.new_state.to_bytes())
@@ -273,7 +288,8 @@ class ScopeStage(_Stage):
             scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)
             if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
                 record.update(outcome=Outcome.APPROVE.value)
-                return self.final(record, Outcome.APPROVE, Reason(record["reason"]), action.tool)
+                return self.conclude(record, Outcome.APPROVE, Reason(record["reason"]), action, policy,
+                                     inbound.partition)
             return self.decide(record, action, policy, scope, natural_id, origin, inbound.partition, started)
         except Exception as exc:
             return self.failed(inbound, exc, origin)
@@ -298,7 +314,7 @@ class ScopeStage(_Stage):
                                 "actions in it are dead-lettered until its claims expire")
         out = records.stage2_record(record, decision)
         alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
-        result = self.final(out, decision.outcome, decision.reason, action.tool, alert)
+        result = self.conclude(out, decision.outcome, decision.reason, action, policy, p, alert)
         if state is not None:  # state last, as in stage 1
             self.store.put(p, scope.encode(), state)
         self._latency.observe(time.perf_counter() - started)
@@ -315,17 +331,25 @@ class Pipeline:
     SCOPE_INPUTS = (topics.SCOPED,)
 
     def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, keys: StateStore,
-                 scopes: StateStore, metrics: StreamMetrics,
+                 scopes: StateStore, metrics: StreamMetrics, holds: StateStore | None = None,
                  decides_scope_here: Callable[[int], bool] | None = None) -> None:
         """``decides_scope_here(p)``: whether this worker owns the scope partition ``p`` now
         (it consumes the scoped topic's partition ``p`` and holds its state); stage 1 then
-        hands a pass to stage 2 in place. Without it, every pass takes the scoped topic."""
+        hands a pass to stage 2 in place. Without it, every pass takes the scoped topic.
+        ``holds``: the held actions' table; a runtime without one refuses policies that ask
+        for approval (they would be approved without it)."""
         common: dict[str, Any] = dict(codec=codec, policies=policies, partitions=partitions, metrics=metrics)
         metrics.expect((tool for tool, p in policies.tools.items() if p.budget is not None),
                        (cls.kind for cls in (InvalidInput, DecodeError, UnknownSchema, InvalidAction, Unprocessable)))
         self.scopes = ScopeStage(store=_Guarded(scopes), **common)
         self.keys = KeyStage(store=_Guarded(keys), scope_stage=self.scopes, decides_scope_here=decides_scope_here,
                              **common)
+        asking = sorted(tool for tool, p in policies.tools.items() if p.approval is not None)
+        if asking and holds is None:
+            raise ConfigError(f"the policies of {', '.join(asking)} ask for approval, which this runtime cannot hold: "
+                              "run the default runtime (runonce worker, without --runtime faust)")
+        self.holds = Holds(_Guarded(holds), codec, metrics, self.keys.final) if holds is not None else None
+        self.keys.holds = self.scopes.holds = self.holds
 
     def stage_for(self, topic: str) -> KeyStage | ScopeStage:
         return self.scopes if topic == topics.SCOPED else self.keys
@@ -334,7 +358,26 @@ class Pipeline:
         """One output for one input, whatever the input (``_Stage.failed``)."""
         return self.stage_for(inbound.topic).process(inbound)
 
+    def process_all(self, inbound: Inbound) -> list[Out]:
+        """Every output of one input: its decision (or a verdict's), and the holds on its
+        partition that expire at its event time."""
+        if inbound.topic == topics.APPROVALS and self.holds is not None:
+            try:
+                outs = self.holds.verdict(inbound)
+            except Exception as exc:
+                outs = [self.keys.failed(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))]
+        else:
+            outs = [self.process(inbound)]
+        if self.holds is not None:
+            try:
+                outs += self.holds.sweep(inbound.partition, inbound.timestamp_ms)
+            except FatalError:
+                raise
+            except Exception as exc:  # runonce's own entries
+                raise InvariantViolation(f"holds[{inbound.partition}]: expiry sweep: {exc!r}") from exc
+        return outs
+
     def process_batch(self, batch: list[Inbound]) -> list[Out]:
-        """One output per input, in input order (state changes apply in that order too)."""
-        return [self.process(inbound) for inbound in batch]
+        """Every output of each input, in input order (state changes apply in that order too)."""
+        return [out for inbound in batch for out in self.process_all(inbound)]
 

@@ -14,13 +14,14 @@ clicking approve at once are two records in one partition: the first releases, t
 finds RELEASED. A verdict decided again (a redelivery) repeats its own change and writes
 its state again, as stage 1 and 2 replays do ("Replays write again" in decide.py).
 
-Not wired yet: the stream job, topics and policy syntax come with issue #27's next steps;
-until then no policy can ask for approval.
+A policy asks for approval with ``approval = {...}`` (core/policy.py); the stream job
+holds, routes verdicts and sweeps expiries in streams/holds.py.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -98,6 +99,18 @@ class Hold:
     decided_verdict: str | None = None
     decided_at_ms: int | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.action_id, "t": self.held_at_ms, "x": self.expires_at_ms, "w": self.why,
+                "s": self.status.value, "b": self.decided_by, "v": self.decided_verdict, "d": self.decided_at_ms}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Hold:
+        return cls(str(raw["a"]), int(raw["t"]), int(raw["x"]), str(raw["w"]), HoldStatus(raw["s"]),
+                   raw["b"], raw["v"], raw["d"])
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
 
 @dataclass(frozen=True, slots=True)
 class VerdictDecision:
@@ -109,7 +122,11 @@ class VerdictDecision:
     replay: bool = False
 
 
-def hold(action_id: str, rule: ApprovalRule, why: str, event_time_ms: int) -> Hold:
+def hold(action_id: str, rule: ApprovalRule, why: str, event_time_ms: int, prior: Hold | None = None) -> Hold:
+    """The hold of an action its policy holds. ``prior``: the hold this action already has (its
+    decision replayed): kept as it is, so a replay never reopens a released or denied hold."""
+    if prior is not None:
+        return prior
     return Hold(action_id, event_time_ms, event_time_ms + rule.expires_ms, why)
 
 

@@ -16,6 +16,8 @@ class Outcome(enum.Enum):
     PASS = "PASSED"
     APPROVE = "APPROVED"
     DROP = "DROPPED"
+    #: it would be approved, but its policy asks for a person's yes first (core/approval.py)
+    HOLD = "HELD"
 
 
 class Reason(enum.Enum):
@@ -29,6 +31,10 @@ class Reason(enum.Enum):
     CONTENT_WINDOW = "content_window"
     BUDGET_EXHAUSTED = "budget_exhausted"
     TOOL_DENIED = "tool_denied"
+    #: held for approval, and a person said no
+    APPROVAL_DENIED = "approval_denied"
+    #: held for approval, and no one said yes before its expiry
+    APPROVAL_EXPIRED = "approval_expired"
 
 
 @dataclass(frozen=True, slots=True)

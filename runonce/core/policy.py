@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from runonce.core.approval import ApprovalRule
 from runonce.core.content import canonical_json, sha256_hex
 from runonce.core.normal import NormalForm, apply, nfc
 from runonce.errors import ConfigError, InvalidAction
@@ -61,6 +62,8 @@ class Policy:
     named: bool = True
     #: params fields compared in a normal form beyond NFC (``normalize = { to = "email" }``)
     normal_forms: Mapping[str, NormalForm] = field(default_factory=dict)
+    #: when an action needs a person's yes before it runs (core/approval.py)
+    approval: ApprovalRule | None = None
 
     @property
     def has_scope_rules(self) -> bool:
@@ -155,7 +158,7 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
-_FIELDS = {"denied", "key", "key_ttl", "scope", "natural_id", "content_window", "budget", "normalize"}
+_FIELDS = {"denied", "key", "key_ttl", "scope", "natural_id", "content_window", "budget", "normalize", "approval"}
 
 
 def _enum(cls: type[enum.Enum], value: Any, where: str) -> Any:
@@ -182,6 +185,37 @@ def _str_list(raw: Any, where: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(x, str) and x for x in raw):
         raise ConfigError(f"{where}: expected a non-empty list of field names, got {raw!r}")
     return tuple(raw)
+
+
+def _approval(raw: Any, where: str) -> ApprovalRule:
+    """``approval = { always = true | above = { field = number } | max_items = { field = n }, expires = "24h" }``."""
+    t = _table(raw, where, {"expires"}, {"always", "above", "max_items"})
+    expires_ms = parse_duration_ms(t["expires"], f"{where}.expires")
+    always = t.get("always", False)
+    if not isinstance(always, bool):
+        raise ConfigError(f"{where}.always: expected true or false, got {always!r}")
+    above: dict[str, float] = {}
+    for name, limit in _field_table(t.get("above"), f"{where}.above").items():
+        if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit != limit:
+            raise ConfigError(f"{where}.above.{name}: expected a number, got {limit!r}")
+        above[name] = float(limit)
+    max_items: dict[str, int] = {}
+    for name, most in _field_table(t.get("max_items"), f"{where}.max_items").items():
+        if not isinstance(most, int) or isinstance(most, bool) or most < 0:
+            raise ConfigError(f"{where}.max_items.{name}: expected a whole number of items, got {most!r}")
+        max_items[name] = most
+    if always == bool(above or max_items):
+        raise ConfigError(f"{where}: say when approval is needed: always = true, or above = {{ field = number }} "
+                          "and/or max_items = { field = n } (not both kinds)")
+    return ApprovalRule(expires_ms=expires_ms, always=always, above=above, max_items=max_items)
+
+
+def _field_table(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"{where}: expected a table of params fields like {{ amount_cents = 50000 }}, got {raw!r}")
+    return raw
 
 
 def _policy(tool: str, raw: Any, where: str, named: bool) -> Policy:
@@ -214,6 +248,7 @@ def _policy(tool: str, raw: Any, where: str, named: bool) -> Policy:
         if not isinstance(forms, dict) or not forms:
             raise ConfigError(f"{where}.normalize: expected a table like {{ to = \"email\" }}, got {forms!r}")
         normal_forms = {name: _enum(NormalForm, form, f"{where}.normalize.{name}") for name, form in forms.items()}
+    approval = _approval(raw["approval"], f"{where}.approval") if "approval" in raw else None
     policy = Policy(
         tool=tool,
         normal_forms=normal_forms,
@@ -225,6 +260,7 @@ def _policy(tool: str, raw: Any, where: str, named: bool) -> Policy:
         content_window=content_window,
         budget=budget,
         named=named,
+        approval=approval,
     )
     if policy.has_scope_rules and not policy.scope:
         raise ConfigError(f"{where}: natural_id, content_window and budget need a scope = [params fields]")
@@ -261,7 +297,7 @@ class PolicyBook:
         if unknown:
             raise ConfigError(f"{source}: unknown top-level table(s) {', '.join(sorted(unknown))}; use [default] and [tools.NAME]")
         default_raw = data.get("default", {})
-        if set(default_raw) - {"denied", "key", "key_ttl"}:
+        if set(default_raw) - {"denied", "key", "key_ttl"}:  # approval too is per tool
             raise ConfigError(f"{source}: [default] takes only denied, key and key_ttl (scope rules are per tool)")
         default = _policy("*", default_raw, f"{source}: [default]", named=False)
         tools_raw = data.get("tools", {})

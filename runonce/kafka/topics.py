@@ -22,6 +22,12 @@ APPROVED = "actions.approved"
 DROPPED = "actions.dropped"
 RESULTS = "actions.results"
 DLQ = "actions.dlq"
+#: actions waiting for a person's approval (ActionDecision, outcome HELD); approvers read it
+HELD = "actions.held"
+#: approvers' verdicts (ApprovalVerdict), on the partition their held record names
+APPROVALS = "actions.approvals"
+#: what each verdict (or expiry) did to its hold (VerdictDecided)
+VERDICTS = "actions.verdicts"
 #: internal: stage 1 re-keys records whose Kafka partition is not their idempotency key's
 REKEY = "runonce.internal.rekey"
 #: internal: stage 1 hands actions with scope rules to stage 2, keyed by the policy's scope
@@ -30,6 +36,7 @@ SCOPED = "runonce.internal.scoped"
 #: with the other topics, so a worker never starts before its changelog exists.
 CHANGELOG_KEYS = "runonce-keys-changelog"
 CHANGELOG_SCOPES = "runonce-scopes-changelog"
+CHANGELOG_HOLDS = "runonce-holds-changelog"
 
 
 #: the largest record actions.requested accepts (the broker refuses bigger ones at produce time,
@@ -73,6 +80,14 @@ TOPICS: tuple[TopicSpec, ...] = (
                "min.compaction.lag.ms": "3600000", "max.message.bytes": _OUTPUT_LIMIT}),
     TopicSpec(DLQ, "undecodable or invalid input; the reason and origin are in headers",
               {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _COPY_LIMIT}),
+    TopicSpec(HELD, "actions waiting for a person's approval, with why and until when",
+              {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": _OUTPUT_LIMIT}),
+    # LogAppendTime: a verdict's time (is it before the hold's expiry?) is the broker's, as a request's is.
+    TopicSpec(APPROVALS, "approvers' verdicts, on the held action's partition",
+              {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS,
+               "max.message.bytes": str(1024 * 1024)}),
+    TopicSpec(VERDICTS, "what each verdict or expiry did to its held action",
+              {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": str(1024 * 1024)}),
     TopicSpec(REKEY, "internal: records re-keyed by idempotency key",
               {"retention.ms": _WEEK_MS, "max.message.bytes": _COPY_LIMIT}),
     TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope",
@@ -81,6 +96,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(CHANGELOG_KEYS, "internal: stage-1 state (dedup key -> first claim)",
               {"cleanup.policy": "compact", "max.message.bytes": _OUTPUT_LIMIT}),
     TopicSpec(CHANGELOG_SCOPES, "internal: stage-2 state (scope -> claims)",
+              {"cleanup.policy": "compact", "max.message.bytes": _OUTPUT_LIMIT}),
+    TopicSpec(CHANGELOG_HOLDS, "internal: held actions (action id -> hold and its decision)",
               {"cleanup.policy": "compact", "max.message.bytes": _OUTPUT_LIMIT}),
 )
 

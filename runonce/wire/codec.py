@@ -54,8 +54,10 @@ def crc64_avro(data: bytes) -> int:
 @dataclass(frozen=True, slots=True)
 class RecordType:
     name: str  # full name, e.g. dev.runonce.v1.ActionRequested
-    parsed: Any  # fastavro parsed schema
+    parsed: Any  # fastavro parsed schema (the writer's)
     fingerprint: bytes  # 8 bytes, little-endian
+    #: for a previous version (schemas/history/): the current schema, which its records are read as
+    reader: Any = None
 
     @property
     def header(self) -> bytes:
@@ -78,6 +80,17 @@ class Codec:
             rt = RecordType(name=name, parsed=parsed, fingerprint=fingerprint)
             self._by_name[raw["name"]] = rt
             self._by_fingerprint[fingerprint] = rt
+        # Records written with a previous version of a schema (schemas/history/, each kept
+        # backward compatible by tests/unit/test_schema_compat.py) are read as the current one.
+        for version, files in schemas.history_versions().items():
+            named_old: dict[str, Any] = {}
+            for filename in files:
+                raw = schemas.load_raw(filename, "history")
+                parsed = fastavro.parse_schema(raw, named_schemas=named_old)
+                fingerprint = struct.pack("<Q", crc64_avro(to_parsing_canonical_form(parsed).encode("utf-8")))
+                if fingerprint not in self._by_fingerprint:
+                    current = self._by_name[raw["name"]]
+                    self._by_fingerprint[fingerprint] = RecordType(current.name, parsed, fingerprint, current.parsed)
 
     def record_type(self, short_name: str) -> RecordType:
         return self._by_name[short_name]
@@ -110,7 +123,7 @@ class Codec:
         if expect is not None and short != expect:
             raise DecodeError(f"expected a {expect} record, got {short}")
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), rt.parsed, None)
+            record = fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), rt.parsed, rt.reader)
         except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError, IndexError...
             raise DecodeError(f"corrupt {short} body: {type(exc).__name__}: {exc}") from exc
         if not isinstance(record, dict):

@@ -45,7 +45,7 @@ from runonce.wire.codec import Codec
 log = logging.getLogger("runonce.streams")
 
 GROUP = "runonce"
-INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED)
+INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
 TXN_TIMEOUT_MS = 10_000
 #: a transaction the broker did not take in time: its records, or the transaction itself, timed out
 TIMED_OUT = frozenset({KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT})
@@ -60,10 +60,14 @@ class TransactionalWorker:
         root = settings.state_dir / settings.worker_name / "transactional"
         self.keys = TableState("keys", topics.CHANGELOG_KEYS, root)
         self.scopes = TableState("scopes", topics.CHANGELOG_SCOPES, root)
+        #: held actions (streams/holds.py), on the partition that held them: partition p of
+        #: every input topic is this worker's, so actions.approvals p finds its holds here
+        self.holds = TableState("holds", topics.CHANGELOG_HOLDS, root)
+        self.tables = (self.keys, self.scopes, self.holds)
         # A pass whose scope partition this worker owns (its state is open here) is decided by
         # stage 2 in the same transaction: one commit, not two, for a scoped action.
         self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys,
-                                 scopes=self.scopes, metrics=self.metrics,
+                                 scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self.scopes.parts.__contains__)
         self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
@@ -106,7 +110,9 @@ class TransactionalWorker:
         owned: dict[str, set[int]] = {topics.REQUESTED: set(), topics.SCOPED: set()}
         for tp in starts:  # stage 1's state partition p serves actions.requested p and the re-key topic p
             owned[topics.SCOPED if tp.topic == topics.SCOPED else topics.REQUESTED].add(tp.partition)
-        for table, parts in ((self.keys, owned[topics.REQUESTED]), (self.scopes, owned[topics.SCOPED])):
+        every = {tp.partition for tp in starts}  # a hold lives on the partition that decided it
+        for table, parts in ((self.keys, owned[topics.REQUESTED]), (self.scopes, owned[topics.SCOPED]),
+                             (self.holds, every)):
             for p in list(table.parts):
                 if p not in parts:
                     table.close(p)
@@ -122,8 +128,8 @@ class TransactionalWorker:
                  ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        self.keys.abort()
-        self.scopes.abort()
+        for table in self.tables:
+            table.abort()
 
     # -- loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -135,8 +141,8 @@ class TransactionalWorker:
         finally:
             self.consumer.close()
             self.reader.close()
-            self.keys.close_all()
-            self.scopes.close_all()
+            for table in self.tables:
+                table.close_all()
 
     def step(self) -> int:
         """Consume one batch and commit everything it caused; returns records decided."""
@@ -183,7 +189,7 @@ class TransactionalWorker:
             self.producer.begin_transaction()
             for out in self.pipeline.process_batch(batch):
                 self._produce(out.topic, out.key, out.value, out.partition, list(out.headers) or None)
-            for table in (self.keys, self.scopes):
+            for table in self.tables:
                 for partition, key, value in table.changes():
                     self._produce(table.changelog, key, value, partition, None, delivered)
             # No flush here: the offsets go to the coordinator while the records are still on
@@ -206,7 +212,7 @@ class TransactionalWorker:
         except KafkaException as exc:
             self._abandon(exc)
             return False
-        for table in (self.keys, self.scopes):
+        for table in self.tables:
             ends = {p: end for (topic, p), end in changelog_ends.items() if topic == table.changelog}
             missing = [p for p, part in table.parts.items() if part.pending and p not in ends]
             if missing:
@@ -232,8 +238,8 @@ class TransactionalWorker:
 
     def _abandon(self, exc: KafkaException) -> None:
         err: KafkaError = exc.args[0]
-        self.keys.abort()
-        self.scopes.abort()
+        for table in self.tables:
+            table.abort()
         self.metrics.transactions.labels("aborted").inc()
         if err.code() in clients.AUTH_ERRORS:
             raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc

@@ -47,14 +47,15 @@ class MemoryPipeline:
         decides stage 2 in place; otherwise every pass takes the scoped topic (faust)."""
         self.partitions = partitions
         self.codec = Codec()
-        self.keys, self.scopes = MemoryStore(), MemoryStore()
+        self.keys, self.scopes, self.holds = MemoryStore(), MemoryStore(), MemoryStore()
         self.pipeline = Pipeline(codec=self.codec, policies=policies or PolicyBook.load(), partitions=partitions,
-                                 keys=self.keys, scopes=self.scopes, metrics=StreamMetrics(),
+                                 keys=self.keys, scopes=self.scopes, holds=self.holds, metrics=StreamMetrics(),
                                  decides_scope_here=(lambda _p: True) if inline_scopes else None)
         self.key_stage, self.scope_stage = self.pipeline.keys, self.pipeline.scopes
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)
         self._last_decision: dict[str, dict[str, Any]] = {}
+        self._held: dict[str, dict[str, Any]] = {}
 
     def _next_offset(self, topic: str, partition: int) -> int:
         offset = self.offsets[(topic, partition)]
@@ -80,6 +81,27 @@ class MemoryPipeline:
                             partition=partition)
         return record
 
+    async def verdict(self, action_id: str, verdict: str, *, approver: str, timestamp_ms: int,
+                      verdict_id: str | None = None, reason: str = "") -> Inbound:
+        """An approver's verdict on a held action, on the partition its held record names."""
+        assert action_id in self._held, f"{action_id} was never held"
+        partition = self._held[action_id]["hold_partition"]
+        value = self.codec.encode("ApprovalVerdict", {
+            "verdict_id": verdict_id or f"{approver}-{verdict}-{timestamp_ms}", "action_id": action_id,
+            "verdict": verdict, "approver": approver, "reason": reason})
+        inbound = Inbound(topics.APPROVALS, partition, self._next_offset(topics.APPROVALS, partition), timestamp_ms,
+                          action_id.encode(), value)
+        await self._process(inbound)
+        return inbound
+
+    async def tick(self, partition: int, timestamp_ms: int) -> None:
+        """Event time moving on a partition (another action decided there), as expiry needs."""
+        await self.feed("update_salesforce_field", {"record_id": f"tick-{timestamp_ms}", "field": "f", "value": 1},
+                        timestamp_ms=timestamp_ms, key=f"tick-{partition}-{timestamp_ms}", partition=partition)
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        return [self.codec.decode(value, expect="VerdictDecided")[1] for _, value, _ in self.outputs[topics.VERDICTS]]
+
     async def redeliver(self, inbound: Inbound) -> None:
         """The same record again, as after a crash before the offset commit."""
         await self._process(inbound)
@@ -88,16 +110,18 @@ class MemoryPipeline:
         queue = [first]
         while queue:
             inbound = queue.pop(0)
-            out = self.pipeline.process(inbound)
-            if out.topic in (topics.REKEY, topics.SCOPED):
-                assert out.partition is not None
-                queue.append(Inbound(out.topic, out.partition, self._next_offset(out.topic, out.partition),
-                                     inbound.timestamp_ms, out.key, out.value, out.headers))
-                continue
-            self.outputs[out.topic].append((out.key, out.value, out.headers))
-            if out.topic in (topics.APPROVED, topics.DROPPED):
-                decision = self.codec.decode(out.value, expect="ActionDecision")[1]
-                self._last_decision[decision["request"]["action_id"]] = decision
+            for out in self.pipeline.process_all(inbound):
+                if out.topic in (topics.REKEY, topics.SCOPED):
+                    assert out.partition is not None
+                    queue.append(Inbound(out.topic, out.partition, self._next_offset(out.topic, out.partition),
+                                         inbound.timestamp_ms, out.key, out.value, out.headers))
+                    continue
+                self.outputs[out.topic].append((out.key, out.value, out.headers))
+                if out.topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
+                    decision = self.codec.decode(out.value, expect="ActionDecision")[1]
+                    self._last_decision[decision["request"]["action_id"]] = decision
+                    if out.topic == topics.HELD:
+                        self._held[decision["request"]["action_id"]] = decision
 
     def decisions(self, topic: str = topics.APPROVED) -> list[dict[str, Any]]:
         return [self.codec.decode(value, expect="ActionDecision")[1] for _, value, _ in self.outputs[topic]]

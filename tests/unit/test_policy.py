@@ -33,6 +33,16 @@ def test_unknown_tools_take_the_default_under_their_own_name() -> None:
     ('[tools.x]\nscope=["s"]\nbudget = { max = 0, window = "1h" }', r"\[tools.x\].budget.max: expected a positive integer"),
     ('[tools.x]\nwindow = "1h"', r"\[tools.x\]: unknown field\(s\) window"),
     ('[tools.x]\nscope=["s"]\nnatural_id = { fields = ["a"] }', r"\[tools.x\].natural_id: missing field\(s\) ttl"),
+    ('[tools.pay]\napproval = { above = { amount_cents = 500 } }', r"\[tools.pay\].approval: missing field\(s\) expires"),
+    ('[tools.pay]\napproval = { above = { amount_cents = "lots" }, expires = "24h" }',
+     r"\[tools.pay\].approval.above.amount_cents: expected a number"),
+    ('[tools.mail]\napproval = { max_items = { to = -1 }, expires = "1h" }',
+     r"\[tools.mail\].approval.max_items.to: expected a whole number"),
+    ('[tools.pay]\napproval = { always = true, above = { amount_cents = 5 }, expires = "1h" }',
+     r"\[tools.pay\].approval: say when approval is needed"),
+    ('[tools.pay]\napproval = { expires = "1h" }', r"\[tools.pay\].approval: say when approval is needed"),
+    ('[tools.pay]\napproval = { always = true, expires = "never" }', r"\[tools.pay\].approval.expires: expected a positive"),
+    ('[default]\napproval = { always = true, expires = "1h" }', r"\[default\] takes only"),
     ("[tools.x\n", "not valid TOML"),
     ("[toolz.x]\n", "unknown top-level table"),
 ])
@@ -81,3 +91,17 @@ def test_durations_format_back_to_what_parses_them(text: str) -> None:
 
     ms = parse_duration_ms(text, "t")
     assert parse_duration_ms(format_duration(ms), "t") == ms
+
+
+def test_an_approval_rule_says_why_an_action_needs_a_person() -> None:
+    book = PolicyBook.from_toml('[tools.pay]\napproval = { above = { amount_cents = 50000 }, expires = "24h" }\n'
+                                '[tools.mail]\napproval = { max_items = { to = 3 }, expires = "1h" }\n'
+                                '[tools.restart]\napproval = { always = true, expires = "15m" }')
+    pay, mail, restart = (book.for_tool(t).approval for t in ("pay", "mail", "restart"))
+    assert pay is not None and mail is not None and restart is not None
+    assert pay.expires_ms == 24 * 3_600_000
+    assert pay.why({"amount_cents": 75_000}) == "amount_cents 75000 > 50000"
+    assert pay.why({"amount_cents": 50_000}) is None and pay.why({"amount_cents": "75000"}) is None
+    assert mail.why({"to": ["a", "b", "c", "d"]}) == "to has 4 items > 3"
+    assert restart.why({}) == "always"
+    assert book.for_tool("other").approval is None

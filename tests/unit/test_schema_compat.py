@@ -13,17 +13,23 @@ from runonce import schemas
 
 
 def _parse(filename: str, folder: str = "") -> avro.schema.Schema:
+    """One schema, after the ones before it in SCHEMA_FILES (of the same version), whose
+    named types it may use (ActionDecision names ActionRequested)."""
     names = avro.schema.Names()
-    # ActionDecision names ActionRequested: parse the request first into the same namespace.
-    if not filename.startswith("action_requested"):
-        req = "action_requested.avsc" if not folder else _history_of("action_requested", filename)
-        avro.schema.make_avsc_object(schemas.load_raw(req, folder), names)
+    stem = filename.split(".")[0]
+    version = filename.split(".")[1] if folder else ""
+    chosen = dict(zip((f.split(".")[0] for f in schemas.history_versions()[version]),
+                      schemas.history_versions()[version])) if folder else {}
+    for schema in schemas.SCHEMA_FILES:
+        dep = schema.removesuffix(".avsc")
+        if dep == stem:
+            break
+        if folder:
+            if dep in chosen:
+                avro.schema.make_avsc_object(schemas.load_raw(chosen[dep], folder), names)
+        else:
+            avro.schema.make_avsc_object(schemas.load_raw(schema), names)
     return avro.schema.make_avsc_object(schemas.load_raw(filename, folder), names)
-
-
-def _history_of(stem: str, sibling: str) -> str:
-    version = sibling.rsplit(".", 2)[-2]
-    return f"{stem}.{version}.avsc"
 
 
 HISTORY = schemas.history_files()

@@ -1,0 +1,165 @@
+"""Held actions: the stream job's side of human approval (the decisions are core/approval.py's).
+
+- **Hold.** A stage that would approve an action whose policy asks for approval (and whose
+  params meet the rule) calls ``Holds.hold`` instead: the hold is stored in the holds table on
+  the deciding partition ``p``, and the decision goes to actions.held (outcome HELD) naming
+  ``p`` as ``hold_partition``.
+- **Verdicts.** An approver writes a verdict to actions.approvals on partition ``p``
+  (``wire.approvals.verdict_partition``). The worker that owns ``p`` owns it on every input
+  topic (the range assignor), so the hold and its verdicts have one decider: ``Holds.verdict``
+  decides each once, in order, in the transaction that consumes it. The first approve
+  releases the held decision to actions.approved (``verdict_by`` names the approver); a deny
+  drops it (approval_denied). Every verdict, deciding or not, is written to actions.verdicts
+  with what it changed.
+- **Expiry**, on event time: ``Holds.sweep`` runs for every record the partition decides and
+  drops each hold whose expiry that record's time has reached (approval_expired). It scans
+  the partition's holds only when one is due (the earliest due time is kept in memory; a
+  restarted worker scans once on its first record). A hold ended a week ago is deleted (a
+  tombstone in its changelog).
+
+A replay (at-least-once runtime) decides the same verdict again and writes the same outputs:
+the stored hold names the verdict that ended it (``Hold.decided_verdict``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Callable
+
+from runonce.core.approval import (EXPIRY, ApprovalRule, Change, Hold, HoldStatus, Verdict, VerdictDecision,
+                                   VerdictRecord, decide_verdict, hold, sweep)
+from runonce.core.decision import Outcome, Reason
+from runonce.errors import DecodeError, InvariantViolation
+from runonce.kafka import topics
+from runonce.kafka.record import Out
+from runonce.streams import records
+from runonce.streams.metrics import StreamMetrics
+from runonce.streams.ports import Inbound, StateStore
+from runonce.wire.codec import Codec
+
+#: how long an ended hold is kept (a late verdict is told who ended it)
+KEEP_ENDED_MS = 7 * 24 * 3600 * 1000
+
+_DROP_REASON = {Change.DENY: Reason.APPROVAL_DENIED, Change.EXPIRE: Reason.APPROVAL_EXPIRED}
+
+
+def encode_entry(held: Hold, decision: bytes) -> bytes:
+    """A holds-table value: the hold and the held decision (Avro), to release or drop later."""
+    return json.dumps({"h": held.to_json(), "d": base64.b64encode(decision).decode()},
+                      separators=(",", ":")).encode()
+
+
+def decode_entry(raw: bytes, partition: int) -> tuple[Hold, bytes]:
+    try:
+        data = json.loads(raw)
+        return Hold.from_json(data["h"]), base64.b64decode(data["d"])
+    except Exception as exc:  # runonce wrote it: unreadable state is a broken invariant
+        raise InvariantViolation(f"holds[{partition}]: unreadable entry: {exc!r}") from exc
+
+
+class Holds:
+    def __init__(self, store: StateStore, codec: Codec, metrics: StreamMetrics,
+                 final: Callable[[dict[str, Any], Outcome, Reason, str], Out]) -> None:
+        """``final``: how a stage writes a final decision (its metrics, its output key)."""
+        self.store = store
+        self.codec = codec
+        self.metrics = metrics
+        self._final = final
+        #: per partition, the earliest event time at which a sweep has work (absent: unknown)
+        self._due_ms: dict[int, float] = {}
+
+    # -- holding -------------------------------------------------------------------------
+    def hold(self, record: dict[str, Any], rule: ApprovalRule, why: str, partition: int) -> Out:
+        """``record`` (an APPROVE decision) held on ``partition`` instead."""
+        action_id = str(record["request"]["action_id"])
+        raw = self.store.get(partition, action_id.encode())
+        prior = decode_entry(raw, partition)[0] if raw is not None else None
+        held = hold(action_id, rule, why, record["event_time_ms"], prior)
+        out = dict(record, outcome=Outcome.HOLD.value, hold_why=held.why, hold_expires_at_ms=held.expires_at_ms,
+                   hold_partition=partition)
+        value = self.codec.encode("ActionDecision", out)
+        # Written again on a replay, as claims are ("Replays write again" in core/decide.py).
+        self.store.put(partition, action_id.encode(), encode_entry(held, value))
+        if partition in self._due_ms:
+            self._due_ms[partition] = min(self._due_ms[partition], held.expires_at_ms)
+        self.metrics.held.labels(record["request"]["tool"]).inc()
+        return Out(topics.HELD, records.output_key(out), value)
+
+    # -- verdicts ------------------------------------------------------------------------
+    def verdict(self, inbound: Inbound) -> list[Out]:
+        """A verdict from actions.approvals: what it changed, and the release or drop it caused."""
+        _, raw = self.codec.decode(inbound.value, expect="ApprovalVerdict")
+        verdict = VerdictRecord(str(raw["verdict_id"]), str(raw["action_id"]), Verdict(raw["verdict"]),
+                                str(raw["approver"]), inbound.timestamp_ms, str(raw.get("reason") or ""))
+        if not verdict.action_id or not verdict.verdict_id or not verdict.approver:
+            raise DecodeError("a verdict needs an action_id, a verdict_id and an approver")
+        p = inbound.partition
+        entry = self.store.get(p, verdict.action_id.encode())
+        prior, decision = decode_entry(entry, p) if entry is not None else (None, b"")
+        outcome = decide_verdict(prior, verdict)
+        return self._apply(p, prior, decision, outcome, verdict, inbound.timestamp_ms)
+
+    def sweep(self, partition: int, event_time_ms: int) -> list[Out]:
+        """Expire this partition's holds that are due; forget ended ones kept long enough."""
+        if event_time_ms < self._due_ms.get(partition, float("-inf")):
+            return []
+        outs: list[Out] = []
+        due = float("inf")
+        after: bytes | None = None
+        while True:
+            entries = list(self.store.scan(partition, after, 256))
+            for key, raw in entries:
+                held, decision = decode_entry(raw, partition)
+                if held.status is HoldStatus.HELD:
+                    outcome = sweep(held, event_time_ms)
+                    if outcome.change is Change.EXPIRE and outcome.new_hold is not None:
+                        outs += self._apply(partition, held, decision, outcome, None, event_time_ms)
+                        held = outcome.new_hold
+                    else:
+                        due = min(due, held.expires_at_ms)
+                        continue
+                forget_at_ms = (held.decided_at_ms or held.expires_at_ms) + KEEP_ENDED_MS
+                if event_time_ms >= forget_at_ms:
+                    self.store.delete(partition, key)
+                else:
+                    due = min(due, forget_at_ms)
+            if len(entries) < 256:
+                self._due_ms[partition] = due
+                return outs
+            after = entries[-1][0]
+
+    def _apply(self, p: int, prior: Hold | None, decision: bytes, outcome: VerdictDecision,
+               verdict: VerdictRecord | None, event_time_ms: int) -> list[Out]:
+        outs: list[Out] = []
+        ended = outcome.new_hold
+        if ended is not None and prior is not None:
+            if outcome.change is not Change.NONE:
+                _, record = self.codec.decode(decision, expect="ActionDecision")
+                record.update(verdict_by=ended.decided_by, verdict_id=ended.decided_verdict)
+                tool = str(record["request"]["tool"])
+                if outcome.change is Change.RELEASE:
+                    outs.append(self._final(dict(record, outcome=Outcome.APPROVE.value), Outcome.APPROVE,
+                                            Reason(record["reason"]), tool))
+                else:
+                    reason = _DROP_REASON[outcome.change]
+                    outs.append(self._final(dict(record, outcome=Outcome.DROP.value, reason=reason.value),
+                                            Outcome.DROP, reason, tool))
+                if not outcome.replay:
+                    self.metrics.holds_ended.labels(outcome.change.value).inc()
+            self.store.put(p, ended.action_id.encode(), encode_entry(ended, decision))
+        now = ended or prior
+        action_id = verdict.action_id if verdict is not None else (now.action_id if now else "")
+        outs.append(Out(topics.VERDICTS, action_id.encode(), self.codec.encode("VerdictDecided", {
+            "action_id": action_id,
+            "verdict_id": verdict.verdict_id if verdict else None,
+            "verdict": verdict.verdict.value if verdict else None,
+            "approver": verdict.approver if verdict else EXPIRY,
+            "reason": verdict.reason if verdict else "",
+            "change": outcome.change.value,
+            "status": now.status.value if now else None,
+            "decided_by": now.decided_by if now else None,
+            "note": outcome.note,
+            "event_time_ms": event_time_ms,
+        })))
+        return outs
