@@ -12,8 +12,9 @@ caller should do about them::
     │   ├── DecodeError               bytes are not an action (not Avro, bad header)
     │   │   └── UnknownSchema         single-object header names a fingerprint we lack
     │   ├── InvalidAction             decodes, but breaks a rule (empty tool, bad params)
-    │   └── Unprocessable             deciding it raised something unforeseen (its type named):
-    │                                 that record's dead letter, never the worker's crash
+    │   ├── Unprocessable             deciding it raised something unforeseen (its type named):
+    │   │                             that record's dead letter, never the worker's crash
+    │   └── NotHeld                   a verdict names an action that was never held
     └── FatalError                    stop the process; a human must look
         ├── ConfigError               settings or policy file are wrong (names the field)
         ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
@@ -68,6 +69,12 @@ class InvalidAction(InvalidInput):
 
 class Unprocessable(InvalidInput):
     kind = "unprocessable"
+
+
+class NotHeld(InvalidInput):
+    """An approver's verdict names an action runonce never held (a typo, or one not yet decided)."""
+
+    kind = "not_held"
 
 
 class FatalError(RunonceError):

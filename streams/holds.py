@@ -106,28 +106,29 @@ class Holds:
             return []
         outs: list[Out] = []
         due = float("inf")
-        after: bytes | None = None
-        while True:
-            entries = list(self.store.scan(partition, after, 256))
-            for key, raw in entries:
-                held, decision = decode_entry(raw, partition)
-                if held.status is HoldStatus.HELD:
-                    outcome = sweep(held, event_time_ms)
-                    if outcome.change is Change.EXPIRE and outcome.new_hold is not None:
-                        outs += self._apply(partition, held, decision, outcome, None, event_time_ms)
-                        held = outcome.new_hold
-                    else:
-                        due = min(due, held.expires_at_ms)
-                        continue
-                forget_at_ms = (held.decided_at_ms or held.expires_at_ms) + KEEP_ENDED_MS
-                if event_time_ms >= forget_at_ms:
-                    self.store.delete(partition, key)
+        # One scan of the partition's holds (people's approvals: few), the open transaction's included.
+        for key, raw in self.store.scan(partition, None, 1 << 30):
+            held, decision = decode_entry(raw, partition)
+            if held.status is HoldStatus.HELD:
+                outcome = sweep(held, event_time_ms)
+                if outcome.change is Change.EXPIRE and outcome.new_hold is not None:
+                    outs += self._apply(partition, held, decision, outcome, None, event_time_ms)
+                    held = outcome.new_hold
                 else:
-                    due = min(due, forget_at_ms)
-            if len(entries) < 256:
-                self._due_ms[partition] = due
-                return outs
-            after = entries[-1][0]
+                    due = min(due, held.expires_at_ms)
+                    continue
+            forget_at_ms = (held.decided_at_ms or held.expires_at_ms) + KEEP_ENDED_MS
+            if event_time_ms >= forget_at_ms:
+                self.store.delete(partition, key)
+            else:
+                due = min(due, forget_at_ms)
+        self._due_ms[partition] = due
+        return outs
+
+    def forget(self) -> None:
+        """The open transaction's state changes were dropped (an abort, a rebalance): what
+        was learnt from them about due times is dropped too."""
+        self._due_ms.clear()
 
     def _apply(self, p: int, prior: Hold | None, decision: bytes, outcome: VerdictDecision,
                verdict: VerdictRecord | None, event_time_ms: int) -> list[Out]:

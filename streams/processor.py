@@ -358,6 +358,11 @@ class Pipeline:
         """One output for one input, whatever the input (``_Stage.failed``)."""
         return self.stage_for(inbound.topic).process(inbound)
 
+    def rolled_back(self) -> None:
+        """The runtime dropped the open transaction's state changes (an abort, a rebalance)."""
+        if self.holds is not None:
+            self.holds.forget()
+
     def process_all(self, inbound: Inbound) -> list[Out]:
         """Every output of one input: its decision (or a verdict's), and the holds on its
         partition that expire at its event time."""

@@ -106,6 +106,17 @@ def admin_client(bootstrap: KafkaTarget) -> AdminClient:
     return AdminClient(base_config(bootstrap))
 
 
+def partition_count(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> int:
+    """How many partitions ``topic`` has (BrokerUnavailable if it does not exist)."""
+    try:
+        meta = admin_client(bootstrap).list_topics(topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        raise translate(exc, f"cannot describe {topic} at {bootstrap}") from exc
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise BrokerUnavailable(f"topic {topic} does not exist at {bootstrap} (runonce topics create)")
+    return len(meta.partitions)
+
+
 def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30.0, *,
                   replication_factor: int | None = None, min_insync_replicas: int | None = None,
                   say: Callable[[str], None] = lambda _msg: None) -> dict[str, str]:

@@ -4,7 +4,8 @@ Each record of ``actions.requested`` must end in exactly one place: a decision i
 ``actions.approved`` or ``actions.dropped`` (matched by source partition/offset), or a
 dead letter in ``actions.dlq`` (matched by origin headers). The oracle reports:
 
-* lost        requested records with no decision and no dead letter
+* lost        requested records with no decision and no dead letter (a held action waiting
+              for a person is not lost: it is counted as ``held``, from ``actions.held``)
 * conflicts   records decided two different ways (approved and dropped, or two reasons),
               each with every decision written for it and where (``decided_two_ways``)
 * phantoms    decisions that point at no requested record
@@ -57,6 +58,8 @@ class Report:
     dead_letters_repeated: int = 0
     #: action_id -> how many times its decision was written again
     re_emitted_by_action: dict[str, int] = field(default_factory=dict)
+    #: requested records held for a person's approval and not decided yet
+    held: list[Position] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -82,6 +85,8 @@ class Report:
             f"dead-lettered  {self.dead_lettered}",
             f"re-emitted     {self.re_emitted}  (same decision written again after a redelivery)",
         ]
+        if self.held:
+            lines.insert(3, f"held           {len(self.held)}  (waiting for a person's approval)")
         for reason, count in sorted(self.reasons.items()):
             lines.append(f"  {reason:<22} {count}")
         if self.dead_letters_repeated:
@@ -95,8 +100,9 @@ class Report:
 
 
 def account(requested: Iterable[Record], approved: Iterable[Record], dropped: Iterable[Record],
-            dlq: Iterable[Record], codec: Codec | None = None) -> Report:
-    """Pure accounting over already-read records (tests feed it planted topics)."""
+            dlq: Iterable[Record], codec: Codec | None = None, held: Iterable[Record] = ()) -> Report:
+    """Pure accounting over already-read records (tests feed it planted topics). A record
+    held for approval (``held``) is accounted by its release or drop; until then it is held."""
     codec = codec or Codec()
     report = Report()
     action_at: dict[Position, str | None] = {}
@@ -164,7 +170,16 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
             report.reasons[f"dlq:{reason}"] += 1
         if action_id:
             report.outcome_by_action[action_id] = (outcome, reason)
-    report.lost = sorted(pos for pos in action_at if pos not in seen)
+    waiting = set()
+    for r in held:
+        try:
+            _, d = codec.decode(r.value, expect="ActionDecision")
+        except InvalidInput:
+            report.unreadable.append((r.topic, r.partition, r.offset))
+            continue
+        waiting.add((d["source_partition"], d["source_offset"]))
+    report.held = sorted(pos for pos in waiting if pos in action_at and pos not in seen)
+    report.lost = sorted(pos for pos in action_at if pos not in seen and pos not in waiting)
     report.doubled_keys = sorted(key for key, ids in approved_by_key.items() if len(ids) > 1)
     report.phantoms.sort()
     report.conflicts.sort()
@@ -174,7 +189,8 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
 def verify(bootstrap: KafkaTarget, codec: Codec | None = None) -> Report:
     """Read the four topics to their current ends and account."""
     return account(read_all(bootstrap, topics.REQUESTED), read_all(bootstrap, topics.APPROVED),
-                   read_all(bootstrap, topics.DROPPED), read_all(bootstrap, topics.DLQ), codec)
+                   read_all(bootstrap, topics.DROPPED), read_all(bootstrap, topics.DLQ), codec,
+                   read_all(bootstrap, topics.HELD))
 
 
 def expected_mismatches(report: Report, planted: Mapping[str, str]) -> dict[str, tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""Background readers that index every decision (approved/dropped/dlq) and every final result
+"""Background readers that index every decision (approved/dropped/held/dlq) and every final result
 from the beginning of the topics, for the demo, tests and benchmarks, which want to see all of
 them. Agents do not use these: the SDK's ``runonce/sdk/outcomes.py`` reads only what its
 handles need, from the client's start."""
@@ -32,7 +32,7 @@ class DecisionWatcher:
         self._consumer = clients.reader(bootstrap, group=f"runonce-watch-{uuid.uuid4().hex[:6]}",
                                         **{"enable.partition.eof": False})
         parts = []
-        for t in (topics.APPROVED, topics.DROPPED, topics.DLQ):
+        for t in (topics.APPROVED, topics.DROPPED, topics.HELD, topics.DLQ):
             meta = self._consumer.list_topics(t, timeout=10).topics[t]
             parts += [TopicPartition(t, p, OFFSET_BEGINNING) for p in meta.partitions]
         self._consumer.assign(parts)
@@ -55,14 +55,22 @@ class DecisionWatcher:
                         self.headers_by_action[d["request"]["action_id"]].append(
                             {k: v for k, v in _pairs(msg.headers()) if isinstance(v, bytes)})
 
-    def wait(self, action_ids: Iterable[str], timeout_s: float = 60.0) -> dict[str, dict[str, Any]]:
+    def wait(self, action_ids: Iterable[str], timeout_s: float = 60.0, *,
+             final: bool = False) -> dict[str, dict[str, Any]]:
+        """Each action's first decision (a hold is one); ``final``: its first that is not a hold."""
         ids = list(action_ids)
         deadline = time.monotonic() + timeout_s
+
+        def first(action_id: str) -> dict[str, Any] | None:
+            found = [d for d in self.by_action.get(action_id, ()) if not final or d["outcome"] != "HELD"]
+            return found[0] if found else None
+
         while True:
             with self._lock:
-                missing = [a for a in ids if a not in self.by_action]
+                got = {a: first(a) for a in ids}
+                missing = [a for a, d in got.items() if d is None]
                 if not missing:
-                    return {a: self.by_action[a][0] for a in ids}
+                    return {a: d for a, d in got.items() if d is not None}
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(missing)} of {len(ids)} actions undecided after {timeout_s:.0f} s "
                                    f"(is a stream worker running?): {missing[:3]}")

@@ -113,8 +113,25 @@ class TableState:
         self.parts[partition].pending[key] = None
 
     def scan(self, partition: int, after: bytes | None, limit: int) -> Iterable[tuple[bytes, bytes]]:
+        """What ``get`` would answer, in key order: the database overlaid with the open
+        transaction's changes (a hold put in this transaction is swept in it too)."""
         part = self.parts.get(partition)
-        return part.scan(after, limit) if part is not None else []
+        if part is None:
+            return []
+        committed = part.scan(after, limit)
+        if not part.pending:
+            return committed
+        # Pending keys beyond the last committed key of a full page belong to a later page.
+        bound = committed[-1][0] if len(committed) >= limit else None
+        merged = dict(committed)
+        for key, value in part.pending.items():
+            if (after is not None and key <= after) or (bound is not None and key > bound):
+                continue
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return sorted(merged.items())[:limit]
 
     # -- the transaction -------------------------------------------------------------
     def changes(self) -> Iterator[tuple[int, bytes, bytes | None]]:

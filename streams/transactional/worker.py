@@ -123,6 +123,7 @@ class TransactionalWorker:
                          p, done.records, done.from_offset, done.to_offset, done.seconds,
                          " (rebuilt)" if done.rebuilt else "")
         self.starts = {(tp.topic, tp.partition): tp.offset for tp in starts}
+        self.pipeline.rolled_back()  # state partitions came and went: nothing cached about them holds
         consumer.assign(starts)
         log.info("%s assigned %s", self.transactional_id,
                  ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
@@ -130,6 +131,7 @@ class TransactionalWorker:
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         for table in self.tables:
             table.abort()
+        self.pipeline.rolled_back()
 
     # -- loop ------------------------------------------------------------------------
     def run(self) -> None:
@@ -240,6 +242,7 @@ class TransactionalWorker:
         err: KafkaError = exc.args[0]
         for table in self.tables:
             table.abort()
+        self.pipeline.rolled_back()
         self.metrics.transactions.labels("aborted").inc()
         if err.code() in clients.AUTH_ERRORS:
             raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc

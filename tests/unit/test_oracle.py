@@ -86,3 +86,15 @@ def test_the_same_decision_twice_is_a_counted_re_emission_not_a_failure() -> Non
     (r1, a1) = req(0, 0)
     report = account([r1], [decision(a1, 0, 0), decision(a1, 0, 0)], [], [])
     assert report.ok and report.re_emitted == 1 and report.approved == 1
+
+
+def test_a_held_record_is_held_until_its_release_and_a_release_twice_is_caught() -> None:
+    (r1, a1), (r2, a2) = req(0, 0, key="K1"), req(0, 1, key="K2")
+    held = [Record("actions.held", 0, i, 0, None, decision(a, 0, o).value, ()) for i, (a, o) in enumerate(((a1, 0), (a2, 1)))]
+    waiting = account([r1, r2], [decision(a1, 0, 0)], [], [], held=held)
+    assert waiting.ok and waiting.held == [(0, 1)] and waiting.approved == 1, waiting.summary()
+    released_twice = account([r1, r2], [decision(a1, 0, 0), decision(a1, 0, 0)], [decision(a2, 0, 1, "DROPPED",
+                                                                                             "approval_denied")], [],
+                             held=held)
+    assert released_twice.held == [] and released_twice.re_emitted_by_action == {a1["action_id"]: 1}
+    assert account([r1, r2], [], [], [], held=held[:1]).lost == [(0, 1)]

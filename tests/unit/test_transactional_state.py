@@ -79,6 +79,22 @@ def test_a_transaction_is_invisible_to_rocksdb_until_it_commits(tmp_path: Path) 
     assert list(table.changes()) == []
 
 
+def test_a_scan_sees_what_get_sees_the_open_transaction_included(tmp_path: Path) -> None:
+    # The holds sweep scans for due holds: one put earlier in the same transaction must be found.
+    table = TableState("holds", LOG, tmp_path)
+    table.open(0)
+    for key in (b"a", b"c", b"e"):
+        table.put(0, key, b"old")
+    table.commit({0: 3})
+    table.put(0, b"b", b"new")     # a key only the transaction has
+    table.delete(0, b"c")          # a key the transaction deleted
+    table.put(0, b"e", b"changed")
+    table.put(0, b"z", b"late")    # beyond a full page's last committed key: the next page's
+    assert list(table.scan(0, None, 10)) == [(b"a", b"old"), (b"b", b"new"), (b"e", b"changed"), (b"z", b"late")]
+    assert list(table.scan(0, b"b", 10)) == [(b"e", b"changed"), (b"z", b"late")]
+    assert list(table.scan(0, None, 2)) == [(b"a", b"old"), (b"b", b"new")]
+
+
 def test_state_and_checkpoint_survive_a_reopen(tmp_path: Path) -> None:
     table = TableState("keys", LOG, tmp_path)
     table.open(3)

@@ -1,0 +1,224 @@
+"""Human approval on the real broker: a stream worker (the default runtime) whose policy holds
+charges above 500.00, the payments executor against the sandbox, and approvers as separate
+processes, as the CLI's client, and as two headless Chromium sessions on the approvals page.
+
+Each test counts the released decisions on actions.approved (the hold stage's promise:
+released once) and the requests the payments sandbox received for the charge's key (every
+request, though the vendor itself would deduplicate a repeated key)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from runonce.approvals import tokens
+from runonce.approvals.client import Approvals
+from runonce.approvals.page import ApprovalsPage
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.core.approval import Verdict
+from runonce.core.policy import PolicyBook
+from runonce.kafka import groups, topics
+from runonce.kafka.partitioner import partition_for
+from runonce.kafka.reader import read_all
+from runonce.sdk.submit import Submitter
+from runonce.settings import Settings
+from runonce.testkit.watch import DecisionWatcher
+from runonce.wire.codec import Codec
+
+from tests.support.cdp import BrowserSession
+from tests.support.load import final_results
+from tests.support.worker import RunonceProcess, WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+BIG = 75_000  # above the policy's 50_000: held
+
+
+def _policy_file(path: Path) -> Path:
+    """The shipped policies, with charges above 500.00 held for an hour and wire transfers
+    always held for 3 s (the expiry test)."""
+    text = (Path(__file__).resolve().parents[2] / "runonce/core/policies.toml").read_text()
+    text = text.replace("[tools.charge_payment]\n", "[tools.charge_payment]\n"
+                        'approval = { above = { amount_cents = 50000 }, expires = "1h" }\n', 1)
+    text += '\n[tools.wire_transfer]\nkey = "require"\napproval = { always = true, expires = "3s" }\n'
+    PolicyBook.from_toml(text)  # valid, or the worker would not start
+    path.write_text(text)
+    return path
+
+
+class Stack:
+    def __init__(self, broker: Settings, vendors: VendorServer, worker: WorkerProcess, decisions: DecisionWatcher) -> None:
+        self.broker = broker
+        self.bootstrap = broker.bootstrap_servers()
+        self.vendors = vendors
+        self.worker = worker
+        self.decisions = decisions
+
+    def charge(self, key: str, cents: int = BIG) -> str:
+        with Submitter(self.bootstrap, agent_id="approvals-it") as sub:
+            action_id = sub.submit("charge_payment", {"card": "tok_visa", "amount_cents": cents}, idempotency_key=key)
+        held = self.decisions.wait([action_id], timeout_s=60)[action_id]
+        assert held["outcome"] == "HELD", held
+        return action_id
+
+    def approved(self, action_id: str) -> list[dict[str, Any]]:
+        """Every decision for the action on actions.approved (read_committed)."""
+        codec = Codec()
+        found = [codec.decode(r.value, expect="ActionDecision")[1] for r in read_all(self.bootstrap, topics.APPROVED)]
+        return [d for d in found if d["request"]["action_id"] == action_id]
+
+    def charge_requests(self, key: str) -> int:
+        return len(self.vendors.ledger.requests("/v1/charges", key))
+
+    def performed(self, action_id: str, timeout_s: float = 60) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = final_results(self.bootstrap, {action_id}).get(action_id)
+            if status not in (None, "attempting"):
+                return status
+            time.sleep(0.3)
+        raise AssertionError(f"{action_id} was never performed")
+
+
+@pytest.fixture(scope="module")
+def stack(broker: Settings, decision_log: DecisionWatcher, sandboxes: tuple[VendorServer, SmtpServer],
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    vendors, _ = sandboxes
+    logs = tmp_path_factory.mktemp("approvals")
+    env = {"RUNONCE_POLICY_FILE": str(_policy_file(logs / "policies.toml"))}
+    worker = WorkerProcess(broker, "appr-w", logs, extra_env=env)
+    group = f"runonce-exec-appr-{uuid.uuid4().hex[:6]}"
+    groups.start_group_at_end(broker.bootstrap_servers(), group, topics.APPROVED)  # earlier tests' are not ours
+    executor = RunonceProcess(broker, "appr-exec", ["executor", "--vendor", "payments", "--group", group], logs,
+                              {**env, "RUNONCE_VENDOR_URL": vendors.url})
+    worker.start()
+    executor.start()
+    try:
+        yield Stack(broker, vendors, worker, decision_log)
+    finally:
+        executor.stop()
+        worker.stop()
+
+
+def _approver(bootstrap: str, name: str, action_id: str, barrier: Any, out: Any) -> None:
+    with Approvals(bootstrap, name) as approvals:
+        barrier.wait(30)  # every approver past its setup: now all click at once
+        seen = approvals.verdict(action_id, Verdict.APPROVE, wait_s=60)
+        out.put((name, seen.change, seen.note))
+
+
+def test_approvers_racing_in_four_processes_release_one_charge(stack: Stack) -> None:
+    key = f"appr-race-{uuid.uuid4().hex[:6]}"
+    action_id = stack.charge(key)
+    assert stack.approved(action_id) == [] and stack.charge_requests(key) == 0  # held: not performed
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_approver, args=(stack.bootstrap, f"approver-{i}", action_id, barrier, out))
+             for i in range(4)]
+    for p in procs:
+        p.start()
+    answers = sorted(out.get(timeout=90) for _ in procs)
+    for p in procs:
+        p.join(30)
+    released = [name for name, change, _ in answers if change == "release"]
+    assert len(released) == 1, answers
+    assert all(note == f"already released by {released[0]}" for _, change, note in answers if change == "none"), answers
+    assert stack.performed(action_id) == "succeeded"
+    approvals = stack.approved(action_id)
+    assert [d["verdict_by"] for d in approvals] == released, approvals
+    assert stack.charge_requests(key) == 1
+
+
+def test_a_denied_charge_is_dropped_with_its_reason_and_never_performed(stack: Stack) -> None:
+    key = f"appr-deny-{uuid.uuid4().hex[:6]}"
+    action_id = stack.charge(key)
+    with Approvals(stack.bootstrap, "carol") as approvals:
+        assert approvals.verdict(action_id, Verdict.DENY, "not this customer").change == "deny"
+        late = approvals.verdict(action_id, Verdict.APPROVE)
+    assert (late.change, late.note) == ("none", "already denied by carol")
+    dropped = stack.decisions.wait([action_id], final=True)[action_id]
+    assert (dropped["outcome"], dropped["reason"], dropped["verdict_by"]) == ("DROPPED", "approval_denied", "carol")
+    assert stack.approved(action_id) == [] and stack.charge_requests(key) == 0
+
+
+def test_a_hold_no_one_approves_expires_on_event_time_with_its_reason(stack: Stack) -> None:
+    key = f"appr-expire-{uuid.uuid4().hex[:6]}"
+    with Submitter(stack.bootstrap, agent_id="approvals-it") as sub:
+        action_id = sub.submit("wire_transfer", {"to": "acct-1", "amount_cents": 10}, idempotency_key=key)
+        assert stack.decisions.wait([action_id])[action_id]["outcome"] == "HELD"
+        time.sleep(3.5)
+        # Event time moves on the hold's partition when the worker decides anything there.
+        partition = partition_for(key, stack.broker.partitions)
+        tick = next(k for k in (f"tick-{key}-{i}" for i in range(10_000))
+                    if partition_for(k, stack.broker.partitions) == partition)
+        sub.submit("update_salesforce_field", {"record_id": tick, "field": "f", "value": 1}, idempotency_key=tick)
+    expired = stack.decisions.wait([action_id], timeout_s=30, final=True)[action_id]
+    assert (expired["outcome"], expired["reason"], expired["verdict_by"]) == ("DROPPED", "approval_expired", "expiry")
+
+
+def test_a_worker_killed_between_hold_and_release_releases_exactly_once(stack: Stack) -> None:
+    key = f"appr-kill-{uuid.uuid4().hex[:6]}"
+    action_id = stack.charge(key)
+    stack.worker.kill()
+    shutil.rmtree(stack.broker.state_dir / stack.worker.name, ignore_errors=True)  # restored from the changelog
+    with Approvals(stack.bootstrap, "dana") as dana, Approvals(stack.bootstrap, "erin") as erin:
+        sent = [dana.send(action_id, Verdict.APPROVE), erin.send(action_id, Verdict.APPROVE)]  # while no one decides
+    stack.worker.start()
+    assert stack.performed(action_id, timeout_s=120) == "succeeded", stack.worker.log_tail()
+    with Approvals(stack.bootstrap, "frank") as frank:
+        seen = {v.verdict_id: v for v in frank.get(action_id).verdicts}
+    assert [seen[v].change for v in sent] == ["release", "none"], seen
+    assert [d["verdict_by"] for d in stack.approved(action_id)] == ["dana"]
+    assert stack.charge_requests(key) == 1
+
+
+def test_two_people_approving_on_the_page_at_once_release_once_and_both_see_who(stack: Stack, tmp_path) -> None:
+    tokens_file = tmp_path / "approvers.tokens"
+    links = {name: tokens.add(tokens_file, name) for name in ("alice", "bob")}
+    key = f"appr-page-{uuid.uuid4().hex[:6]}"
+    action_id = stack.charge(key)
+    page = ApprovalsPage(Approvals(stack.bootstrap, "page"), tokens_file)
+    threading.Thread(target=page.serve_forever, daemon=True).start()
+    sessions = {name: BrowserSession() for name in links}
+    row = f'tr[data-action="{action_id}"]'
+    try:
+        for name, session in sessions.items():
+            session.open(f"{page.url}/?token={links[name]}")
+            assert session.evaluate("document.querySelector('[data-approver]').textContent") == name
+            assert session.evaluate(f"document.querySelector('{row}').dataset.status") == "held"
+        clicks = [threading.Thread(target=s.evaluate, args=(f"document.querySelector('{row} button[value=approve]')"
+                                                             ".click()",)) for s in sessions.values()]
+        for t in clicks:
+            t.start()
+        for t in clicks:
+            t.join(30)
+        flashes = {}
+        for name, session in sessions.items():
+            deadline = time.monotonic() + 60
+            while "msg=" not in (session.evaluate("location.href") or "") or \
+                    session.evaluate("document.readyState") != "complete":
+                assert time.monotonic() < deadline, f"{name}'s verdict never came back"
+                time.sleep(0.1)
+            flashes[name] = session.evaluate("document.querySelector('[data-flash]').textContent")
+        winner = next(name for name, text in flashes.items() if text == "approve: release by you")
+        other = next(name for name in sessions if name != winner)
+        assert flashes[other] == f"approve: changed nothing (already released by {winner})", flashes
+        for session in sessions.values():  # both pages, read again, say who released it
+            session.open(page.url)
+            assert session.evaluate(f"document.querySelector('{row}').dataset.status") == "released"
+            assert session.evaluate(f"document.querySelector('{row} [data-decided-by]').textContent") == winner
+    finally:
+        for session in sessions.values():
+            session.close()
+        page.close()
+    assert stack.performed(action_id) == "succeeded"
+    assert [d["verdict_by"] for d in stack.approved(action_id)] == [winner]
+    assert stack.charge_requests(key) == 1
