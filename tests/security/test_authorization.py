@@ -49,6 +49,19 @@ def test_an_agent_writing_approved_is_refused(cluster: SecuredCluster) -> None:
         assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
 
 
+def test_an_agent_cannot_approve_its_own_action_and_an_approver_can_do_only_that(cluster: SecuredCluster) -> None:
+    for agent in ("agent", "agent-reader"):  # no agent principal writes a verdict
+        err = _produce(cluster.access(agent), topics.APPROVALS)
+        assert err is not None and err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                  KafkaError.CLUSTER_AUTHORIZATION_FAILED), (agent, err)
+    approver = cluster.access("approver")
+    assert _produce(approver, topics.APPROVALS) is None  # the positive control
+    list(read_all(approver, topics.HELD, timeout_s=20))  # reads what is held: no exception
+    for topic in (topics.APPROVED, topics.REQUESTED, topics.HELD):
+        err = _produce(approver, topic)
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, topic
+
+
 def test_an_agent_joining_the_stream_jobs_group_is_refused(cluster: SecuredCluster) -> None:
     consumer = Consumer({**clients.base_config(cluster.access("agent")), "group.id": "runonce",
                          "auto.offset.reset": "earliest"})
