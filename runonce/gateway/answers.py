@@ -7,12 +7,13 @@ model does not retry into a second side effect; a timeout says calling again is 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from runonce.core.decision import Reason
-from runonce.sdk.client import ActionOutcome
-from runonce.wire.results import DROPPED, PENDING, Status
+from runonce.sdk.client import ActionOutcome, HeldFor
+from runonce.wire.results import DROPPED, HELD, PENDING, Status
 
 _DROPS = {
     Reason.TOOL_DENIED.value: "Denied: runonce's policy never runs this tool.",
@@ -59,3 +60,11 @@ def timed_out(tool: str, action_id: str | None, timeout_s: float) -> Answer:
                   + (f" (action {action_id})" if action_id else "")
                   + "; calling again with the same arguments is safe: runonce will not perform it twice.",
                   {"tool": tool, "action_id": action_id, "status": PENDING}, True)
+
+
+def waiting_for_approval(tool: str, action_id: str, held: HeldFor) -> Answer:
+    return Answer(f"Waiting for approval (action {action_id}): {held.why}. A person must approve it before "
+                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(held.expires_at_ms / 1000))}; calling again "
+                  "will not perform it twice.",
+                  {"tool": tool, "action_id": action_id, "status": HELD, "why": held.why,
+                   "expires_at_ms": held.expires_at_ms}, False)

@@ -16,7 +16,7 @@ from mcp.server.lowlevel import Server
 
 from runonce.core.policy import PolicyBook
 from runonce.errors import ResultTimeout, RunonceError
-from runonce.gateway.answers import Answer, answer, timed_out
+from runonce.gateway.answers import Answer, answer, timed_out, waiting_for_approval
 from runonce.gateway.tools import KEY_ARGUMENT, served_tools
 from runonce.sdk.client import ActionClient, Handle
 
@@ -48,6 +48,9 @@ def create_gateway(client: ActionClient, policies: PolicyBook, *, timeout_s: flo
                 lambda: client.submit(name, params, idempotency_key=key, agent_id=agent))
             outcome = await anyio.to_thread.run_sync(handle.result, timeout_s)
         except ResultTimeout:
+            held = handle.held if handle is not None else None
+            if handle is not None and held is not None:
+                return _result(waiting_for_approval(name, handle.action_id, held))
             return _result(timed_out(name, handle.action_id if handle else None, timeout_s))
         except RunonceError as exc:
             log.warning("tool call %s not taken: %s", name, exc)

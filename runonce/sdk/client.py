@@ -24,7 +24,7 @@ from typing import Any, Callable, Generator, Mapping
 from confluent_kafka import KafkaException
 
 from runonce.core.policy import PolicyBook
-from runonce.errors import InvariantViolation, RunonceError
+from runonce.errors import InvariantViolation, ResultTimeout, RunonceError
 from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
@@ -53,6 +53,14 @@ class ActionOutcome:
         return self.result_of != self.action_id and self.drop_reason is None
 
 
+@dataclass(frozen=True, slots=True)
+class HeldFor:
+    """An action held for a person's approval: why its policy holds it, and until when."""
+
+    why: str
+    expires_at_ms: int
+
+
 class Handle:
     def __init__(self, client: ActionClient, action_id: str) -> None:
         self.client = client
@@ -61,10 +69,28 @@ class Handle:
 
     def result(self, timeout: float = 60.0) -> ActionOutcome:
         """The outcome (waiting at most ``timeout`` seconds; ResultTimeout after that, and
-        calling again keeps waiting). Once known, it is kept."""
+        calling again keeps waiting). Once known, it is kept. An action held for a person's
+        approval has no outcome until someone decides: its ResultTimeout says so."""
         if self._outcome is None:
-            self._outcome = self.client._resolve(self.action_id, time.monotonic() + timeout)
+            try:
+                self._outcome = self.client._resolve(self.action_id, time.monotonic() + timeout)
+            except ResultTimeout as exc:
+                held = self.held
+                if held is None:
+                    raise
+                raise ResultTimeout(f"action {self.action_id} is waiting for approval ({held.why}) until "
+                                    f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(held.expires_at_ms / 1000))}"
+                                    "; waiting again, or calling again, will not perform it twice") from exc
         return self._outcome
+
+    @property
+    def held(self) -> HeldFor | None:
+        """Why and until when this action waits for a person's approval (None: it does not,
+        or not any more)."""
+        if self._outcome is not None:
+            return None
+        record = self.client._outcomes.held(self.action_id)
+        return HeldFor(record["hold_why"], record["hold_expires_at_ms"]) if record is not None else None
 
     def __await__(self) -> Generator[Any, None, ActionOutcome]:
         return asyncio.get_running_loop().run_in_executor(None, self.result).__await__()

@@ -94,13 +94,15 @@ class Outcomes:
         #: action ids handles wait for (how many handles each) -> their decision / final result, once seen
         self._watched: Counter[str] = Counter()
         self._decisions: dict[str, dict[str, Any]] = {}
+        #: watched actions held for a person's approval (their HELD record), until decided
+        self._held: dict[str, dict[str, Any]] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         #: records on the outcome topics this client could not read (a foreign writer's): counted, logged
         self.undecodable = 0
         self._consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
                                         **{"enable.partition.eof": False})
-        starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS))
+        starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS, topics.HELD))
         #: decisions and results share partition numbers (the executor writes a result to its
         #: approved record's partition number)
         self._partitions = sum(1 for tp in starts if tp.topic == topics.APPROVED)
@@ -132,7 +134,10 @@ class Outcomes:
             action_id = d["request"]["action_id"]
             if action_id in self._watched:
                 with self._cond:
-                    self._decisions.setdefault(action_id, d)
+                    if msg.topic() == topics.HELD:  # not a decision yet: a person decides
+                        self._held.setdefault(action_id, d)
+                    else:
+                        self._decisions.setdefault(action_id, d)
                     self._cond.notify_all()
 
     def _seen_result(self, r: dict[str, Any]) -> None:
@@ -156,11 +161,17 @@ class Outcomes:
                 del self._watched[action_id]
                 self._decisions.pop(action_id, None)
                 self._results.pop(action_id, None)
+                self._held.pop(action_id, None)
 
     @property
     def watched(self) -> int:
         """Actions some handle waits for: what this client's memory grows with."""
         return len(self._watched)
+
+    def held(self, action_id: str) -> dict[str, Any] | None:
+        """The HELD record of a watched action waiting for a person's approval, if the tail saw one."""
+        with self._cond:
+            return self._held.get(action_id)
 
     def decision(self, action_id: str, deadline: float) -> dict[str, Any]:
         return self._wait(lambda: self._decisions.get(action_id), deadline,

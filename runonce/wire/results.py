@@ -25,6 +25,8 @@ class Status(enum.Enum):
 DROPPED = "dropped"
 #: the gateway's status for a call whose outcome had not arrived when it answered
 PENDING = "pending"
+#: the gateway's status for a call held for a person's approval when it answered
+HELD = "held"
 
 
 def result_partition(approved_partition: int) -> int:

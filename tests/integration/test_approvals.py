@@ -25,9 +25,11 @@ from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.core.approval import Verdict
 from runonce.core.policy import PolicyBook
+from runonce.errors import ResultTimeout
 from runonce.kafka import groups, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
+from runonce.sdk.client import ActionClient
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.watch import DecisionWatcher
@@ -134,6 +136,22 @@ def test_approvers_racing_in_four_processes_release_one_charge(stack: Stack) -> 
     assert stack.performed(action_id) == "succeeded"
     approvals = stack.approved(action_id)
     assert [d["verdict_by"] for d in approvals] == released, approvals
+    assert stack.charge_requests(key) == 1
+
+
+def test_an_agents_handle_says_held_then_resolves_and_a_retry_gets_the_same_answer(stack: Stack) -> None:
+    key = f"appr-sdk-{uuid.uuid4().hex[:6]}"
+    with ActionClient(stack.bootstrap, agent_id="sdk-agent") as client:
+        handle = client.submit("charge_payment", {"card": "tok_visa", "amount_cents": BIG}, idempotency_key=key)
+        with pytest.raises(ResultTimeout, match=r"waiting for approval \(amount_cents 75000 > 50000\)"):
+            handle.result(timeout=2)
+        assert handle.held is not None and handle.held.why == "amount_cents 75000 > 50000"
+        retry = client.submit("charge_payment", {"card": "tok_visa", "amount_cents": BIG}, idempotency_key=key)
+        with Approvals(stack.bootstrap, "gina") as gina:
+            assert gina.verdict(handle.action_id, Verdict.APPROVE).change == "release"
+        first, again = handle.result(timeout=60), retry.result(timeout=60)
+    assert first.status == "succeeded" and handle.held is None
+    assert (again.status, again.result_of, again.vendor_ref) == ("succeeded", handle.action_id, first.vendor_ref)
     assert stack.charge_requests(key) == 1
 
 

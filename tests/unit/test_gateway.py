@@ -61,3 +61,13 @@ def test_in_doubt_says_calling_again_will_not_help_and_a_timeout_says_it_is_safe
     assert "Calling again will not perform it twice" in answer("t", ActionOutcome("a", "in_doubt", "a")).text
     late = timed_out("t", "a9", 30)
     assert late.facts["status"] == "pending" and "calling again with the same arguments is safe" in late.text
+
+
+def test_a_held_call_says_it_waits_for_a_person_and_that_calling_again_is_safe() -> None:
+    from runonce.gateway.answers import waiting_for_approval
+    from runonce.sdk.client import HeldFor
+
+    held = waiting_for_approval("charge_payment", "a7", HeldFor("amount_cents 75000 > 50000", 1_800_000_000_000))
+    assert held.text.startswith("Waiting for approval (action a7): amount_cents 75000 > 50000.")
+    assert "calling again will not perform it twice" in held.text and not held.is_error
+    assert held.facts["status"] == "held"
