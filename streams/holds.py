@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any, Callable
 
 from runonce.core.approval import (EXPIRY, ApprovalRule, Change, Hold, HoldStatus, Verdict, VerdictDecision,
@@ -68,6 +69,10 @@ class Holds:
         self._final = final
         #: per partition, the earliest event time at which a sweep has work (absent: unknown)
         self._due_ms: dict[int, float] = {}
+        #: per partition, the holds waiting for a person: action id -> held at (for the gauges)
+        self._waiting: dict[int, dict[str, int]] = {}
+        metrics.holds_waiting.set_function(lambda: sum(len(w) for w in self._waiting.values()))
+        metrics.hold_oldest.set_function(self._oldest_s)
 
     # -- holding -------------------------------------------------------------------------
     def hold(self, record: dict[str, Any], rule: ApprovalRule, why: str, partition: int) -> Out:
@@ -83,6 +88,8 @@ class Holds:
         self.store.put(partition, action_id.encode(), encode_entry(held, value))
         if partition in self._due_ms:
             self._due_ms[partition] = min(self._due_ms[partition], held.expires_at_ms)
+        if held.status is HoldStatus.HELD:
+            self._waiting.setdefault(partition, {})[action_id] = held.held_at_ms
         self.metrics.held.labels(record["request"]["tool"]).inc()
         return Out(topics.HELD, records.output_key(out), value)
 
@@ -106,6 +113,7 @@ class Holds:
             return []
         outs: list[Out] = []
         due = float("inf")
+        waiting: dict[str, int] = {}
         # One scan of the partition's holds (people's approvals: few), the open transaction's included.
         for key, raw in self.store.scan(partition, None, 1 << 30):
             held, decision = decode_entry(raw, partition)
@@ -116,6 +124,7 @@ class Holds:
                     held = outcome.new_hold
                 else:
                     due = min(due, held.expires_at_ms)
+                    waiting[held.action_id] = held.held_at_ms
                     continue
             forget_at_ms = (held.decided_at_ms or held.expires_at_ms) + KEEP_ENDED_MS
             if event_time_ms >= forget_at_ms:
@@ -123,12 +132,19 @@ class Holds:
             else:
                 due = min(due, forget_at_ms)
         self._due_ms[partition] = due
+        self._waiting[partition] = waiting
         return outs
 
     def forget(self) -> None:
         """The open transaction's state changes were dropped (an abort, a rebalance): what
         was learnt from them about due times is dropped too."""
         self._due_ms.clear()
+        self._waiting.clear()
+
+    def _oldest_s(self) -> float:
+        oldest = min((t for w in self._waiting.values() for t in w.values()), default=None)
+        # wall clock: a gauge for people, never an input to a decision
+        return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
 
     def _apply(self, p: int, prior: Hold | None, decision: bytes, outcome: VerdictDecision,
                verdict: VerdictRecord | None, event_time_ms: int) -> list[Out]:
@@ -149,6 +165,8 @@ class Holds:
                 if not outcome.replay:
                     self.metrics.holds_ended.labels(outcome.change.value).inc()
             self.store.put(p, ended.action_id.encode(), encode_entry(ended, decision))
+            if ended.status is not HoldStatus.HELD:
+                self._waiting.get(p, {}).pop(ended.action_id, None)
         now = ended or prior
         action_id = verdict.action_id if verdict is not None else (now.action_id if now else "")
         outs.append(Out(topics.VERDICTS, action_id.encode(), self.codec.encode("VerdictDecided", {

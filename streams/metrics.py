@@ -50,6 +50,10 @@ class StreamMetrics:
         self.held = Counter("runonce_actions_held", "Actions held for a person's approval", ["tool"], registry=r)
         self.holds_ended = Counter("runonce_holds_ended", "Holds ended, by change (release, deny, expire)",
                                    ["change"], registry=r)
+        self.holds_waiting = Gauge("runonce_holds_waiting", "Actions held on this worker's partitions, waiting "
+                                   "for a person", registry=r)
+        self.hold_oldest = Gauge("runonce_hold_oldest_seconds", "How long the oldest action held on this "
+                                 "worker's partitions has waited (0: none)", registry=r)
 
     def expect(self, budgeted_tools: Iterable[str], dead_letter_kinds: Iterable[str]) -> None:
         """Series at 0 for what the alerts watch, before the first one happens: ``increase()`` over

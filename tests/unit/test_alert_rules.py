@@ -39,7 +39,7 @@ def _panel_exprs() -> list[str]:
 def test_promtool_checks_the_rules_and_passes_their_unit_tests() -> None:
     said: list[str] = []
     assert check_rules(Settings.from_env({}), say=said.append) == 0, "\n".join(said)
-    assert "SUCCESS: 6 rules found" in said[0] and "SUCCESS" in said[1]
+    assert "SUCCESS: 7 rules found" in said[0] and "SUCCESS" in said[1]
 
 
 def test_promtool_fails_a_rule_test_whose_expectation_is_wrong(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ time, and a replay that never reopens a hold."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -130,3 +131,15 @@ def test_a_runtime_without_a_holds_table_refuses_a_policy_that_asks_for_approval
     with pytest.raises(ConfigError, match="charge_payment, send_email ask for approval"):
         Pipeline(codec=Codec(), policies=POLICIES, partitions=6, keys=MemoryStore(), scopes=MemoryStore(),
                  metrics=StreamMetrics())
+
+
+def test_the_waiting_gauges_count_holds_until_they_end() -> None:
+    pipe = MemoryPipeline(policies=POLICIES)
+    registry = pipe.pipeline.keys.metrics.registry
+    waiting = lambda: registry.get_sample_value("runonce_holds_waiting")  # noqa: E731
+    a_minute_ago = int(time.time() * 1000) - 60_000
+    first, second = charge(pipe, 75_000, "k1", a_minute_ago), charge(pipe, 80_000, "k2", a_minute_ago)
+    assert waiting() == 2 and 59 < registry.get_sample_value("runonce_hold_oldest_seconds") < 3600
+    run(pipe.verdict(first, "approve", approver="alice", timestamp_ms=a_minute_ago + 10))
+    run(pipe.verdict(second, "deny", approver="alice", timestamp_ms=a_minute_ago + 10))
+    assert waiting() == 0 and registry.get_sample_value("runonce_hold_oldest_seconds") == 0
