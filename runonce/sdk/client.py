@@ -98,14 +98,16 @@ class Handle:
 
 class ActionClient:
     def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", policies: PolicyBook | None = None,
-                 outcomes: KafkaTarget | None = None) -> None:
+                 outcomes: KafkaTarget | None = None, connect_timeout_s: float = 10.0) -> None:
         """``bootstrap``: where (and as whom) to publish actions. ``outcomes``: where and as whom
         to read their outcomes, when that is another principal (``agent-reader`` on a secured
-        broker: the ``agent`` principal may write requests and read nothing)."""
+        broker: the ``agent`` principal may write requests and read nothing).
+        ``connect_timeout_s``: how long to wait for the broker before BrokerUnavailable."""
         self.policies = policies or PolicyBook.load()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
-            self._outcomes = Outcomes(outcomes if outcomes is not None else bootstrap, self.policies)
+            self._outcomes = Outcomes(outcomes if outcomes is not None else bootstrap, self.policies,
+                                      connect_timeout_s=connect_timeout_s)
         except RunonceError:
             raise
         except KafkaException as exc:

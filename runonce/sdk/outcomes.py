@@ -86,7 +86,7 @@ class Looked:
 
 class Outcomes:
     def __init__(self, target: KafkaTarget, policies: PolicyBook, *, codec: Codec | None = None,
-                 recent: RecentResults | None = None) -> None:
+                 recent: RecentResults | None = None, connect_timeout_s: float = 10.0) -> None:
         self.target, self.policies = target, policies
         self.codec = codec or Codec()
         self.recent = recent or RecentResults()
@@ -102,7 +102,8 @@ class Outcomes:
         self.undecodable = 0
         self._consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
                                         **{"enable.partition.eof": False})
-        starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS, topics.HELD))
+        starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS, topics.HELD),
+                       connect_timeout_s)
         #: decisions and results share partition numbers (the executor writes a result to its
         #: approved record's partition number)
         self._partitions = sum(1 for tp in starts if tp.topic == topics.APPROVED)
@@ -270,12 +271,12 @@ _SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NO
                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT})
 
 
-def _ends(consumer: Any, names: tuple[str, ...]) -> list[TopicPartition]:
+def _ends(consumer: Any, names: tuple[str, ...], connect_timeout_s: float = 10.0) -> list[TopicPartition]:
     """Each partition's current end, as explicit offsets (an OFFSET_END assignment would be
     resolved later, when fetching starts: after a first submit, maybe)."""
     ends = []
     for name in names:
-        meta = consumer.list_topics(name, timeout=10).topics[name]
+        meta = consumer.list_topics(name, timeout=connect_timeout_s).topics[name]
         if meta.error is not None:
             raise clients.translate(meta.error, f"reading {name}")
         for p in meta.partitions:

@@ -96,13 +96,13 @@ def test_an_agent_creating_acls_is_refused(cluster: SecuredCluster) -> None:
 def test_an_unauthenticated_client_gets_nothing(cluster: SecuredCluster) -> None:
     bootstrap = cluster.admin.bootstrap_servers()
     with pytest.raises(KafkaException) as caught:
-        AdminClient(clients.base_config(bootstrap)).list_topics(timeout=5)  # no SASL at all
+        AdminClient(clients.base_config(bootstrap)).list_topics(timeout=2)  # no SASL at all
     assert caught.value.args[0].code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
     errors: list[KafkaError] = []
     wrong = AdminClient({**clients.base_config(cluster.access("agent", password="not-the-password")),
                          "error_cb": errors.append})
     with pytest.raises(KafkaException):
-        wrong.list_topics(timeout=5)
+        wrong.list_topics(timeout=2)
     wrong.poll(1)  # serves the error callback
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 

@@ -14,7 +14,7 @@ def test_an_unreachable_broker_is_a_clear_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(BrokerUnavailable, match=f"cannot reach Kafka at 127.0.0.1:{port}"):
-        ActionClient(f"127.0.0.1:{port}")
+        ActionClient(f"127.0.0.1:{port}", connect_timeout_s=1)
 
 
 def test_params_that_cannot_be_serialized_are_named() -> None:
