@@ -575,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", help="serve / token: the approvers' tokens file (default RUNONCE_HOME/approvers.tokens)")
     p = add("tail", cmd_tail, "Print a topic's records as readable lines or JSON: what analysts tap. "
                               "Example: runonce tail dropped --json --reason duplicate_key --since 1h | jq .")
-    p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested"])
+    p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested", "held", "verdicts"])
     p.add_argument("-f", "--follow", action="store_true", help="keep reading new records")
     p.add_argument("-n", "--limit", type=int, default=0, help="stop after N records shown (0: no limit)")
     p.add_argument("--json", action="store_true", help="one JSON object per line (for jq, DuckDB, pandas)")
@@ -588,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("export", cmd_export, "Write a topic's records for a time range to Parquet or JSON lines, one flat "
                                   "row each (for DuckDB, pandas), with tail's filters; progress on stderr. "
                                   "Example: runonce export dropped --since 24h --out drops.parquet")
-    p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested"])
+    p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested", "held", "verdicts"])
     p.add_argument("--out", required=True, help="file to write (.parquet: Parquet; anything else: JSON lines)")
     p.add_argument("--format", choices=["parquet", "jsonl"], help="override the format the suffix implies")
     p.add_argument("--tool", help="only this tool's records")

@@ -25,7 +25,11 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     "decision": [("decision", "string"), ("reason", "string"), ("tool", "string"), ("agent", "string"),
                  ("action_id", "string"), ("idempotency_key", "string"), ("key", "string"), ("matched", "string"),
                  ("window_ms", "int64"), ("unkeyed", "bool"), ("repeats_action_id", "string"),
-                 ("repeats_partition", "int32"), ("repeats_offset", "int64")],
+                 ("repeats_partition", "int32"), ("repeats_offset", "int64"), ("hold_why", "string"),
+                 ("hold_expires_at_ms", "int64"), ("verdict_by", "string")],
+    "verdict": [("action_id", "string"), ("verdict_id", "string"), ("verdict", "string"), ("approver", "string"),
+                ("change", "string"), ("status", "string"), ("decided_by", "string"), ("note", "string"),
+                ("reason", "string")],
     "result": [("status", "string"), ("tool", "string"), ("action_id", "string"), ("idempotency_key", "string"),
                ("vendor_ref", "string"), ("attempts", "int32")],
     "dead_letter": [("error_type", "string"), ("origin_topic", "string"), ("origin_partition", "int32"),
@@ -34,7 +38,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
                 ("natural_id", "string"), ("params", "string")],
 }
 KIND_OF_TOPIC = {"dropped": "decision", "approved": "decision", "results": "result", "dlq": "dead_letter",
-                 "requested": "request"}
+                 "requested": "request", "held": "decision", "verdicts": "verdict"}
 BATCH_ROWS = 50_000
 
 

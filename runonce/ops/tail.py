@@ -17,7 +17,8 @@ from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_MESSAGE, H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 TOPIC_BY_NAME = {"dropped": topics.DROPPED, "approved": topics.APPROVED, "dlq": topics.DLQ,
-                 "results": topics.RESULTS, "requested": topics.REQUESTED}
+                 "results": topics.RESULTS, "requested": topics.REQUESTED, "held": topics.HELD,
+                 "verdicts": topics.VERDICTS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +57,19 @@ def view(codec: Codec, record: Record, *, dead_letters: bool | None = None) -> d
         out = {**base, "kind": "decision", "decision": rec["outcome"], "reason": rec["reason"], "tool": req["tool"],
                "agent": req["agent_id"], "action_id": req["action_id"], "idempotency_key": req["idempotency_key"],
                "key": rec["dedup_key"], "matched": rec["matched_key"], "window_ms": rec["window_ms"],
-               "unkeyed": rec["unkeyed"], "repeats": None}
+               "unkeyed": rec["unkeyed"], "repeats": None,
+               # held for approval (and what was released, denied or expired): why, until when, by whom
+               "hold_why": rec.get("hold_why"), "hold_expires_at_ms": rec.get("hold_expires_at_ms"),
+               "verdict_by": rec.get("verdict_by")}
         if rec["first_action_id"]:
             out["repeats"] = {"action_id": rec["first_action_id"], "partition": rec["first_partition"],
                               "offset": rec["first_offset"]}
         return out
+    if name == "VerdictDecided":
+        return {**base, "kind": "verdict", "action_id": rec["action_id"], "verdict_id": rec["verdict_id"],
+                "verdict": rec["verdict"], "approver": rec["approver"], "change": rec["change"],
+                "status": rec["status"], "decided_by": rec["decided_by"], "note": rec["note"],
+                "reason": rec["reason"]}
     if name == "ActionResult":
         return {**base, "kind": "result", "status": rec["status"], "tool": rec["tool"], "action_id": rec["action_id"],
                 "idempotency_key": rec["idempotency_key"], "vendor_ref": rec["vendor_ref"], "error": rec["error"],
@@ -88,6 +97,9 @@ def line(v: dict[str, Any]) -> str:
     if kind == "result":
         return (f"{v['status'].upper():<10} {v['tool']:<24} action {v['action_id']} vendor_ref={v['vendor_ref']} "
                 f"attempts={v['attempts']}{' error=' + v['error'] if v['error'] else ''}")
+    if kind == "verdict":
+        return (f"VERDICT {v['verdict'] or 'expiry':<7} by {v['approver']:<16} action {v['action_id']} -> "
+                f"{v['change']}{' (' + v['note'] + ')' if v['note'] else ''}")
     if kind == "request":
         params = json.dumps(v["params"], sort_keys=True)[:80]
         return f"REQ   {v['tool']:<24} action {v['action_id']} key={v['idempotency_key']} params={params}"
@@ -101,6 +113,10 @@ def line(v: dict[str, Any]) -> str:
         text += f" within {v['window_ms'] // 1000}s"
     if v["unkeyed"]:
         text += " [unkeyed]"
+    if v.get("hold_why"):
+        text += f" held: {v['hold_why']}"
+    if v.get("verdict_by"):
+        text += f" by {v['verdict_by']}"
     return text
 
 

@@ -78,3 +78,15 @@ def test_buckets_are_round_widths_and_at_least_24_bars() -> None:
     assert bucket_ms(0, 8_000) == 1_000  # shorter than 24 s: seconds
     assert bucket_ms(0, 3_600_000) == 60_000 and bucket_ms(0, 86_400_000) == 3_600_000
     assert bucket_ms(0, 7 * 86_400_000) == 6 * 3_600_000
+
+
+def test_held_released_denied_and_expired_are_counted_and_shown() -> None:
+    rows = [decision(T0 + i, "HELD", "unique", "charge_payment") for i in range(4)]
+    rows += [{**decision(T0 + 10, "APPROVED", "unique", "charge_payment"), "verdict_by": "alice"},
+             decision(T0 + 11, "APPROVED", "unique", "charge_payment"),  # approved without a hold
+             decision(T0 + 12, "DROPPED", "approval_denied", "charge_payment"),
+             decision(T0 + 13, "DROPPED", "approval_expired", "charge_payment")]
+    s = summarize(rows, [], [], T0, T0 + HOUR)
+    assert (s.held, s.released, s.approved, s.dropped) == (4, 1, 2, 2)
+    counts = page_counts(render(s, "Kafka at test")).counts
+    assert (counts["held"], counts["released"], counts["approval_denied"], counts["approval_expired"]) == (4, 1, 1, 1)

@@ -17,8 +17,8 @@ def build(target: KafkaTarget, since_ms: int, until_ms: int) -> Summary:
     def read(which: str) -> Iterator[dict[str, Any]]:
         return rows(target, which, since_ms=since_ms, until_ms=until_ms)
 
-    return summarize(itertools.chain(read("dropped"), read("approved")), read("results"), read("dlq"),
-                     since_ms, until_ms)
+    return summarize(itertools.chain(read("dropped"), read("approved"), read("held")), read("results"),
+                     read("dlq"), since_ms, until_ms)
 
 
 def write_report(target: KafkaTarget, path: Path, since_ms: int, until_ms: int, source: str,

@@ -110,6 +110,9 @@ svg text {{ font-size: 13px; }} code {{ font-size: .9em; word-break: break-all; 
 <div>{_count("decided", s.decided)}decided</div><div>{_count("approved", s.approved)}approved</div>
 <div>{_count("dropped", s.dropped)}dropped as repeats</div>
 <div>{_count("budget_exhausted", s.drops_by_reason.get(Reason.BUDGET_EXHAUSTED.value, 0))}stopped by budgets</div>
+<div>{_count("held", s.held)}held for approval</div><div>{_count("released", s.released)}released by a person</div>
+<div>{_count("approval_denied", s.drops_by_reason.get(Reason.APPROVAL_DENIED.value, 0))}denied</div>
+<div>{_count("approval_expired", s.drops_by_reason.get(Reason.APPROVAL_EXPIRED.value, 0))}expired unanswered</div>
 <div>{_count("in_doubt", len(s.in_doubt))}results in doubt</div>
 <div>{_count("dead_letters", sum(s.dead_letters_by_type.values()))}dead letters</div>
 </div>

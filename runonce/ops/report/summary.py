@@ -52,6 +52,10 @@ class Summary:
     in_doubt: list[Doubt] = field(default_factory=list)
     dead_letters_by_type: Counter[str] = field(default_factory=Counter)
     bucket_ms: int = 60_000
+    #: held for a person's approval in the range, and of the approvals, those a person released
+    #: (denied and expired holds are drops: approval_denied, approval_expired)
+    held: int = 0
+    released: int = 0
 
     @property
     def decided(self) -> int:
@@ -73,8 +77,12 @@ def summarize(decisions: Iterable[dict[str, Any]], results: Iterable[dict[str, A
         if r.get("kind") != "decision":
             s.unreadable += 1
             continue
+        if r["decision"] == Outcome.HOLD.value:
+            s.held += 1
+            continue
         if r["decision"] == Outcome.APPROVE.value:
             s.approved += 1
+            s.released += bool(r.get("verdict_by"))
             continue
         s.dropped += 1
         reason, tool, at = r["reason"], r["tool"], int(r["broker_time"])
