@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -19,12 +20,16 @@ from runonce.connectors.errors import ConnectorError
 from runonce.connectors.registry import FACTORIES
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.core.decision import Reason
+from runonce.approvals.client import Approvals
+from runonce.core.approval import Verdict
+from runonce.core.decision import Outcome, Reason
+from runonce.errors import InvariantViolation
+from runonce.kafka.access import KafkaTarget
 from runonce.kafka import groups, topics
 from runonce.sdk.submit import Submitter
 from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from runonce.settings import Settings
-from runonce.testkit.scenarios import Incident, incidents
+from runonce.testkit.scenarios import Incident, approval_race, incidents
 from runonce.wire.decisions import DecisionView
 
 Progress = Callable[[str], None]
@@ -67,6 +72,11 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
                     with_runonce, reasons = _through_runonce(incident, sub, decisions, results, vendors)
                     progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
                     rows.append(Row(incident, without, with_runonce, reasons))
+                incident = approval_race(run_id)
+                without = _straight(incident, connectors, vendors)
+                with_runonce, reasons = _through_approvals(incident, bootstrap, sub, decisions, results, vendors)
+                progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
+                rows.append(Row(incident, without, with_runonce, reasons))
             finally:
                 results.close()
     finally:
@@ -121,6 +131,35 @@ def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatc
             results.wait(v.action_id, deadline)
     reasons = Counter(v.reason.value if v.dropped else f"flagged {v.reason.value}"
                       for v in views if v.dropped or v.reason is not Reason.UNIQUE)
+    return vendors.ledger.count() - before, reasons
+
+
+def _through_approvals(incident: Incident, bootstrap: KafkaTarget, sub: Submitter, decisions: DecisionWatcher,
+                       results: ResultWatcher, vendors: VendorServer) -> tuple[int, Counter[str]]:
+    """Both workers submit the held action, then both approve it at the same moment."""
+    before = vendors.ledger.count()
+    ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
+    sub.flush()
+    views = [DecisionView.of(d) for d in decisions.wait(ids, timeout_s=180).values()]
+    held = [v.action_id for v in views if v.outcome is Outcome.HOLD]
+    if len(held) != 1:
+        raise InvariantViolation(f"{incident.name}: expected one held action, got {[v.outcome for v in views]}")
+    barrier = threading.Barrier(len(incident.requests))
+    changes: list[str] = []
+
+    def approve(worker: str) -> None:
+        with Approvals(bootstrap, worker) as approvals:
+            barrier.wait(30)
+            changes.append(approvals.verdict(held[0], Verdict.APPROVE, wait_s=60).change)
+
+    threads = [threading.Thread(target=approve, args=(r.agent_id,)) for r in incident.requests]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    results.wait(held[0], time.monotonic() + 180)
+    reasons = Counter(v.reason.value for v in views if v.dropped)
+    reasons.update(f"approval {c}" for c in changes)
     return vendors.ledger.count() - before, reasons
 
 

@@ -85,3 +85,18 @@ def all_requests(items: list[Incident]) -> Iterator[tuple[Incident, Request]]:
     for incident in items:
         for request in incident.requests:
             yield incident, request
+
+
+def approval_race(run_id: str | None = None) -> Incident:
+    """The 871-email race with a person's approval required (the shipped policy holds an email
+    with more than 10 blind copies): two dispatch workers both read the approval as pending,
+    both send the campaign and both approve it. Without runonce each worker's send is an email."""
+    r = run_id or _run_id()
+    campaign = {"to": f"lead+{r}@example.com", "subject": "Q4 offer", "body": "Approved draft #1",
+                "bcc": [f"list-{i}+{r}@example.com" for i in range(25)]}
+    return Incident("approval_race_held", "the 871-email race, approval required: two workers both approve",
+                    tuple(Request("send_email", campaign, idempotency_key=f"campaign-{r}-worker-{i}",
+                                  agent_id=f"worker-{i}") for i in range(2)),
+                    1, Reason.CONTENT_WINDOW.value,
+                    "held for approval (25 blind copies); both workers' approvals are verdicts: the first "
+                    "releases it, the second changes nothing")

@@ -1,5 +1,6 @@
-"""The faust-streaming runtime (``runonce worker --runtime faust``): two agents over two
-RocksDB (rocksdict) tables, running the same ``Pipeline`` as the default runtime.
+"""The faust-streaming runtime (``runonce worker --runtime faust``): three agents over three
+RocksDB (rocksdict) tables (keys, scopes, holds), running the same ``Pipeline`` as the
+default runtime.
 
 ``create_app(settings)`` is the only place faust is wired; the logic lives in
 ``streams/processor.py`` and the decision in ``runonce/core/decide.py``.
@@ -98,13 +99,15 @@ async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, failpoint: str 
     victim = failpoint.partition(":")[2].encode() if failpoint is not None else b""
     async for event in stream.events():
         try:
-            out = pipeline.process(_inbound(event))
-            if failpoint is not None and out.topic == topics.APPROVED and victim in out.value:
-                # the state change is in the local RocksDB; its changelog record and the
-                # decision are still in faust's buffer (nothing is sent before this task yields)
-                log.warning("failpoint kill_after_state: SIGKILL")
-                os.kill(os.getpid(), signal.SIGKILL)
-            await sink.send(out)
+            outs = pipeline.process_all(_inbound(event))
+            for out in outs:
+                if failpoint is not None and out.topic == topics.APPROVED and victim in out.value:
+                    # the state change is in the local RocksDB; its changelog record and the
+                    # decision are still in faust's buffer (nothing is sent before this task yields)
+                    log.warning("failpoint kill_after_state: SIGKILL")
+                    os.kill(os.getpid(), signal.SIGKILL)
+            for out in outs:
+                await sink.send(out)
         except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
             msg = event.message
             stop_before_ack(f"could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}", exc)
@@ -188,16 +191,26 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
                      help="stage 1: dedup key -> first claim")
     scopes = app.Table("scopes", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                        help="stage 2: scope -> natural ids, content window, budget")
-    for table, name in ((keys, topics.CHANGELOG_KEYS), (scopes, topics.CHANGELOG_SCOPES)):
+    # A hold lives on the partition of the event that held it (faust writes a table on the
+    # current event's partition), and partition p of every input topic is one worker's: the
+    # verdicts on actions.approvals p find their holds here (streams/holds.py).
+    holds = app.Table("holds", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
+                      help="held actions: action id -> hold and its decision")
+    for table, name in ((keys, topics.CHANGELOG_KEYS), (scopes, topics.CHANGELOG_SCOPES),
+                        (holds, topics.CHANGELOG_HOLDS)):
         if table.changelog_topic.get_topic_name() != name:  # `runonce topics create` makes `name`
             raise InvariantViolation(f"faust names the {table.name} changelog "
                                      f"{table.changelog_topic.get_topic_name()}, runonce creates {name}")
-    sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED), n)
+    sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED, topics.HELD,
+                           topics.VERDICTS), n)
     pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys),
-                        scopes=FaustTableStore(scopes), metrics=metrics)
+                        scopes=FaustTableStore(scopes), holds=FaustTableStore(holds), metrics=metrics)
+    # Partitions moved: what the holds stage cached about due times is not this worker's any more.
+    app.on_partitions_assigned.connect(lambda *_args, **_kwargs: pipeline.rolled_back())
 
     requested = app.topic(topics.REQUESTED, topics.REKEY, key_type=bytes, value_type=bytes, partitions=n)
     scoped = app.topic(topics.SCOPED, key_type=bytes, value_type=bytes, partitions=n)
+    approvals = app.topic(topics.APPROVALS, key_type=bytes, value_type=bytes, partitions=n)
 
     # A crashed agent must take the worker down (and its supervisor restart it): faust's default
     # would log the crash and keep a live worker that decides nothing.
@@ -207,6 +220,10 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
 
     @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
+        await _run(pipeline, sink, stream, settings.stream_failpoint)
+
+    @app.agent(approvals, name="runonce.approvals", supervisor_strategy=CrashingSupervisor)
+    async def decide_verdicts(stream: Any) -> None:
         await _run(pipeline, sink, stream, settings.stream_failpoint)
 
     return app

@@ -48,8 +48,9 @@ def _policy_file(path: Path) -> Path:
     """The shipped policies, with charges above 500.00 held for an hour and wire transfers
     always held for 3 s (the expiry test)."""
     text = (Path(__file__).resolve().parents[2] / "runonce/core/policies.toml").read_text()
-    text = text.replace("[tools.charge_payment]\n", "[tools.charge_payment]\n"
-                        'approval = { above = { amount_cents = 50000 }, expires = "1h" }\n', 1)
+    shipped = 'approval = { above = { amount_cents = 1000000 }, expires = "24h" }'
+    assert shipped in text
+    text = text.replace(shipped, 'approval = { above = { amount_cents = 50000 }, expires = "1h" }', 1)
     text += '\n[tools.wire_transfer]\nkey = "require"\napproval = { always = true, expires = "3s" }\n'
     PolicyBook.from_toml(text)  # valid, or the worker would not start
     path.write_text(text)
