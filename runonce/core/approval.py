@@ -67,7 +67,7 @@ class ApprovalRule:
         for name, limit in sorted(self.above.items()):
             value = params.get(name)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
-                return f"{name} {value} > {limit:g}"
+                return f"{name} {value} > {int(limit) if float(limit).is_integer() else limit}"
         for name, most in sorted(self.max_items.items()):
             value = params.get(name)
             if isinstance(value, list) and len(value) > most:
