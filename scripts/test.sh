@@ -9,6 +9,8 @@ phase() { echo "== $* ($(( SECONDS / 60 ))m$(( SECONDS % 60 ))s in) =="; }
 bash scripts/setup.sh
 phase "mypy --strict (the whole package)"
 .venv/bin/mypy
+phase "import-linter: each layer imports only the layers below it"
+.venv/bin/lint-imports
 phase "pytest: main suite (plaintext broker)"
 .venv/bin/pytest --ignore=tests/security "$@"
 phase "pytest: security suite (SASL/PLAIN + StandardAuthorizer broker)"
