@@ -52,6 +52,15 @@ def add(path: Path, name: str) -> str:
     return token
 
 
+def revoke(path: Path, name: str) -> bool:
+    """Forget ``name``'s token; False if it had none."""
+    known = read(path)
+    if known.pop(name, None) is None:
+        return False
+    path.write_text("".join(f"{n}:{d}\n" for n, d in sorted(known.items())), encoding="utf-8")
+    return True
+
+
 def who(path: Path, token: str) -> str | None:
     """The approver ``token`` belongs to, or None."""
     digest = _digest(token)

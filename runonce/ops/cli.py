@@ -352,6 +352,10 @@ def cmd_approvals(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "token":
         if not args.action_id:
             raise ConfigError("runonce approvals token NAME: name the approver")
+        if args.revoke:
+            found = tokens.revoke(tokens_file, args.action_id)
+            print(f"{args.action_id}: token revoked" if found else f"{args.action_id} has no token in {tokens_file}")
+            return 0 if found else 1
         token = tokens.add(tokens_file, args.action_id)
         print(f"token for {args.action_id} (shown once; its hash is in {tokens_file}): {token}")
         print(f"sign-in link: http://{args.host}:{args.port}/?token={token}")
@@ -573,6 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="serve: address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8470, help="serve: port (default 8470)")
     p.add_argument("--tokens", help="serve / token: the approvers' tokens file (default RUNONCE_HOME/approvers.tokens)")
+    p.add_argument("--revoke", action="store_true", help="token NAME --revoke: the approver's link stops working")
     p = add("tail", cmd_tail, "Print a topic's records as readable lines or JSON: what analysts tap. "
                               "Example: runonce tail dropped --json --reason duplicate_key --since 1h | jq .")
     p.add_argument("topic", choices=["dropped", "approved", "dlq", "results", "requested", "held", "verdicts"])
