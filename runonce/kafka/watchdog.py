@@ -31,13 +31,16 @@ class Watchdog:
         self.limit_s = limit_s
         self.clock = clock
         self._call = ""
+        self._limit_s = limit_s
         self._deadline: float | None = None
         if start:
             threading.Thread(target=self._watch, name="txn-watchdog", daemon=True).start()
 
     @contextlib.contextmanager
-    def guard(self, call: str) -> Iterator[None]:
-        self._call, self._deadline = call, self.clock() + self.limit_s
+    def guard(self, call: str, limit_s: float | None = None) -> Iterator[None]:
+        """``limit_s``: this call's own limit (default: the watchdog's)."""
+        self._limit_s = limit_s if limit_s is not None else self.limit_s
+        self._call, self._deadline = call, self.clock() + self._limit_s
         try:
             yield
         finally:
@@ -46,9 +49,13 @@ class Watchdog:
     def _watch(self) -> None:
         while True:
             time.sleep(1.0)
-            deadline = self._deadline
-            if deadline is not None and self.clock() > deadline:
-                leave_for_restart(f"{self.who}: {self._call} still blocked after {self.limit_s:.0f} s")
+            self.check()
+
+    def check(self) -> None:
+        """Leave if the guarded call has outlived its limit (the watch thread calls this each second)."""
+        deadline = self._deadline
+        if deadline is not None and self.clock() > deadline:
+            leave_for_restart(f"{self.who}: {self._call} still blocked after {self._limit_s:.0f} s")
 
 
 def leave_for_restart(why: str) -> None:

@@ -194,23 +194,27 @@ class TransactionalWorker:
             for table in self.tables:
                 for partition, key, value in table.changes():
                     self._produce(table.changelog, key, value, partition, None, delivered)
-            # No flush here: the offsets go to the coordinator while the records are still on
-            # their way, and commit_transaction waits for both (a flush first put a produce
-            # round trip before the offsets' two: 84 ms transactions, not 40, in
-            # bench/decision_latency.py's steady load). Records the broker does not take in
-            # time fail the commit (_MSG_TIMED_OUT or _TIMED_OUT: the cap shrinks).
+            # Flush before the offsets, though the offsets could go while the records are on
+            # their way (transactions of 40-49 ms instead of 84 under bench/decision_latency.py's
+            # steady load): a worker that sends its offsets with records in flight when the broker
+            # pauses meets librdkafka#5456 (send_offsets_to_transaction blocked past its timeout)
+            # and stalls its partitions until the watchdog restarts it, 45 s (seen in the fault test).
+            with self.watchdog.guard("flush"):
+                undelivered = self.producer.flush(TXN_TIMEOUT_S)  # delivery reports (changelog offsets)
+            if undelivered:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records not delivered"))
             offsets: dict[tuple[str, int], int] = {}
             for r in batch:
                 offsets[(r.topic, r.partition)] = r.offset + 1
-            with self.watchdog.guard("send_offsets_to_transaction"):
+            # Offsets that arrive after the broker has timed the transaction out are useless, and
+            # this is the call librdkafka#5456 can block past its timeout (seen after a broker
+            # pause): bounded by the transaction's own timeout, left 5 s after it.
+            with self.watchdog.guard("send_offsets_to_transaction", TXN_TIMEOUT_MS / 1000 + 5):
                 self.producer.send_offsets_to_transaction(
                     [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                    self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
+                    self.consumer.consumer_group_metadata(), TXN_TIMEOUT_MS / 1000)
             with self.watchdog.guard("commit_transaction"):
                 self.producer.commit_transaction(TXN_TIMEOUT_S)
-            # Every record is delivered once the commit returns; serve their delivery reports
-            # (the changelog offsets) now. A report not served is caught below.
-            self.producer.flush(0)
         except KafkaException as exc:
             self._abandon(exc)
             return False
