@@ -241,3 +241,34 @@ def test_two_people_approving_on_the_page_at_once_release_once_and_both_see_who(
     assert stack.performed(action_id) == "succeeded"
     assert [d["verdict_by"] for d in stack.approved(action_id)] == [winner]
     assert stack.charge_requests(key) == 1
+
+
+def test_the_faust_runtime_holds_and_releases_once_too(stack: Stack) -> None:
+    """Last in the module: the transactional worker hands the group to a faust one (the same
+    policy file), which restores the holds table the other wrote and holds new actions itself."""
+    stack.worker.stop()
+    faust = WorkerProcess(stack.broker, "appr-faust", stack.worker.log_path.parent, extra_env=stack.worker.extra_env,
+                          runtime="faust")
+    faust.start()
+    try:
+        key = f"appr-faust-{uuid.uuid4().hex[:6]}"
+        action_id = stack.charge(key)  # held by faust
+        barrier = threading.Barrier(2)
+        changes: list[str] = []
+
+        def approve(name: str) -> None:
+            with Approvals(stack.bootstrap, name) as approvals:
+                barrier.wait(30)
+                changes.append(approvals.verdict(action_id, Verdict.APPROVE, wait_s=90).change)
+
+        threads = [threading.Thread(target=approve, args=(name,)) for name in ("hana", "ivan")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert sorted(changes) == ["none", "release"], (changes, faust.log_tail())
+        assert stack.performed(action_id) == "succeeded"
+        # at-least-once: a release may be written again after a redelivery, never by another approver
+        assert len({d["verdict_by"] for d in stack.approved(action_id)}) == 1 and stack.charge_requests(key) == 1
+    finally:
+        faust.stop()
