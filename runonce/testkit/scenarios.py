@@ -94,7 +94,7 @@ def approval_race(run_id: str | None = None) -> Incident:
     r = run_id or _run_id()
     campaign = {"to": f"lead+{r}@example.com", "subject": "Q4 offer", "body": "Approved draft #1",
                 "bcc": [f"list-{i}+{r}@example.com" for i in range(25)]}
-    return Incident("approval_race_held", "the 871-email race, approval required: two workers both approve",
+    return Incident("approval_race_held", "871-email race, approval required, two approvers",
                     tuple(Request("send_email", campaign, idempotency_key=f"campaign-{r}-worker-{i}",
                                   agent_id=f"worker-{i}") for i in range(2)),
                     1, Reason.CONTENT_WINDOW.value,
