@@ -1,5 +1,5 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY . /app
-RUN pip install --no-cache-dir ".[mcp,export]"
+RUN pip install --no-cache-dir ".[all]"
 ENTRYPOINT []

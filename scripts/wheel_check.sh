@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# What the Docker image gets (`pip install ".[mcp]"`): the wheel, installed non-editable into a clean
+# What the Docker image gets (`pip install ".[all]"`): the wheel, installed non-editable into a clean
 # venv, run from outside the source tree. Every module imports from site-packages, and
 # `runonce demo` (broker, stream worker, sandbox vendors, executors) prints the incident table.
+# Then what an agent gets (`pip install runonce`, no extras): the SDK alone, in a venv of its
+# own, submits an email and awaits its outcome against that stack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -19,7 +21,7 @@ git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && pr
 wheel=$(ls "$work"/dist/runonce-*.whl)
 echo "wheel: $(basename "$wheel"), $(.venv/bin/python -m zipfile -l "$wheel" | tail -n +2 | wc -l) files"
 python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q "$wheel[testing,mcp]"
+"$work/venv/bin/python" -m pip install -q "$wheel[all,langchain,openai-agents,testing]"
 cd "$work"
 "$work/venv/bin/python" - <<'PY'
 import importlib
@@ -53,3 +55,26 @@ done
 kill "$sandbox"; wait "$sandbox" 2>/dev/null || true
 echo "wheel: runonce sandbox answered on 127.0.0.1:$http_port"
 RUNONCE_HOME="$work/home" "$work/venv/bin/runonce" demo
+
+# The bare SDK: confluent-kafka and fastavro, none of the service's packages.
+python3 -m venv "$work/sdk"
+"$work/sdk/bin/python" -m pip install -q "$wheel"
+RUNONCE_HOME="$work/home" "$work/venv/bin/runonce" up 2>&1 | tail -n 1  # the demo's stack, with executors
+bootstrap=$(RUNONCE_HOME="$work/home" "$work/venv/bin/python" -c 'from runonce.settings import Settings
+print(Settings.from_env().bootstrap_servers())')
+RUNONCE_BOOTSTRAP="$bootstrap" "$work/sdk/bin/python" - <<'PY'
+import importlib.util
+import os
+import uuid
+
+from runonce import ActionClient
+
+service = [m for m in ("rocksdict", "faust", "mcp", "aiosmtpd", "prometheus_client", "avro", "pyarrow")
+           if importlib.util.find_spec(m)]
+assert not service, f"the bare SDK installed the service's packages: {service}"
+with ActionClient(os.environ["RUNONCE_BOOTSTRAP"], agent_id="bare-sdk") as client:
+    email = {"to": f"bare-{uuid.uuid4().hex[:6]}@example.com", "subject": "s", "body": "b"}
+    outcome = client.submit("send_email", email).result(timeout=120)
+assert outcome.status == "succeeded", outcome
+print(f"wheel: the bare SDK (no extras) submitted an email and got its outcome: {outcome.status} {outcome.vendor_ref}")
+PY

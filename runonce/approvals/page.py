@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlparse
 
-from runonce.approvals import tokens
+from runonce import tokens
 from runonce.approvals.client import Approvals, HeldAction
 from runonce.core.approval import HoldStatus, Verdict
 from runonce.errors import RunonceError
@@ -108,7 +108,8 @@ class ApprovalsPage:
     def _approver(self, req: BaseHTTPRequestHandler) -> str | None:
         cookie = SimpleCookie(req.headers.get("Cookie", ""))
         morsel = cookie.get(COOKIE)
-        return tokens.who(self.tokens_file, morsel.value) if morsel is not None else None
+        holder = tokens.who(self.tokens_file, morsel.value) if morsel is not None else None
+        return holder.name if holder is not None else None
 
     def _send(self, req: BaseHTTPRequestHandler, status: HTTPStatus, body: str,
               headers: dict[str, str] | None = None) -> None:

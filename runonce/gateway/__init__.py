@@ -1,7 +1,10 @@
-"""``runonce mcp``: an MCP gateway, so an agent gets runonce without code changes.
+"""The gateway: agents in any language get runonce without our SDK.
 
-The model calls a tool through the Model Context Protocol; the gateway publishes the call as
-an action on ``actions.requested``, waits for its outcome, and answers the model with the
-vendor's result, or, for a repeat, the original call's result and why it was not performed
-again. ``tools.py`` says which tools are served and with what schema, ``answers.py`` what the
-model is told, ``server.py`` serves them over stdio or streamable HTTP."""
+A call comes in over MCP (``runonce mcp`` on stdio, or ``/mcp`` over HTTP) or the HTTP API
+(``POST /v1/actions/{tool}`` with an ``Idempotency-Key``); it is published as an action on
+``actions.requested``, and the answer is its outcome (a repeat gets the original's result).
+
+Where things are: ``calls.py`` takes a call (who may make it, submit, wait); ``auth.py``
+the bearer tokens; ``tools.py`` which tools are served and with what schema; ``answers.py``
+what a model is told, ``http_api.py`` what an HTTP client is; ``openapi.py`` the API's
+document; ``server.py`` the MCP server; ``app.py`` the HTTP app that serves both."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runonce.core.decision import Reason
+from runonce.gateway.tools import Refusal
 from runonce.sdk.client import ActionOutcome, HeldFor
 from runonce.wire.results import DROPPED, HELD, PENDING, Status
 
@@ -68,3 +69,11 @@ def waiting_for_approval(tool: str, action_id: str, held: HeldFor) -> Answer:
                   "will not perform it twice.",
                   {"tool": tool, "action_id": action_id, "status": HELD, "why": held.why,
                    "expires_at_ms": held.expires_at_ms}, False)
+
+
+def refused(tool: str, agent_id: str, why: Refusal, served: list[str]) -> Answer:
+    """A call the gateway did not take (nothing was published)."""
+    if why is Refusal.UNKNOWN_TOOL:
+        return Answer(f"Unknown tool {tool!r}: runonce serves {', '.join(served)}.", {"tool": tool}, True)
+    return Answer(f"Refused: this agent ({agent_id}) is not allowed to call {tool}. Do not retry; ask an operator "
+                  "for a token that allows it.", {"tool": tool, "refused": why.value}, True)

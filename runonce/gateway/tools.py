@@ -9,12 +9,20 @@ recorded (dropped ``tool_denied``) where analysts look, and the model is told it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from runonce.core.policy import KeyMode, Policy, PolicyBook, format_duration
 
 #: the argument a tool declares for the caller's idempotency key (taken out of the params)
 KEY_ARGUMENT = "idempotency_key"
+
+
+class Refusal(Enum):
+    """Why the gateway took no call (nothing was published)."""
+
+    UNKNOWN_TOOL = "unknown_tool"
+    NOT_ALLOWED = "not_allowed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from runonce.errors import ConfigError, FatalError, RunonceError
 from runonce.settings import Settings
+from runonce.ops import gateway_cli
 
 
 def _say(msg: str) -> None:
@@ -215,29 +216,6 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
-    try:
-        import anyio
-
-        from runonce.gateway.server import create_gateway, serve_http, serve_stdio
-    except ImportError as exc:
-        raise ConfigError(f"the MCP gateway needs the mcp package: pip install 'runonce[mcp]' ({exc})") from exc
-    from runonce.core.policy import PolicyBook
-    from runonce.sdk.client import ActionClient
-
-    policies = PolicyBook.load(settings.policy_file)
-    with ActionClient(settings.kafka_access(), agent_id="mcp", policies=policies,
-                      outcomes=settings.outcomes_access()) as client:
-        gateway = create_gateway(client, policies, timeout_s=args.timeout_s)
-        if args.http is not None:
-            _say(f"MCP gateway on http://{args.host}:{args.http}/mcp (Kafka at {settings.kafka_access()})")
-            serve_http(gateway, args.host, args.http)
-        else:
-            _say(f"MCP gateway on stdio (Kafka at {settings.kafka_access()})")
-            anyio.run(serve_stdio, gateway)
-    return 0
-
-
 def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
@@ -343,7 +321,7 @@ def cmd_approvals(settings: Settings, args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from runonce.approvals import tokens
+    from runonce import tokens
     from runonce.approvals.client import Approvals
     from runonce.approvals.page import ApprovalsPage
     from runonce.core.approval import HoldStatus, Verdict
@@ -607,19 +585,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", required=True, help="the page to write")
     p.add_argument("--since", default="24h", help="from this broker time: ISO 8601 or a duration ago (default 24h)")
     p.add_argument("--until", help="up to this broker time (same forms; default now)")
-    p = add("mcp", cmd_mcp, "Serve runonce's tools to agents over the Model Context Protocol (stdio by default): "
-                            "each tool call becomes an action, performed at most once; the answer is its "
-                            "outcome (a repeat gets the original call's result).")
-    p.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead")
-    p.add_argument("--host", default="127.0.0.1", help="with --http: the address to listen on")
-    p.add_argument("--timeout-s", type=float, default=30.0,
-                   help="answer a call still without an outcome after this long (calling again is safe)")
+    gateway_cli.add_commands(add)
     p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
     add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")
     add("demo", cmd_demo, "Start the local stack (as `up`), then replay the seed's incidents against sandbox "
                           "vendors, without and with runonce, counted from the vendors' ledgers.")
     return parser
+
+
+#: the extra (pyproject.toml) that brings each optional package
+_EXTRA_OF = {"rocksdict": "worker", "prometheus_client": "worker", "faust": "faust", "mode": "faust",
+             "mcp": "gateway", "starlette": "gateway", "uvicorn": "gateway", "anyio": "gateway",
+             "aiosmtpd": "sandbox", "pyarrow": "export"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -637,6 +615,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunonceError as exc:
         _say(f"error: {exc}")
         return 1
+    except ModuleNotFoundError as exc:
+        extra = _EXTRA_OF.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        _say(f"error: runonce {args.command} needs the {extra!r} extra: pip install 'runonce[{extra}]' "
+             f"(no module {exc.name!r}; `pip install runonce` alone is the agent SDK)")
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from runonce.approvals import tokens
+from runonce import tokens
 from runonce.approvals.client import Approvals
 from runonce.approvals.page import ApprovalsPage
 from runonce.connectors.sandbox.http_vendors import VendorServer

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runonce.approvals import tokens
+from runonce import tokens
 from runonce.approvals.client import HeldAction, VerdictSeen
 from runonce.approvals.page import render
 from runonce.core.approval import HoldStatus
@@ -40,14 +40,34 @@ def test_a_decided_action_shows_who_and_every_verdict_and_no_buttons() -> None:
     assert "<button" not in page and "already released by alice" in page
 
 
+def _name(path: Path, token: str) -> str | None:
+    holder = tokens.who(path, token)
+    return holder.name if holder is not None else None
+
+
 def test_tokens_are_kept_as_hashes_and_a_revoked_one_signs_no_one_in(tmp_path: Path) -> None:
     path = tmp_path / "approvers.tokens"
     alice, bob = tokens.add(path, "alice"), tokens.add(path, "bob")
     text = path.read_text()
     assert alice not in text and bob not in text and oct(path.stat().st_mode & 0o777) == "0o600"
-    assert (tokens.who(path, alice), tokens.who(path, bob), tokens.who(path, "guess")) == ("alice", "bob", None)
+    assert (_name(path, alice), _name(path, bob), _name(path, "guess")) == ("alice", "bob", None)
     renewed = tokens.add(path, "alice")  # a new link replaces the old one
-    assert tokens.who(path, alice) is None and tokens.who(path, renewed) == "alice"
-    assert tokens.revoke(path, "bob") and tokens.who(path, bob) is None and not tokens.revoke(path, "bob")
-    with pytest.raises(ConfigError, match="approver name"):
+    assert _name(path, alice) is None and _name(path, renewed) == "alice"
+    assert tokens.revoke(path, "bob") and _name(path, bob) is None and not tokens.revoke(path, "bob")
+    with pytest.raises(ConfigError, match="name 'no spaces please'"):
         tokens.add(path, "no spaces please")
+
+
+def test_an_agent_token_names_the_tools_it_may_call(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.tokens"
+    billing = tokens.add(path, "team:billing", frozenset({"charge_payment"}))
+    anything = tokens.add(path, "ops", None)
+    holder = tokens.who(path, billing)
+    assert holder is not None and holder.name == "team:billing"
+    assert holder.may_call("charge_payment") and not holder.may_call("send_email")
+    everything = tokens.who(path, anything)
+    assert everything is not None and everything.may_call("send_email")
+    assert tokens.read(path)["team:billing"].tools == {"charge_payment"}  # the file round-trips
+    path.write_text(path.read_text() + "mallory:not-a-hash\n")
+    with pytest.raises(ConfigError, match=":3: expected name:sha256-hex"):
+        tokens.who(path, billing)

@@ -71,3 +71,46 @@ def test_a_held_call_says_it_waits_for_a_person_and_that_calling_again_is_safe()
     assert held.text.startswith("Waiting for approval (action a7): amount_cents 75000 > 50000.")
     assert "calling again will not perform it twice" in held.text and not held.is_error
     assert held.facts["status"] == "held"
+
+
+def test_over_http_every_retry_of_one_action_gets_the_same_body() -> None:
+    from runonce.gateway.calls import Taken
+    from runonce.gateway.http_api import body_of
+
+    original = ActionOutcome("a1", "succeeded", "a1", vendor_ref="ch_1")
+    retry = ActionOutcome("a2", "succeeded", "a1", vendor_ref="ch_1", repeat_reason="duplicate_key")
+    assert body_of("charge_payment", Taken("a1", original)) == body_of("charge_payment", Taken("a2", retry))
+    status, body = body_of("charge_payment", Taken("a2", retry))
+    assert status == 200 and body["action_id"] == "a1"
+
+
+@pytest.mark.parametrize("reason, status", [("key_payload_mismatch", 422), ("tool_denied", 403),
+                                            ("missing_key", 400), ("budget_exhausted", 200)])
+def test_over_http_a_drop_that_refuses_the_request_is_a_4xx(reason: str, status: int) -> None:
+    from runonce.gateway.calls import Taken
+    from runonce.gateway.http_api import body_of
+
+    got, body = body_of("t", Taken("a1", ActionOutcome("a1", "dropped", "a1", drop_reason=reason)))
+    assert (got, body["status"], body["reason"]) == (status, "dropped", reason)
+
+
+def test_over_http_no_outcome_yet_is_a_202_and_a_hold_says_why() -> None:
+    from runonce.gateway.calls import Taken
+    from runonce.gateway.http_api import body_of
+    from runonce.sdk.client import HeldFor
+
+    assert body_of("t", Taken("a1", None))[0] == 202
+    status, body = body_of("t", Taken("a1", None, HeldFor("amount_cents above 1000000", 99)))
+    assert (status, body["status"], body["why"], body["expires_at_ms"]) == (202, "held", "amount_cents above 1000000", 99)
+
+
+def test_the_openapi_document_is_valid_and_lists_the_served_tools() -> None:
+    from openapi_spec_validator import validate
+
+    from runonce.gateway.openapi import document
+
+    policies = PolicyBook.load()
+    spec = document(policies)
+    validate(spec)  # raises on an invalid document
+    assert {p.rsplit("/", 1)[1] for p in spec["paths"] if p != "/v1/actions/{action_id}"} == {
+        s.name for s in served_tools(policies)}

@@ -1,0 +1,60 @@
+"""The gateway's HTTP app: MCP at ``/mcp`` and the HTTP API at ``/v1/actions`` behind one
+bearer-token check, and ``/openapi.json`` for anyone (it describes, it performs nothing).
+
+Authentication is the mcp package's: ``BearerAuthBackend`` turns a token into a user,
+``RequireAuthMiddleware`` answers 401 with ``WWW-Authenticate: Bearer`` without one."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.fastmcp.server import StreamableHTTPASGIApp
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, request_response
+
+from runonce.core.policy import PolicyBook
+from runonce.gateway.auth import TokenFileVerifier
+from runonce.gateway.http_api import HttpApi
+from runonce.gateway.openapi import document
+
+
+def create_app(mcp_server: Server[Any, Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
+    manager = StreamableHTTPSessionManager(app=mcp_server)
+    spec = document(policies)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    async def openapi(_: Request) -> Response:
+        return JSONResponse(spec)
+
+    def guarded(app: Any) -> Any:
+        return RequireAuthMiddleware(app, required_scopes=[])
+
+    routes = [
+        Route("/mcp", endpoint=guarded(StreamableHTTPASGIApp(manager))),
+        Route("/v1/actions/{tool}", endpoint=guarded(request_response(api.post_action)), methods=["POST"]),
+        Route("/v1/actions/{action_id}", endpoint=guarded(request_response(api.get_action)), methods=["GET"]),
+        Route("/openapi.json", endpoint=openapi, methods=["GET"]),
+    ]
+    middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenFileVerifier(tokens_file))),
+                  Middleware(AuthContextMiddleware)]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def serve(app: Starlette, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,90 @@
+"""One tool call through the gateway, whichever way it came in (MCP or the HTTP API): who
+may make it, then submit and wait. The answer's wording is the caller's business
+(``answers.py`` for a model, ``http_api.py`` for an HTTP client); what happened is here.
+
+The agent id is the caller's token holder (or, on stdio, the operator's ``--agent``), never
+a name the client gives itself: analysts' "top agents by repeats", budgets and the audit
+trail rest on it."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import anyio
+
+from runonce.errors import ResultTimeout
+from runonce.gateway.tools import Refusal
+from runonce.sdk.client import ActionClient, ActionOutcome, Handle, HeldFor
+
+log = logging.getLogger("runonce.gateway")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: the agent id actions carry, and the tools it may call."""
+
+    agent_id: str
+    #: None: every tool (a token for ``*``, or a local stdio gateway)
+    tools: frozenset[str] | None = None
+
+    def may_call(self, tool: str) -> bool:
+        return self.tools is None or tool in self.tools
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A call published as an action: its outcome, or why there is none yet."""
+
+    action_id: str
+    outcome: ActionOutcome | None
+    held: HeldFor | None = None
+
+
+class Calls:
+    """Submits calls for any number of callers through one ``ActionClient``, and remembers
+    the handles of recent ones (``GET /v1/actions/{id}``)."""
+
+    def __init__(self, client: ActionClient, *, max_remembered: int = 10_000) -> None:
+        self.client = client
+        self.refused: dict[tuple[str, str, Refusal], int] = {}
+        self._handles: OrderedDict[str, Handle] = OrderedDict()
+        self._max = max_remembered
+
+    def refusal(self, caller: Caller, tool: str) -> Refusal | None:
+        """Why ``caller`` may not call ``tool`` (recorded: a log line and a count), or None."""
+        why = (Refusal.UNKNOWN_TOOL if tool not in self.client.policies.tools
+               else None if caller.may_call(tool) else Refusal.NOT_ALLOWED)
+        if why is not None:
+            key = (caller.agent_id, tool, why)
+            self.refused[key] = self.refused.get(key, 0) + 1
+            log.warning("refused: agent %s called %s (%s)", caller.agent_id, tool, why.value)
+        return why
+
+    async def take(self, caller: Caller, tool: str, params: Mapping[str, Any], key: str | None,
+                   wait_s: float) -> Taken:
+        """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome.
+        Raises what the SDK raises for a call it cannot take (InvalidAction, BrokerUnavailable)."""
+        handle = await anyio.to_thread.run_sync(
+            lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id))
+        self._remember(handle)
+        return await self.wait(handle, wait_s)
+
+    def handle(self, action_id: str) -> Handle | None:
+        return self._handles.get(action_id)
+
+    async def wait(self, handle: Handle, wait_s: float) -> Taken:
+        try:
+            outcome = await anyio.to_thread.run_sync(handle.result, wait_s)
+        except ResultTimeout:
+            return Taken(handle.action_id, None, handle.held)
+        if outcome.result_of != handle.action_id and outcome.result_of not in self._handles:
+            self._handles[outcome.result_of] = handle  # the original is asked for by its id too
+        return Taken(handle.action_id, outcome)
+
+    def _remember(self, handle: Handle) -> None:
+        self._handles[handle.action_id] = handle
+        while len(self._handles) > self._max:
+            self._handles.popitem(last=False)

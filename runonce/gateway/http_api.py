@@ -1,0 +1,148 @@
+"""The HTTP API beside MCP: any language's agent calls a tool with one POST, the way every
+vendor in the seeds already takes retries (Stripe's ``Idempotency-Key``).
+
+    POST /v1/actions/{tool}?wait=S    JSON params; header Idempotency-Key (else the policy's
+                                      content key decides what a retry is)
+    GET  /v1/actions/{id}?wait=S      the outcome of a call this gateway took
+    GET  /openapi.json                 this API for the tools the policies serve
+
+What a retry sees (Stripe's rule): the same body as the first call, with
+``Idempotent-Replayed: true``; the action this call published is in ``Runonce-Action-Id``.
+The body's ``action_id`` is the action whose result it is (the original, for a repeat).
+
+Statuses: 200 a final outcome (``status`` succeeded, failed, in_doubt, or dropped with its
+``reason``); 202 no outcome yet (pending, or held for a person's approval), with a Location
+to GET; 400 a call that cannot be an action (not JSON, a missing key the policy requires);
+401 no valid token; 403 a tool the token may not call, or one runonce's policy denies; 404 an
+unknown tool or action; 422 an Idempotency-Key already used with other params; 503 Kafka
+unreachable (retrying is safe)."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from runonce.core.decision import Reason
+from runonce.errors import BrokerUnavailable, InvalidInput
+from runonce.gateway.auth import caller_of
+from runonce.gateway.calls import Calls, Taken
+from runonce.gateway.tools import Refusal
+from runonce.wire.results import DROPPED, HELD, PENDING, Status
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+REPLAYED = "Idempotent-Replayed"
+ACTION_ID = "Runonce-Action-Id"
+
+#: a drop that refuses the request itself, as the HTTP status a client library understands
+_REFUSED = {Reason.TOOL_DENIED.value: HTTPStatus.FORBIDDEN,
+            Reason.KEY_PAYLOAD_MISMATCH.value: HTTPStatus.UNPROCESSABLE_ENTITY,
+            Reason.MISSING_KEY.value: HTTPStatus.BAD_REQUEST}
+
+_ADVICE = {
+    Status.SUCCEEDED.value: "done; a retry returns this same answer",
+    Status.FAILED.value: "the vendor refused it and it was not performed; change the params before calling again",
+    Status.IN_DOUBT.value: "do not retry: the vendor did not confirm whether it happened, and calling again will "
+                           "neither perform it twice nor tell you more; ask an operator to check this action",
+    DROPPED: "not performed: runonce's policy dropped it (see reason); retrying gives the same answer",
+    PENDING: "no outcome yet: GET the Location, or POST again with the same Idempotency-Key (safe)",
+    HELD: "waiting for a person's approval; GET the Location later (retrying is safe)",
+}
+
+
+class HttpApi:
+    def __init__(self, calls: Calls, *, default_wait_s: float, max_wait_s: float) -> None:
+        self.calls = calls
+        self.default_wait_s = default_wait_s
+        self.max_wait_s = max_wait_s
+
+    async def post_action(self, request: Request) -> Response:
+        caller = caller_of(request)
+        if caller is None:  # RequireAuthMiddleware stands in front; this is its invariant
+            return _error(HTTPStatus.UNAUTHORIZED, "no valid bearer token")
+        tool = request.path_params["tool"]
+        refusal = self.calls.refusal(caller, tool)
+        if refusal is Refusal.UNKNOWN_TOOL:
+            return _error(HTTPStatus.NOT_FOUND, f"unknown tool {tool!r}: GET /openapi.json lists the tools served")
+        if refusal is Refusal.NOT_ALLOWED:
+            return _error(HTTPStatus.FORBIDDEN, f"this token (agent {caller.agent_id}) may not call {tool}")
+        wait_s = self._wait_s(request)
+        if isinstance(wait_s, Response):
+            return wait_s
+        try:
+            params = json.loads(await request.body() or b"{}")
+        except ValueError as exc:
+            return _error(HTTPStatus.BAD_REQUEST, f"the body must be a JSON object of params: {exc}")
+        if not isinstance(params, dict):
+            return _error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object of params")
+        key = request.headers.get(IDEMPOTENCY_KEY) or None
+        try:
+            taken = await self.calls.take(caller, tool, params, key, wait_s)
+        except InvalidInput as exc:
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
+        except BrokerUnavailable as exc:
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"{exc}; retrying with the same Idempotency-Key is safe")
+        return _answer(tool, taken)
+
+    async def get_action(self, request: Request) -> Response:
+        if caller_of(request) is None:
+            return _error(HTTPStatus.UNAUTHORIZED, "no valid bearer token")
+        action_id = request.path_params["action_id"]
+        handle = self.calls.handle(action_id)
+        if handle is None:
+            return _error(HTTPStatus.NOT_FOUND, f"action {action_id} was not taken by this gateway (or is forgotten)")
+        wait_s = self._wait_s(request)
+        if isinstance(wait_s, Response):
+            return wait_s
+        return _answer(None, await self.calls.wait(handle, wait_s))
+
+    def _wait_s(self, request: Request) -> float | Response:
+        raw = request.query_params.get("wait")
+        if raw is None:
+            return self.default_wait_s
+        try:
+            wait_s = float(raw)
+        except ValueError:
+            wait_s = -1.0
+        if not 0 <= wait_s <= self.max_wait_s:
+            return _error(HTTPStatus.BAD_REQUEST, f"wait must be seconds from 0 to {self.max_wait_s:g}, got {raw!r}")
+        return wait_s
+
+
+def body_of(tool: str | None, taken: Taken) -> tuple[HTTPStatus, dict[str, Any]]:
+    """The answer to a call as (HTTP status, JSON body). The body is the same for every retry
+    of one action (what differs per call goes in headers)."""
+    outcome = taken.outcome
+    if outcome is None:
+        body: dict[str, Any] = {"action_id": taken.action_id, "tool": tool, "status": PENDING}
+        if taken.held is not None:
+            body.update(status=HELD, why=taken.held.why, expires_at_ms=taken.held.expires_at_ms)
+        return HTTPStatus.ACCEPTED, {**body, "advice": _ADVICE[body["status"]]}
+    body = {"action_id": outcome.result_of, "tool": tool, "status": outcome.status,
+            "vendor_ref": outcome.vendor_ref, "error": outcome.error}
+    if outcome.status == DROPPED:
+        reason = outcome.drop_reason or "?"
+        return _REFUSED.get(reason, HTTPStatus.OK), {**body, "reason": reason, "advice": _ADVICE[DROPPED]}
+    return HTTPStatus.OK, {**body, "advice": _ADVICE[outcome.status]}
+
+
+def _answer(tool: str | None, taken: Taken) -> Response:
+    status, body = body_of(tool, taken)
+    if body["tool"] is None:
+        body.pop("tool")
+    headers = {ACTION_ID: taken.action_id}
+    if taken.outcome is not None and taken.outcome.repeated:
+        headers[REPLAYED] = "true"
+        if taken.outcome.repeat_reason:
+            headers["Runonce-Repeat-Reason"] = taken.outcome.repeat_reason
+    if taken.outcome is None:
+        headers["Location"] = f"/v1/actions/{taken.action_id}"
+        headers["Retry-After"] = "1"
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _error(status: HTTPStatus, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)

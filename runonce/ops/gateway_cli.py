@@ -1,0 +1,123 @@
+"""``runonce mcp`` (a local stdio gateway for one agent) and ``runonce gateway`` (the HTTP
+gateway: MCP and the HTTP API behind bearer tokens, and its tokens)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+from typing import Callable
+
+from runonce import tokens
+from runonce.errors import ConfigError
+from runonce.settings import Settings
+
+Adder = Callable[[str, Callable[[Settings, argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def _say(msg: str) -> None:
+    print(f"runonce: {msg}", file=sys.stderr, flush=True)
+
+
+def _tokens_file(settings: Settings, args: argparse.Namespace) -> Path:
+    return Path(args.tokens) if args.tokens else settings.home / "gateway.tokens"
+
+
+def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
+    if args.http is not None:  # the older spelling of `runonce gateway serve --port`
+        args.port, args.max_wait_s = args.http, 60.0
+        return cmd_gateway_serve(settings, args)
+    import anyio
+
+    from runonce.gateway import server
+    from runonce.core.policy import PolicyBook
+    from runonce.gateway.calls import Caller, Calls
+    from runonce.sdk.client import ActionClient
+
+    agent = args.agent or f"local:{getpass.getuser()}"
+    policies = PolicyBook.load(settings.policy_file)
+    with ActionClient(settings.kafka_access(), agent_id=agent, policies=policies,
+                      outcomes=settings.outcomes_access()) as client:
+        gateway = server.create_gateway(Calls(client), policies, timeout_s=args.timeout_s, local=Caller(agent))
+        _say(f"MCP gateway on stdio for agent {agent} (Kafka at {settings.kafka_access()})")
+        anyio.run(server.serve_stdio, gateway)
+    return 0
+
+
+def cmd_gateway(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "serve":
+        return cmd_gateway_serve(settings, args)
+    path = _tokens_file(settings, args)
+    if args.token_action is None:
+        raise ConfigError("runonce gateway token add NAME [--tools a,b] | list | revoke NAME")
+    if args.token_action == "list":
+        for name, holder in sorted(tokens.read(path).items()):
+            print(f"{name}\t{','.join(sorted(holder.tools)) if holder.tools is not None else tokens.EVERY_TOOL}")
+        return 0
+    if not args.name:
+        raise ConfigError(f"runonce gateway token {args.token_action} NAME: name the agent")
+    if args.token_action == "revoke":
+        found = tokens.revoke(path, args.name)
+        print(f"{args.name}: token revoked" if found else f"{args.name} has no token in {path}")
+        return 0 if found else 1
+    allowed = None if args.tools in (None, tokens.EVERY_TOOL) else frozenset(
+        t.strip() for t in args.tools.split(",") if t.strip())
+    token = tokens.add(path, args.name, allowed)
+    _say(f"token for agent {args.name} ({args.tools or 'every tool'}); shown once, its hash is in {path}")
+    print(token)
+    return 0
+
+
+def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from runonce.gateway import server
+    from runonce.core.policy import PolicyBook
+    from runonce.gateway.app import create_app, serve
+    from runonce.gateway.calls import Calls
+    from runonce.gateway.http_api import HttpApi
+    from runonce.sdk.client import ActionClient
+
+    path = _tokens_file(settings, args)
+    policies = PolicyBook.load(settings.policy_file)
+    holders = tokens.read(path)  # a malformed file fails here, not on the first request
+    with ActionClient(settings.kafka_access(), agent_id="gateway", policies=policies,
+                      outcomes=settings.outcomes_access()) as client:
+        calls = Calls(client)
+        app = create_app(server.create_gateway(calls, policies, timeout_s=args.timeout_s),
+                         HttpApi(calls, default_wait_s=args.timeout_s, max_wait_s=args.max_wait_s), policies, path)
+        base = f"http://{args.host}:{args.port}"
+        _say(f"gateway on {base}: MCP at /mcp, HTTP API at /v1/actions/TOOL, {base}/openapi.json; "
+             f"{len(holders)} agent token(s) in {path} (Kafka at {settings.kafka_access()})")
+        if not holders:
+            _say("no agent may call yet: add a token with `runonce gateway token add AGENT --tools a,b`")
+        serve(app, args.host, args.port)
+    return 0
+
+
+def add_commands(add: Adder) -> None:
+    p = add("mcp", cmd_mcp, "Serve runonce's tools to one local agent over the Model Context Protocol on "
+                            "stdio: each tool call becomes an action, performed at most once; the answer is its "
+                            "outcome (a repeat gets the original call's result). Over the network use "
+                            "`runonce gateway serve` (bearer tokens).")
+    p.add_argument("--agent", help="the agent id the actions carry (default local:$USER); the client's own "
+                                   "name is never used")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="answer a call still without an outcome after this long (calling again is safe)")
+    p.add_argument("--http", type=int, metavar="PORT", help=argparse.SUPPRESS)  # = gateway serve --port
+    p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+    p.add_argument("--tokens", help=argparse.SUPPRESS)
+    p = add("gateway", cmd_gateway, "The HTTP gateway for agents in any language: MCP at /mcp and "
+                                    "POST /v1/actions/TOOL (Idempotency-Key) behind bearer tokens, each token "
+                                    "one agent id and the tools it may call. Example: runonce gateway token add "
+                                    "billing-agent --tools charge_payment; runonce gateway serve --port 8765")
+    p.add_argument("action", choices=["serve", "token"], help="serve: run the gateway; token: manage agent tokens")
+    p.add_argument("token_action", nargs="?", choices=["add", "list", "revoke"],
+                   help="token add NAME [--tools a,b]: a new token, printed once; list; revoke NAME")
+    p.add_argument("name", nargs="?", help="token add / revoke: the agent id")
+    p.add_argument("--tools", help="token add: the tools this agent may call, comma-separated (default *: all)")
+    p.add_argument("--tokens", help="the agent tokens file (default RUNONCE_HOME/gateway.tokens; hashes only)")
+    p.add_argument("--port", type=int, default=8765, help="serve: the port (default 8765)")
+    p.add_argument("--host", default="127.0.0.1", help="serve: the address to listen on")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="serve: how long a call waits for its outcome by default (then 'pending'; retrying is safe)")
+    p.add_argument("--max-wait-s", type=float, default=60.0, help="serve: the largest ?wait= a caller may ask")

@@ -1,0 +1,459 @@
+"""Every way an agent comes in, against one stack (the real broker, a stream worker, executors,
+the sandbox vendors): MCP on stdio (`runonce mcp`, driven by the mcp package's own client);
+the HTTP gateway (`runonce gateway serve`) with its bearer tokens, over MCP, from Python's
+plain urllib and from a Node script using fetch; LangChain and the OpenAI Agents SDK tools.
+Each sandbox records every request, so a second side effect is visible."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+import httpx
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from runonce import tokens as token_store
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.sdk.submit import Submitter
+from runonce.testkit.watch import DecisionWatcher
+from runonce.settings import Settings
+
+from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def stream_worker(broker: Settings, decision_log: DecisionWatcher,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """The gateway sits in front of the SDK, the same for both runtimes: one (the default) is enough."""
+    worker = WorkerProcess(broker, "mcp-worker", tmp_path_factory.mktemp("worker-logs"), runtime="transactional")
+    worker.start()
+    try:
+        with Submitter(broker.bootstrap_servers(), agent_id="probe") as sub:
+            probe = sub.submit("update_salesforce_field", {"probe": uuid.uuid4().hex})
+        decision_log.wait([probe], timeout_s=120)
+        yield worker
+    finally:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(broker: Settings, stream_worker: WorkerProcess,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VendorServer, SmtpServer, dict[str, str]]]:
+    vendors = VendorServer().start()
+    smtp = SmtpServer(vendors.ledger).start()
+    local = broker.with_(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
+    env = local.child_env(os.environ)
+    logs = tmp_path_factory.mktemp("executor-logs")
+    run = uuid.uuid4().hex[:6]
+    executors = []
+    for vendor in ("smtp", "payments", "slack"):
+        group = f"runonce-exec-{vendor}-{run}"
+        start_group_at_end(broker.bootstrap_servers(), group)
+        p = RunonceProcess(broker, f"exec-{vendor}", ["executor", "--vendor", vendor, "--group", group,
+                                                      "--slot", run], logs, env)
+        p.start()
+        executors.append(p)
+    yield vendors, smtp, env
+    for p in executors:
+        p.stop()
+    smtp.stop()
+    vendors.stop()
+
+
+@asynccontextmanager
+async def stdio_session(env: dict[str, str], *args: str, agent: str = "sales-agent") -> AsyncIterator[ClientSession]:
+    """``agent``: the name the MCP client gives itself (never the actions' agent id)."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "runonce", "mcp", *args], env=env)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, client_info=_client_info(agent)) as session:
+            await session.initialize()
+            yield session
+
+
+def _client_info(name: str) -> Any:
+    from mcp.types import Implementation
+
+    return Implementation(name=name, version="1")
+
+
+async def call(session: ClientSession, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
+    result = await session.call_tool(tool, args, read_timeout_seconds=timedelta(seconds=120))
+    text = " ".join(c.text for c in result.content if c.type == "text")
+    return text, dict(result.structuredContent or {}), bool(result.isError)
+
+
+def test_47_tool_calls_with_timeouts_and_retries_send_one_email(
+        stack: tuple[VendorServer, SmtpServer, dict[str, str]], decision_log: DecisionWatcher) -> None:
+    vendors, smtp, env = stack
+    email = {"to": f"john-{uuid.uuid4().hex[:6]}@prospect.example", "subject": "Following up", "body": "Hi John"}
+    smtp.set_delay(8.0)  # the relay takes 8 s to answer; the gateway answers "no outcome yet" after 3 s
+
+    async def agent() -> tuple[list[tuple[str, dict[str, Any], bool]], int]:
+        async with stdio_session(env, "--timeout-s", "3", "--agent", "crm-followups", agent="ceo") as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert "send_email" in tools and "execute_database_write" not in tools
+            assert "to" in tools["send_email"].inputSchema["required"]
+
+            async def until_final() -> tuple[tuple[str, dict[str, Any], bool], int]:
+                calls = 0
+                while True:  # what a framework does with "no outcome yet": call again
+                    calls += 1
+                    text, facts, is_error = await call(session, "send_email", email)
+                    if facts.get("status") != "pending":
+                        return (text, facts, is_error), calls
+                    assert "calling again with the same arguments is safe" in text
+
+            first, first_calls = await until_final()  # the first call times out at least once
+            rest = await asyncio.gather(*(until_final() for _ in range(46)))
+            return [first, *(r for r, _ in rest)], first_calls + sum(n for _, n in rest)
+
+    try:
+        answers, calls = asyncio.run(agent())
+    finally:
+        smtp.set_delay(0.0)
+    sent = [e for e in vendors.ledger.effects("smtp") if e.detail["to"] == email["to"]]
+    assert len(sent) == 1
+    assert len(answers) == 47 and calls > 47  # retries happened
+    assert {facts["vendor_ref"] for _, facts, _ in answers} == {sent[0].key}  # the Message-ID
+    assert {facts["status"] for _, facts, _ in answers} == {"succeeded"}
+    assert not any(is_error for _, _, is_error in answers)
+    performed = [text for text, facts, _ in answers if facts["result_of"] == facts["action_id"]]
+    assert len(performed) <= 1  # the first logical call's own action (if its last retry was the original)
+    repeats = [text for text, facts, _ in answers if facts["result_of"] != facts["action_id"]]
+    assert len(repeats) >= 46 and all(t.startswith("Not performed again: this call repeats action") for t in repeats)
+    # the operator named this stdio gateway's agent; the client's own name ("ceo") is not used
+    decided = decision_log.wait([answers[0][1]["action_id"]], timeout_s=30)
+    assert {d["request"]["agent_id"] for d in decided.values()} == {"crm-followups"}
+
+
+def test_a_denied_tool_is_not_offered_and_a_call_to_it_is_refused(
+        stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    _, _, env = stack
+
+    async def agent() -> tuple[str, dict[str, Any], bool]:
+        async with stdio_session(env) as session:
+            return await call(session, "execute_database_write", {"sql": "DROP TABLE users"})
+
+    text, facts, is_error = asyncio.run(agent())
+    assert is_error and text.startswith("Denied")
+    assert facts["drop_reason"] == "tool_denied"
+
+
+def test_a_vendor_that_never_answers_is_in_doubt_not_a_hang(
+        stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    from runonce.connectors.sandbox.faults import Fault
+
+    vendors, _, env = stack
+    channel = f"ops-{uuid.uuid4().hex[:6]}"
+    vendors.state.faults.add(Fault(prefix=f"/slack/{channel}", drop_response=1))  # posts, then hangs up
+
+    async def agent() -> tuple[str, dict[str, Any], bool]:
+        async with stdio_session(env, "--timeout-s", "60") as session:
+            return await call(session, "post_slack_message", {"channel": f"#{channel}", "text": "db latency high"})
+
+    started = time.monotonic()
+    text, facts, is_error = asyncio.run(agent())
+    assert time.monotonic() - started < 60  # an answer, not the gateway's timeout
+    assert is_error and facts["status"] == "in_doubt"
+    assert text.startswith("Outcome unknown (in_doubt)") and "Calling again will not perform it twice" in text
+    assert len(vendors.ledger.effects("slack")) == 1  # it happened, once: only the answer was lost
+
+
+# -- the HTTP gateway: bearer tokens, MCP over HTTP, the HTTP API --------------------------
+
+@dataclass(frozen=True)
+class Gateway:
+    url: str
+    tokens: dict[str, str]
+    tokens_file: Path
+    process: RunonceProcess
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def gateway(broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    _, _, env = stack
+    home = tmp_path_factory.mktemp("gateway")
+    tokens_file = home / "gateway.tokens"
+    issued = {"billing-agent": token_store.add(tokens_file, "billing-agent", frozenset({"charge_payment"})),
+              "ops-agent": token_store.add(tokens_file, "ops-agent", None),
+              "intern": token_store.add(tokens_file, "intern", None)}
+    port = _free_port()
+    process = RunonceProcess(broker, "gateway", ["gateway", "serve", "--port", str(port),
+                                                 "--tokens", str(tokens_file)], home, env)
+    process.start()
+    deadline = time.monotonic() + 60
+    while True:  # the gateway reads its outcome topics before it listens
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            assert time.monotonic() < deadline and process.alive(), process.log_tail()
+            time.sleep(0.3)
+    yield Gateway(f"http://127.0.0.1:{port}", issued, tokens_file, process)
+    process.stop()
+
+
+def http(method: str, url: str, token: str | None = None, body: Any = None,
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    """One request with a plain HTTP client: (status, headers, JSON body)."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={
+        "Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {}),
+        **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=90) as answer:
+            return answer.status, dict(answer.headers), json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as refused:
+        return refused.code, dict(refused.headers), json.loads(refused.read() or b"null")
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str, name: str) -> AsyncIterator[ClientSession]:
+    """An MCP session over streamable HTTP with a bearer token; ``name``: the client's own."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"},
+                                      timeout=httpx.Timeout(120)) as client:
+        async with streamable_http_client(f"{url}/mcp", http_client=client) as (read, write, _):
+            async with ClientSession(read, write, client_info=_client_info(name)) as session:
+                await session.initialize()
+                yield session
+
+
+def test_the_gateway_lets_in_only_tokens_and_each_calls_what_its_token_allows(
+        gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    vendors, _, env = stack
+    charge = f"{gateway.url}/v1/actions/charge_payment?wait=30"
+    for url, method in ((charge, "POST"), (f"{gateway.url}/mcp", "POST")):
+        for token in (None, "not-a-token"):
+            status, headers, _ = http(method, url, token, {})
+            assert status == 401, (url, token, status)
+            assert headers["www-authenticate"].startswith("Bearer ")
+
+    # a tool the token does not name: refused before anything is published, and recorded
+    channel = f"#refused-{uuid.uuid4().hex[:6]}"
+    status, _, body = http("POST", f"{gateway.url}/v1/actions/post_slack_message?wait=5",
+                           gateway.tokens["billing-agent"], {"channel": channel, "text": "hi"})
+    assert status == 403 and "may not call post_slack_message" in body["error"]
+
+    async def over_mcp() -> tuple[set[str], tuple[str, dict[str, Any], bool]]:
+        async with http_session(gateway.url, gateway.tokens["billing-agent"], "ops-agent") as session:
+            listed = {t.name for t in (await session.list_tools()).tools}
+            return listed, await call(session, "post_slack_message", {"channel": channel, "text": "hi"})
+
+    listed, (text, facts, is_error) = asyncio.run(over_mcp())
+    assert listed == {"charge_payment"}  # a model is offered only what its token may call
+    assert is_error and text.startswith("Refused: this agent (billing-agent) is not allowed")
+    assert not [r for r in vendors.ledger.requests() if channel.lstrip("#") in r.path + r.body]
+    assert gateway.process.log_tail(200).count("refused: agent billing-agent called post_slack_message") == 2
+
+    # a revoked token stops working at once, without a restart
+    intern = gateway.tokens["intern"]
+    assert http("GET", f"{gateway.url}/v1/actions/nothing?wait=0", intern)[0] == 404  # let in: unknown action
+    revoke = subprocess.run([sys.executable, "-m", "runonce", "gateway", "token", "revoke", "intern",
+                             "--tokens", str(gateway.tokens_file)], env=env, capture_output=True, text=True)
+    assert revoke.returncode == 0, revoke.stderr
+    assert http("GET", f"{gateway.url}/v1/actions/nothing?wait=0", intern)[0] == 401
+    assert intern not in gateway.tokens_file.read_text() and intern not in gateway.process.log_tail(500)
+
+
+def test_over_mcp_on_http_the_agent_is_its_token_whatever_the_client_calls_itself(
+        gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]],
+        decision_log: DecisionWatcher) -> None:
+    vendors, _, _ = stack
+    key = f"booking-{uuid.uuid4().hex[:8]}"
+
+    async def agent() -> list[tuple[str, dict[str, Any], bool]]:
+        async with http_session(gateway.url, gateway.tokens["billing-agent"], "ceo-agent") as session:
+            charge = {"card": "tok_visa", "amount_cents": 41900, "idempotency_key": key}
+            return [await call(session, "charge_payment", charge) for _ in range(3)]
+
+    first, *retries = asyncio.run(agent())
+    assert first[1]["status"] == "succeeded" and first[0].startswith("Done")
+    assert all(r[1]["vendor_ref"] == first[1]["vendor_ref"] and r[1]["result_of"] == first[1]["action_id"]
+               and r[0].startswith("Not performed again") for r in retries)
+    assert vendors.ledger.count("payments", key) == 1
+    decided = decision_log.wait([a[1]["action_id"] for a in (first, *retries)], timeout_s=30)
+    assert {d["request"]["agent_id"] for d in decided.values()} == {"billing-agent"}
+
+
+def test_a_node_agent_retrying_a_slow_charge_four_times_is_charged_once(
+        gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """The 4-charge incident, from JavaScript with fetch: four identical answers, one charge."""
+    from runonce.connectors.sandbox.faults import Fault
+
+    vendors, _, _ = stack
+    key = f"order-{uuid.uuid4().hex[:8]}"
+    vendors.state.faults.add(Fault("/v1/charges", delay_s=2.0))  # a slow processor: the retries overlap it
+    try:
+        run = subprocess.run(["node", str(Path(__file__).parents[1] / "node" / "four_retries.mjs"),
+                              gateway.url, gateway.tokens["billing-agent"], key],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        vendors.state.faults.clear()
+    assert run.returncode == 0, run.stderr
+    answers = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(answers) == 4 and {a["status"] for a in answers} == {200}
+    assert len({a["body"] for a in answers}) == 1, answers  # four identical answers ...
+    body = json.loads(answers[0]["body"])
+    assert body["status"] == "succeeded" and body["advice"].startswith("done")
+    assert [a["replayed"] for a in answers].count(None) == 1  # ... one of them the original's own
+    assert len({a["action"] for a in answers}) == 4  # four calls, four actions published ...
+    assert vendors.ledger.count("payments", key) == 1  # ... one charge
+    assert len(vendors.ledger.requests("/v1/charges", containing=key)) == 1  # asked once, not deduplicated
+
+
+def test_the_http_api_answers_a_retry_a_misused_key_and_a_late_outcome_as_stripe_would(
+        gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    from openapi_spec_validator import validate
+
+    vendors, _, _ = stack
+    token = gateway.tokens["ops-agent"]
+    key = f"refund-{uuid.uuid4().hex[:8]}"
+    url = f"{gateway.url}/v1/actions/charge_payment"
+    status, headers, pending = http("POST", f"{url}?wait=0", token, {"card": "tok_visa", "amount_cents": 500},
+                                    {"Idempotency-Key": key})
+    assert status == 202 and pending["status"] == "pending" and headers["location"].startswith("/v1/actions/")
+    status, _, done = http("GET", f"{gateway.url}{headers['location']}?wait=30", token)
+    assert status == 200 and done["status"] == "succeeded" and done["action_id"] == pending["action_id"]
+    status, again_headers, again = http("POST", f"{url}?wait=30", token, {"card": "tok_visa", "amount_cents": 500},
+                                        {"Idempotency-Key": key})
+    assert (status, again_headers["idempotent-replayed"]) == (200, "true")
+    assert again == {**done, "tool": "charge_payment"}  # the first call's answer
+    status, _, misused = http("POST", f"{url}?wait=30", token, {"card": "tok_visa", "amount_cents": 99_900},
+                              {"Idempotency-Key": key})
+    assert status == 422 and misused["reason"] == "key_payload_mismatch"
+    assert vendors.ledger.count("payments", key) == 1
+    assert http("POST", f"{gateway.url}/v1/actions/no_such_tool", token, {})[0] == 404
+    assert http("POST", f"{url}?wait=forever", token, {})[0] == 400
+    status, _, spec = http("GET", f"{gateway.url}/openapi.json")  # a description: no token needed
+    assert status == 200 and "/v1/actions/charge_payment" in spec["paths"]
+    validate(spec)  # raises on an invalid OpenAPI document
+
+
+# -- agent frameworks: their own retries, made harmless ------------------------------------
+
+def _attempts(decision_log: DecisionWatcher, agent_id: str) -> int:
+    with decision_log._lock:
+        return sum(1 for ds in decision_log.by_action.values() for d in ds if d["request"]["agent_id"] == agent_id)
+
+
+def test_langchains_retry_on_a_slow_tool_sends_one_email(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]],
+        decision_log: DecisionWatcher) -> None:
+    """The 47-email incident in LangChain: the tool gives up after 1 s, the relay takes 4 s,
+    and langchain-core's own ``with_retry`` calls again on every TimeoutError."""
+    from runonce.integrations.langchain import langchain_tools
+    from runonce.sdk.client import ActionClient
+
+    vendors, smtp, _ = stack
+    agent = f"lc-{uuid.uuid4().hex[:6]}"
+    email = {"to": f"lead-{agent}@prospect.example", "subject": "Following up", "body": "Hi"}
+    call = {"name": "send_email", "args": email, "id": "call-1", "type": "tool_call"}
+    smtp.set_delay(4.0)
+    try:
+        with ActionClient(broker.bootstrap_servers(), agent_id=agent) as client:
+            tool = {t.name: t for t in langchain_tools(client, timeout_s=1.0)}["send_email"]
+            retrying = tool.with_retry(retry_if_exception_type=(TimeoutError,), stop_after_attempt=30,
+                                       wait_exponential_jitter=False)
+            first = retrying.invoke(call)
+            attempts = _attempts(decision_log, agent)
+            later = [tool.invoke({**call, "id": f"call-{i}"}) for i in range(2, 5)]  # the model calls again
+    finally:
+        smtp.set_delay(0.0)
+    sent = [e for e in vendors.ledger.effects("smtp") if e.detail["to"] == email["to"]]
+    assert len(sent) == 1 and attempts >= 2, attempts  # retried, and sent once
+    assert first.artifact["status"] == "succeeded" and first.artifact["vendor_ref"] == sent[0].key
+    assert all(m.artifact["result_of"] == first.artifact["result_of"] and m.artifact["vendor_ref"] == sent[0].key
+               and str(m.content).startswith("Not performed again") for m in later)
+
+
+def test_the_openai_agents_sdks_tool_timeout_and_a_model_calling_again_send_one_email(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """The SDK's own ``timeout_seconds`` cancels the slow call and tells the model it timed
+    out; the model calls again (as models do), the way the SDK's runner invokes a tool."""
+    from agents.tool import invoke_function_tool
+    from agents.tool_context import ToolContext
+
+    from runonce.integrations.openai_agents import openai_agents_tools
+    from runonce.sdk.client import ActionClient
+
+    vendors, smtp, _ = stack
+    email = {"to": f"lead-{uuid.uuid4().hex[:6]}@prospect.example", "subject": "Following up", "body": "Hi"}
+    arguments = json.dumps(email)
+
+    async def model(tool: Any) -> list[str]:
+        said = []
+        for n in range(30):
+            ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id=f"call-{n}", tool_arguments=arguments)
+            said.append(str(await invoke_function_tool(function_tool=tool, context=ctx, arguments=arguments)))
+            if "timed out" not in said[-1]:
+                return said
+        return said
+
+    smtp.set_delay(4.0)
+    try:
+        with ActionClient(broker.bootstrap_servers(), agent_id="oa-agent") as client:
+            tool = {t.name: t for t in openai_agents_tools(client, timeout_s=1.0)}["send_email"]
+            said = asyncio.run(model(tool))
+            again = [asyncio.run(model(tool))[-1] for _ in range(2)]
+    finally:
+        smtp.set_delay(0.0)
+    sent = [e for e in vendors.ledger.effects("smtp") if e.detail["to"] == email["to"]]
+    assert len(sent) == 1
+    assert len(said) >= 2 and said[0] == "Tool 'send_email' timed out after 1 seconds."
+    assert sent[0].key in said[-1] and all(a.startswith("Not performed again") and sent[0].key in a for a in again)
+
+
+# -- the docs: every snippet on the agents page runs as written ---------------------------
+
+_RUNNERS = {"python": [sys.executable, "-"], "bash": ["bash", "-euo", "pipefail", "-s"],
+            "js": ["node", "--input-type=module", "-"]}
+
+
+def snippets(page: Path) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block a runner exists for."""
+    found = re.findall(r"^```(\w+)\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+    return [(lang, code) for lang, code in found if lang in _RUNNERS]
+
+
+def test_every_snippet_in_the_agents_page_runs(gateway: Gateway, stack: tuple[VendorServer, SmtpServer,
+                                                                              dict[str, str]]) -> None:
+    vendors, _, env = stack
+    page = Path(__file__).parents[2] / "docs" / "agents.md"
+    found = snippets(page)
+    assert [lang for lang, _ in found] == ["python", "bash", "js", "python", "python", "python"]
+    run_env = {**env, "RUNONCE_GATEWAY": gateway.url, "RUNONCE_TOKEN": gateway.tokens["ops-agent"]}
+    for lang, code in found:
+        ran = subprocess.run(_RUNNERS[lang], input=code, env=run_env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, f"{lang} snippet failed:\n{code}\n--- stderr\n{ran.stderr[-2000:]}"
+        assert "succeeded" in ran.stdout, (code, ran.stdout)
+    assert vendors.ledger.count("payments", "order-1001") == 1 and vendors.ledger.count("payments", "order-1002") == 1
+    assert len([e for e in vendors.ledger.effects("smtp") if e.detail["to"] == "ada@example.com"]) == 1
