@@ -229,9 +229,13 @@ def http(method: str, url: str, token: str | None = None, body: Any = None,
         **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=90) as answer:
-            return answer.status, dict(answer.headers), json.loads(answer.read() or b"null")
+            status, got, raw = answer.status, dict(answer.headers), answer.read()
     except urllib.error.HTTPError as refused:
-        return refused.code, dict(refused.headers), json.loads(refused.read() or b"null")
+        status, got, raw = refused.code, dict(refused.headers), refused.read()
+    try:
+        return status, {k.lower(): v for k, v in got.items()}, json.loads(raw or b"null")
+    except ValueError:
+        return status, {k.lower(): v for k, v in got.items()}, raw.decode(errors="replace")
 
 
 @asynccontextmanager
