@@ -11,6 +11,8 @@ phase "mypy --strict (the whole package)"
 .venv/bin/mypy
 phase "import-linter: each layer imports only the layers below it"
 .venv/bin/lint-imports
+phase "mkdocs build --strict: the docs build, and a broken link fails"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 phase "pytest: main suite (plaintext broker)"
 .venv/bin/pytest --ignore=tests/security "$@"
 phase "pytest: security suite (SASL/PLAIN + StandardAuthorizer broker)"

@@ -1,4 +1,4 @@
-"""Every bound on what an agent may send, in one place (the README's "Bad input" lists them).
+"""Every bound on what an agent may send, in one place (docs/design-notes.md, "Bad input", lists them).
 
 Why these numbers: with every field within its bound, every record the stream job writes for
 an accepted request (the decision, which carries the request whole; a stage-1 hand-off; the

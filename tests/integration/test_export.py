@@ -1,5 +1,5 @@
 """`runonce export` on the real broker: a time range of decisions to Parquet and JSON lines,
-read back with pyarrow and queried with DuckDB (the README's analyst queries)."""
+read back with pyarrow and queried with DuckDB (the analyst queries of docs/analysts.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from runonce.wire.codec import Codec
 
 pytestmark = pytest.mark.broker
 
-#: the analyst queries the README shows, run here against the exported file
+#: the analyst queries docs/analysts.md shows, run here against the exported file
 QUERIES = {
     "drops by reason per hour": """
         SELECT date_trunc('hour', broker_time) AS hour, reason, count(*) AS drops
