@@ -4,7 +4,7 @@ import pytest
 
 from runonce.ops.cli import build_parser, main
 
-COMMANDS = ["broker", "topics", "acl", "worker", "executor", "sandbox", "up", "down", "status", "submit", "tail", "verify", "stats", "demo", "mcp", "export", "observe", "report", "approvals"]
+COMMANDS = ["broker", "topics", "acl", "worker", "executor", "sandbox", "up", "down", "status", "submit", "tail", "verify", "stats", "demo", "mcp", "export", "observe", "report", "approvals", "gateway"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -29,3 +29,29 @@ def test_no_broker_address_is_a_clear_error(tmp_path, monkeypatch, capsys: pytes
     monkeypatch.delenv("RUNONCE_BOOTSTRAP", raising=False)
     assert main(["verify"]) == 2
     assert "no broker address: set RUNONCE_BOOTSTRAP or start the local broker" in capsys.readouterr().err
+
+
+def test_gateway_tokens_are_added_listed_and_revoked_and_never_stored(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "gateway.tokens"
+    assert main(["gateway", "token", "add", "billing-agent", "--tools", "charge_payment,send_email",
+                 "--tokens", str(path)]) == 0
+    token = capsys.readouterr().out.strip()
+    assert len(token) >= 32 and token not in path.read_text()
+    assert main(["gateway", "token", "list", "--tokens", str(path)]) == 0
+    assert capsys.readouterr().out == "billing-agent\tcharge_payment,send_email\n"
+    assert main(["gateway", "token", "revoke", "billing-agent", "--tokens", str(path)]) == 0
+    assert main(["gateway", "token", "revoke", "billing-agent", "--tokens", str(path)]) == 1
+    assert main(["gateway", "token", "--tokens", str(path)]) == 2  # which token action: a clear error
+
+
+def test_a_command_whose_extra_is_not_installed_says_which_extra(
+        tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    monkeypatch.setenv("RUNONCE_HOME", str(tmp_path))
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith(("mcp.", "runonce.gateway"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if `pip install runonce` alone
+    assert main(["gateway", "serve", "--tokens", str(tmp_path / "t")]) == 2
+    assert "needs the 'gateway' extra: pip install 'runonce[gateway]'" in capsys.readouterr().err
