@@ -90,7 +90,7 @@ class ResultIndex:
     def _first_unread_ms(self, starts: Mapping[int, int]) -> int:
         """When the earliest approved record still to be read was written (now, if none is)."""
         earliest = self.clock_ms()
-        reader = clients.reader(self.bootstrap, group="runonce-reader-results-window")
+        reader = clients.reader(self.bootstrap, group="runonce-reader-results-window", to_end=True)
         try:
             reader.assign([TopicPartition(self.source_topic, p, offset) for p, offset in starts.items()])
             pending = set(starts)

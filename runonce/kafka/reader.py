@@ -47,7 +47,7 @@ def read_messages(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *
     ``since_ms``/``until_ms`` bound the records by broker timestamp: reading starts at each
     partition's first record at or after ``since_ms`` (the broker's time index, never a scan
     from the beginning) and a partition is done at its first record after ``until_ms``."""
-    consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}")
+    consumer = clients.reader(bootstrap, group=f"runonce-reader-{uuid.uuid4().hex[:8]}", to_end=not follow)
     try:
         if partitions is None:
             try:
@@ -106,7 +106,7 @@ def first_committed_offset(bootstrap: KafkaTarget, topic: str, partition: int, o
     AccessDenied when this principal may not ask. ``group``: a group the principal may use
     (the consumer only assigns and commits nothing, but the client still looks its
     coordinator up)."""
-    consumer = clients.reader(bootstrap, group=group or f"runonce-reader-{uuid.uuid4().hex[:8]}")
+    consumer = clients.reader(bootstrap, group=group or f"runonce-reader-{uuid.uuid4().hex[:8]}", to_end=True)
     try:
         consumer.assign([TopicPartition(topic, partition, offset if offset > 0 else OFFSET_BEGINNING)])
         deadline = time.monotonic() + timeout_s

@@ -214,7 +214,7 @@ class Outcomes:
             known = self.recent.get(action_id)
         if known is not None:
             return Looked(None, known)
-        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
+        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}", to_end=True,
                                 **{"fetch.max.bytes": 4 * 1024 * 1024, "queued.max.messages.kbytes": 8192})
         try:
             request, requested_ms = _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)

@@ -83,7 +83,7 @@ class TransactionalWorker:
             "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
             "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": LagGauge(self.metrics.lag, GROUP).on_stats,
         })
-        self.reader = clients.reader(self.access, group=f"{GROUP}-restore")
+        self.reader = clients.reader(self.access, group=f"{GROUP}-restore", to_end=True)
         # A transactional call that blocks past its timeout (librdkafka#5456, a coordinator that
         # went away) is an exit for a restart, never a worker that holds partitions and decides nothing.
         self.watchdog = Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0)

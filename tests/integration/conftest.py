@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import pytest
@@ -11,6 +12,14 @@ from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 
 from tests.support.worker import RUNTIMES, WorkerProcess
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_since_ms() -> int:
+    """When this module began (autouse: taken before its first test), for the oracle's window
+    (``verify(since_ms=...)``): its tests account for the records they requested, not for the
+    whole session's history."""
+    return int(time.time() * 1000) - 1000
 
 
 @pytest.fixture(scope="session")

@@ -79,13 +79,14 @@ def _ahead(committed: dict[int, int], since: dict[int, int]) -> int:
     return sum(max(0, committed[p] - since.get(p, 0)) for p in committed)
 
 
-def _wait_decided(bootstrap: str, wanted: set[str], timeout_s: float) -> Report:
-    """The oracle's report once every wanted action is decided, or when time is up."""
+def _wait_decided(bootstrap: str, wanted: set[str], timeout_s: float, since_ms: int) -> Report:
+    """The oracle's report (over this test's window of the topics) once every wanted action is
+    decided, or when time is up."""
     deadline = time.monotonic() + timeout_s
-    report = verify(bootstrap)
+    report = verify(bootstrap, since_ms=since_ms)
     while not wanted <= report.outcome_by_action.keys() and time.monotonic() < deadline:
         time.sleep(2)
-        report = verify(bootstrap)
+        report = verify(bootstrap, since_ms=since_ms)
     return report
 
 
@@ -98,6 +99,7 @@ def test_no_claim_is_lost_when_a_worker_dies_with_its_writes_queued(broker: Sett
     retries = [build_request("update_salesforce_field", p, agent_id="gap") for p in params]
 
     before, _ = _positions(bootstrap)
+    since_ms = int(time.time() * 1000) - 1000
     with Submitter(bootstrap, agent_id="gap") as sub:
         for r in originals:
             sub.send(r)
@@ -117,11 +119,11 @@ def test_no_claim_is_lost_when_a_worker_dies_with_its_writes_queued(broker: Sett
         # Retries go out once every original is decided (before the kill, or again after it),
         # so a retry never races its original through the re-key hop; an original whose
         # decision the kill lost is never decided again (its input is committed): time is up.
-        _wait_decided(bootstrap, {r["action_id"] for r in originals}, timeout_s=90)
+        _wait_decided(bootstrap, {r["action_id"] for r in originals}, timeout_s=90, since_ms=since_ms)
         with Submitter(bootstrap, agent_id="gap") as sub:
             for r in retries:
                 sub.send(r)
-        report = _wait_decided(bootstrap, {r["action_id"] for r in retries}, timeout_s=120)
+        report = _wait_decided(bootstrap, {r["action_id"] for r in retries}, timeout_s=120, since_ms=since_ms)
     finally:
         worker.stop()
 

@@ -95,6 +95,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     n_actions = int(os.environ.get("RUNONCE_FAULT_ACTIONS", "4000"))
     rate = float(os.environ.get("RUNONCE_FAULT_RATE", "50"))
     run = uuid.uuid4().hex[:6]
+    since_ms = int(time.time() * 1000) - 1000  # the oracle reads this test's window of the topics
     families = generate(n_actions, repeat_ratio=0.1, seed=23, run_id=f"f{run}")
     records = [m for fam in families for m, _ in fam.members]
 
@@ -109,7 +110,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     early.start()
     try:
         deadline = time.monotonic() + 120
-        while not {r["action_id"] for r in before} <= verify(bootstrap).outcome_by_action.keys():
+        while not {r["action_id"] for r in before} <= verify(bootstrap, since_ms=since_ms).outcome_by_action.keys():
             assert time.monotonic() < deadline, f"the early actions were never decided:\n{early.log_tail()}"
             time.sleep(2)
     finally:
@@ -181,7 +182,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
 
         # Nothing lost: every requested record decided once, every repeat family as planted ...
         report = account_decisions(bootstrap, records, families, lambda: "\n".join(
-            f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fault-w")))
+            f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fault-w")), since_ms=since_ms)
         note("oracle: decisions accounted")
         # ... and every approved action for an executed tool has a final result.
         done = account_results(bootstrap, records, report)

@@ -4,18 +4,14 @@ counted from the sandbox ledgers, with and without runonce."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import threading
 import time
 import uuid
 from typing import Any, Iterator
 
 import pytest
 
-from runonce.connectors.base import ActionCall
-from runonce.connectors.errors import ConnectorError
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.vendors import SmtpConnector
 from runonce.sdk.client import ActionClient, ActionOutcome
 from runonce.settings import Settings
 
@@ -49,66 +45,6 @@ def stack(broker: Settings, stream_worker: WorkerProcess, tmp_path_factory: pyte
         p.stop()
     smtp.stop()
     vendors.stop()
-
-
-def _retrying_agent(attempt: Any, every_s: float, tries: int) -> int:
-    """A framework that retries any tool call slower than `every_s`: the slow call is abandoned
-    (its late success ignored) and a fresh one fired. Returns how many calls it made."""
-    for n in range(1, tries + 1):
-        done = threading.Event()
-        threading.Thread(target=lambda d=done: attempt() and d.set(), daemon=True).start()
-        if done.wait(every_s):
-            return n
-    return tries
-
-
-def test_47_emails_slow_relay_and_retrying_caller_send_one(broker: Settings,
-                                                          stack: tuple[VendorServer, SmtpServer]) -> None:
-    vendors, smtp = stack
-    # The seed's relay took 11 s and its caller retried every 8 s; at half that scale (5.5 s and
-    # 4 s) the relay is still slower than the caller's patience, and the test takes half as long.
-    smtp.set_delay(5.5)  # the relay delivers, then takes 5.5 s to answer
-    email = {"to": f"john-{uuid.uuid4().hex[:6]}@prospect.example", "subject": "Following up", "body": "Hi John"}
-    tries = 3
-    try:
-        # Without runonce: each retry is a fresh send.
-        direct = SmtpConnector("127.0.0.1", smtp.port, timeout_s=30)
-
-        def send_directly() -> bool:
-            try:
-                direct.perform(ActionCall(str(uuid.uuid4()), "send_email", email, str(uuid.uuid4())))
-                return True
-            except ConnectorError:
-                return False
-
-        assert _retrying_agent(send_directly, 4.0, tries) == tries  # every call took 5.5 s
-        time.sleep(6)
-        without = vendors.ledger.count("smtp")
-
-        # With runonce: the same agent, through the SDK (no idempotency key: the content key catches it).
-        email_2 = {**email, "to": "again-" + email["to"]}
-        outcomes: list[ActionOutcome] = []
-        with ActionClient(broker.bootstrap_servers(), agent_id="sales-agent") as client:
-            def via_runonce() -> bool:
-                try:
-                    outcomes.append(client.submit("send_email", email_2).result(timeout=60))
-                    return True
-                except TimeoutError:
-                    return False
-
-            calls = _retrying_agent(via_runonce, 4.0, tries)
-            deadline = time.monotonic() + 60
-            while len(outcomes) < calls and time.monotonic() < deadline:
-                time.sleep(0.5)
-        with_runonce = [e for e in vendors.ledger.effects("smtp") if e.detail["to"] == email_2["to"]]
-    finally:
-        smtp.set_delay(0.0)
-    assert without == tries
-    assert len(with_runonce) == 1
-    # Every retry's handle resolved to the first send's result: the second call returns the first call's result.
-    assert calls >= 2 and len(outcomes) == calls
-    assert len({(o.status, o.vendor_ref, o.result_of) for o in outcomes}) == 1
-    assert outcomes[0].status == "succeeded"
 
 
 def _submit_many(bootstrap: str, key: str, n: int, barrier: Any, out: Any) -> None:

@@ -195,11 +195,11 @@ def test_a_foreign_record_with_malformed_headers_on_the_rekey_topic(broker: Sett
     assert stream_worker.alive()
 
 
-def test_the_counts_reconcile(broker: Settings, stream_worker: WorkerProcess) -> None:
+def test_the_counts_reconcile(broker: Settings, stream_worker: WorkerProcess, module_since_ms: int) -> None:
     deadline = time.monotonic() + 60
-    report = verify(broker.bootstrap_servers())
+    report = verify(broker.bootstrap_servers(), since_ms=module_since_ms)
     while not report.ok and time.monotonic() < deadline:
         time.sleep(1)
-        report = verify(broker.bootstrap_servers())
+        report = verify(broker.bootstrap_servers(), since_ms=module_since_ms)
     assert report.ok, report.summary()
     assert report.dead_lettered >= 12

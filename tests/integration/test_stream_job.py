@@ -147,12 +147,13 @@ def test_bad_input_lands_in_the_dead_letter_topic_with_reason_and_origin(broker:
     assert all(k[H_ORIGIN_TOPIC] == topics.REQUESTED for k in kinds)
 
 
-def test_the_oracle_accounts_for_every_record_so_far(broker: Settings, stream_worker: WorkerProcess) -> None:
+def test_the_oracle_accounts_for_every_record_of_the_module(broker: Settings, stream_worker: WorkerProcess,
+                                                            module_since_ms: int) -> None:
     deadline = time.monotonic() + 60
-    report = verify(broker.bootstrap_servers())
+    report = verify(broker.bootstrap_servers(), since_ms=module_since_ms)
     while report.lost and time.monotonic() < deadline:
         time.sleep(1)
-        report = verify(broker.bootstrap_servers())
+        report = verify(broker.bootstrap_servers(), since_ms=module_since_ms)
     assert report.ok, report.summary()
     assert report.requested == report.accounted and report.requested > 0
 

@@ -123,16 +123,17 @@ class Accounted:
 
 
 def account_decisions(bootstrap: KafkaTarget, records: list[dict[str, Any]], families: list[Any],
-                      worker_logs: Callable[[], str], timeout_s: float = 300.0) -> Any:
+                      worker_logs: Callable[[], str], timeout_s: float = 300.0, *, since_ms: int | None = None) -> Any:
     """Wait until every requested record is decided, then check nothing was lost, decided
-    twice or decided against its family's plan; the oracle's report."""
+    twice or decided against its family's plan; the oracle's report (over the topics from
+    ``since_ms`` on, when given: the test's own window)."""
     from runonce.testkit.oracle import verify
     from runonce.testkit.workload import check_families
 
     wanted = {r["action_id"] for r in records}
     deadline = time.monotonic() + timeout_s
     while True:
-        report = verify(bootstrap)
+        report = verify(bootstrap, since_ms=since_ms)
         if wanted <= report.outcome_by_action.keys() and report.ok or time.monotonic() > deadline:
             break
         time.sleep(3)

@@ -98,3 +98,16 @@ def test_a_held_record_is_held_until_its_release_and_a_release_twice_is_caught()
                              held=held)
     assert released_twice.held == [] and released_twice.re_emitted_by_action == {a1["action_id"]: 1}
     assert account([r1, r2], [], [], [], held=held[:1]).lost == [(0, 1)]
+
+
+def test_a_windowed_account_leaves_out_what_was_requested_before_the_window_and_nothing_else() -> None:
+    """verify(since_ms=...) reads a time window: a decision for a record requested before the
+    window (its partition's first record in it) is outside, one after it is still a phantom."""
+    (_, before), (r5, a5) = req(0, 4), req(0, 5)
+    _, stranger = req(0, 9)
+    late = decision(before, 0, 4)  # an earlier test's record, decided inside the window
+    windowed = account([r5], [decision(a5, 0, 5), late], [], [], windowed=True)
+    assert windowed.ok and windowed.phantoms == [], windowed.summary()
+    assert account([r5], [decision(a5, 0, 5), late], [], []).phantoms == [(0, 4)]  # unwindowed: a phantom
+    phantom = account([r5], [decision(a5, 0, 5), decision(stranger, 0, 9)], [], [], windowed=True)
+    assert not phantom.ok and phantom.phantoms == [(0, 9)]
