@@ -14,7 +14,7 @@ from typing import Any
 from runonce.core.decision import Reason
 from runonce.gateway.tools import Refusal
 from runonce.sdk.client import ActionOutcome, HeldFor
-from runonce.wire.results import DROPPED, HELD, PENDING, Status
+from runonce.wire.results import CallStatus
 
 _DROPS = {
     Reason.TOOL_DENIED.value: "Denied: runonce's policy never runs this tool.",
@@ -36,7 +36,7 @@ class Answer:
 def answer(tool: str, outcome: ActionOutcome) -> Answer:
     facts = {"tool": tool, "action_id": outcome.action_id, "status": outcome.status,
              "vendor_ref": outcome.vendor_ref, "result_of": outcome.result_of}
-    if outcome.status == DROPPED:
+    if outcome.status is CallStatus.DROPPED:
         reason = outcome.drop_reason or "?"
         return Answer(_DROPS.get(reason, f"Not performed: dropped by runonce ({reason})."),
                       {**facts, "drop_reason": reason}, True)
@@ -45,10 +45,9 @@ def answer(tool: str, outcome: ActionOutcome) -> Answer:
         repeat = (f"Not performed again: this call repeats action {outcome.result_of} "
                   f"({outcome.repeat_reason or 'a repeat'}). The original call's result: ")
         facts["repeat_reason"] = outcome.repeat_reason
-    status = Status(outcome.status)
-    if status is Status.SUCCEEDED:
+    if outcome.status is CallStatus.SUCCEEDED:
         return Answer(f"{repeat}Done: {tool} succeeded (vendor reference {outcome.vendor_ref}).", facts, False)
-    if status is Status.FAILED:
+    if outcome.status is CallStatus.FAILED:
         return Answer(f"{repeat}Failed: the vendor refused it ({outcome.error}). It was not performed; "
                       "change the arguments before calling again.", {**facts, "error": outcome.error}, True)
     return Answer(f"{repeat}Outcome unknown (in_doubt): the vendor did not confirm whether {tool} happened "
@@ -60,14 +59,14 @@ def timed_out(tool: str, action_id: str | None, timeout_s: float) -> Answer:
     return Answer(f"No outcome within {timeout_s:.0f} s. The call is recorded"
                   + (f" (action {action_id})" if action_id else "")
                   + "; calling again with the same arguments is safe: runonce will not perform it twice.",
-                  {"tool": tool, "action_id": action_id, "status": PENDING}, True)
+                  {"tool": tool, "action_id": action_id, "status": CallStatus.PENDING}, True)
 
 
 def waiting_for_approval(tool: str, action_id: str, held: HeldFor) -> Answer:
     return Answer(f"Waiting for approval (action {action_id}): {held.why}. A person must approve it before "
                   f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(held.expires_at_ms / 1000))}; calling again "
                   "will not perform it twice.",
-                  {"tool": tool, "action_id": action_id, "status": HELD, "why": held.why,
+                  {"tool": tool, "action_id": action_id, "status": CallStatus.HELD, "why": held.why,
                    "expires_at_ms": held.expires_at_ms}, False)
 
 

@@ -31,7 +31,7 @@ from runonce.errors import BrokerUnavailable, InvalidInput
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Calls, Taken
 from runonce.gateway.tools import Refusal
-from runonce.wire.results import DROPPED, HELD, PENDING, Status
+from runonce.wire.results import CallStatus
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
@@ -43,13 +43,13 @@ _REFUSED = {Reason.TOOL_DENIED.value: HTTPStatus.FORBIDDEN,
             Reason.MISSING_KEY.value: HTTPStatus.BAD_REQUEST}
 
 _ADVICE = {
-    Status.SUCCEEDED.value: "done; a retry returns this same answer",
-    Status.FAILED.value: "the vendor refused it and it was not performed; change the params before calling again",
-    Status.IN_DOUBT.value: "do not retry: the vendor did not confirm whether it happened, and calling again will "
+    CallStatus.SUCCEEDED: "done; a retry returns this same answer",
+    CallStatus.FAILED: "the vendor refused it and it was not performed; change the params before calling again",
+    CallStatus.IN_DOUBT: "do not retry: the vendor did not confirm whether it happened, and calling again will "
                            "neither perform it twice nor tell you more; ask an operator to check this action",
-    DROPPED: "not performed: runonce's policy dropped it (see reason); retrying gives the same answer",
-    PENDING: "no outcome yet: GET the Location, or POST again with the same Idempotency-Key (safe)",
-    HELD: "waiting for a person's approval; GET the Location later (retrying is safe)",
+    CallStatus.DROPPED: "not performed: runonce's policy dropped it (see reason); retrying gives the same answer",
+    CallStatus.PENDING: "no outcome yet: GET the Location, or POST again with the same Idempotency-Key (safe)",
+    CallStatus.HELD: "waiting for a person's approval; GET the Location later (retrying is safe)",
 }
 
 
@@ -117,15 +117,15 @@ def body_of(tool: str | None, taken: Taken) -> tuple[HTTPStatus, dict[str, Any]]
     of one action (what differs per call goes in headers)."""
     outcome = taken.outcome
     if outcome is None:
-        body: dict[str, Any] = {"action_id": taken.action_id, "tool": tool, "status": PENDING}
+        body: dict[str, Any] = {"action_id": taken.action_id, "tool": tool, "status": CallStatus.PENDING}
         if taken.held is not None:
-            body.update(status=HELD, why=taken.held.why, expires_at_ms=taken.held.expires_at_ms)
+            body.update(status=CallStatus.HELD, why=taken.held.why, expires_at_ms=taken.held.expires_at_ms)
         return HTTPStatus.ACCEPTED, {**body, "advice": _ADVICE[body["status"]]}
     body = {"action_id": outcome.result_of, "tool": tool, "status": outcome.status,
             "vendor_ref": outcome.vendor_ref, "error": outcome.error}
-    if outcome.status == DROPPED:
+    if outcome.status is CallStatus.DROPPED:
         reason = outcome.drop_reason or "?"
-        return _REFUSED.get(reason, HTTPStatus.OK), {**body, "reason": reason, "advice": _ADVICE[DROPPED]}
+        return _REFUSED.get(reason, HTTPStatus.OK), {**body, "reason": reason, "advice": _ADVICE[CallStatus.DROPPED]}
     return HTTPStatus.OK, {**body, "advice": _ADVICE[outcome.status]}
 
 

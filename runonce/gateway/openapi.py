@@ -8,7 +8,7 @@ from typing import Any
 
 from runonce.core.policy import PolicyBook
 from runonce.gateway.tools import KEY_ARGUMENT, served_tools
-from runonce.wire.results import DROPPED, HELD, PENDING, Status
+from runonce.wire.results import CallStatus
 
 _ANSWER = {
     "type": "object",
@@ -16,7 +16,7 @@ _ANSWER = {
     "properties": {
         "action_id": {"type": "string", "description": "the action whose result this is (the original, for a repeat)"},
         "tool": {"type": "string"},
-        "status": {"type": "string", "enum": [*(s.value for s in Status if s.final), DROPPED, PENDING, HELD]},
+        "status": {"type": "string", "enum": [s.value for s in CallStatus]},
         "vendor_ref": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
         "reason": {"type": "string", "description": "why runonce dropped it (status dropped)"},

@@ -30,14 +30,14 @@ from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
 from runonce.sdk.submit import Submitter, build_request
 from runonce.wire.decisions import DecisionView
-from runonce.wire.results import DROPPED
+from runonce.wire.results import CallStatus, Status
 
 
 @dataclass(frozen=True, slots=True)
 class ActionOutcome:
     action_id: str
-    #: the executor's status (succeeded, failed, in_doubt), or "dropped" when runonce dropped it
-    status: str
+    #: the executor's final status (succeeded, failed, in_doubt), or dropped when runonce dropped it
+    status: CallStatus
     #: the action whose result this is (the original, for a duplicate)
     result_of: str
     vendor_ref: str | None = None
@@ -46,6 +46,9 @@ class ActionOutcome:
     drop_reason: str | None = None
     #: for a repeat that resolved to its original's result: why it was a repeat
     repeat_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", CallStatus(self.status))  # a str given is checked, and kept as the Enum
 
     @property
     def repeated(self) -> bool:
@@ -149,7 +152,8 @@ class ActionClient:
         while True:
             current, position = str(decision.first_action_id), decision.first_requested_at
             if not decision.resolves_to_original or position is None or current in seen:
-                return ActionOutcome(action_id, DROPPED, decision.action_id, drop_reason=decision.reason.value)
+                return ActionOutcome(action_id, CallStatus.DROPPED, decision.action_id,
+                                     drop_reason=decision.reason.value)
             seen.add(current)
             self._outcomes.watch(current)
             try:
@@ -194,5 +198,5 @@ class ActionClient:
 
 
 def _outcome(action_id: str, result: Mapping[str, Any], repeat_reason: str | None) -> ActionOutcome:
-    return ActionOutcome(action_id, result["status"], result["action_id"], result["vendor_ref"], result["error"],
-                         repeat_reason=repeat_reason)
+    return ActionOutcome(action_id, CallStatus.of(Status(result["status"])), result["action_id"], result["vendor_ref"],
+                         result["error"], repeat_reason=repeat_reason)

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from runonce.core.decision import Outcome
 from runonce.errors import ResultTimeout
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
@@ -62,7 +63,7 @@ class DecisionWatcher:
         deadline = time.monotonic() + timeout_s
 
         def first(action_id: str) -> dict[str, Any] | None:
-            found = [d for d in self.by_action.get(action_id, ()) if not final or d["outcome"] != "HELD"]
+            found = [d for d in self.by_action.get(action_id, ()) if not final or d["outcome"] != Outcome.HOLD.value]
             return found[0] if found else None
 
         while True:

@@ -21,12 +21,30 @@ class Status(enum.Enum):
         return self is not Status.ATTEMPTING
 
 
-#: the SDK's status for an action runonce dropped: no executor ever saw it
-DROPPED = "dropped"
-#: the gateway's status for a call whose outcome had not arrived when it answered
-PENDING = "pending"
-#: the gateway's status for a call held for a person's approval when it answered
-HELD = "held"
+class CallStatus(enum.StrEnum):
+    """What a caller (SDK handle, gateway answer, framework tool) is told about an action: an
+    executor's final status, or why there is none. A ``str`` as well, so ``== "succeeded"``
+    and JSON keep working."""
+
+    SUCCEEDED = Status.SUCCEEDED.value
+    FAILED = Status.FAILED.value
+    IN_DOUBT = Status.IN_DOUBT.value
+    #: runonce dropped it: no executor ever saw it
+    DROPPED = "dropped"
+    #: the gateway answered before its outcome arrived
+    PENDING = "pending"
+    #: held for a person's approval when the gateway answered
+    HELD = "held"
+
+    @classmethod
+    def of(cls, status: Status) -> CallStatus:
+        """An executor's final status, as a caller sees it."""
+        if not status.final:
+            raise ValueError(f"{status.value} is not a final status")
+        return cls(status.value)
+
+
+DROPPED, PENDING, HELD = CallStatus.DROPPED, CallStatus.PENDING, CallStatus.HELD
 
 
 def result_partition(approved_partition: int) -> int:
