@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+if __name__ != "runonce.schemas":  # the folder is runonce.schemas (runonce/schemas links here); one import path only
+    raise ImportError(f"import runonce.schemas, not {__name__}: a second copy of these modules would have "
+                      "Enums, settings and state of its own")
+
 import json
 from importlib import resources
 from typing import Any
