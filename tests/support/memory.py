@@ -62,26 +62,26 @@ class MemoryPipeline:
         self.offsets[(topic, partition)] += 1
         return offset
 
-    async def feed_raw(self, value: bytes | None, *, key: bytes | None, timestamp_ms: int,
+    def feed_raw(self, value: bytes | None, *, key: bytes | None, timestamp_ms: int,
                        partition: int | None = None) -> Inbound:
         if partition is None:
             partition = partition_for(key, self.partitions) if key else 0
         inbound = Inbound(topics.REQUESTED, partition, self._next_offset(topics.REQUESTED, partition), timestamp_ms,
                           key, value)
-        await self._process(inbound)
+        self._process(inbound)
         return inbound
 
-    async def feed(self, tool: str, params: dict[str, Any], *, timestamp_ms: int, key: str | None = None,
+    def feed(self, tool: str, params: dict[str, Any], *, timestamp_ms: int, key: str | None = None,
                    natural_id: str | None = None, action_id: str | None = None,
                    partition: int | None = None) -> dict[str, Any]:
         record = build_request(tool, params, agent_id="test", idempotency_key=key, natural_id=natural_id,
                                action_id=action_id, requested_at_ms=timestamp_ms)
         kafka_key = (key or record["action_id"]).encode()
-        await self.feed_raw(self.codec.encode("ActionRequested", record), key=kafka_key, timestamp_ms=timestamp_ms,
+        self.feed_raw(self.codec.encode("ActionRequested", record), key=kafka_key, timestamp_ms=timestamp_ms,
                             partition=partition)
         return record
 
-    async def verdict(self, action_id: str, verdict: str, *, approver: str, timestamp_ms: int,
+    def verdict(self, action_id: str, verdict: str, *, approver: str, timestamp_ms: int,
                       verdict_id: str | None = None, reason: str = "") -> Inbound:
         """An approver's verdict on a held action, on the partition its held record names."""
         assert action_id in self._held, f"{action_id} was never held"
@@ -91,22 +91,22 @@ class MemoryPipeline:
             "verdict": verdict, "approver": approver, "reason": reason})
         inbound = Inbound(topics.APPROVALS, partition, self._next_offset(topics.APPROVALS, partition), timestamp_ms,
                           action_id.encode(), value)
-        await self._process(inbound)
+        self._process(inbound)
         return inbound
 
-    async def tick(self, partition: int, timestamp_ms: int) -> None:
+    def tick(self, partition: int, timestamp_ms: int) -> None:
         """Event time moving on a partition (another action decided there), as expiry needs."""
-        await self.feed("update_salesforce_field", {"record_id": f"tick-{timestamp_ms}", "field": "f", "value": 1},
+        self.feed("update_salesforce_field", {"record_id": f"tick-{timestamp_ms}", "field": "f", "value": 1},
                         timestamp_ms=timestamp_ms, key=f"tick-{partition}-{timestamp_ms}", partition=partition)
 
     def verdicts(self) -> list[dict[str, Any]]:
         return [self.codec.decode(value, expect="VerdictDecided")[1] for _, value, _ in self.outputs[topics.VERDICTS]]
 
-    async def redeliver(self, inbound: Inbound) -> None:
+    def redeliver(self, inbound: Inbound) -> None:
         """The same record again, as after a crash before the offset commit."""
-        await self._process(inbound)
+        self._process(inbound)
 
-    async def _process(self, first: Inbound) -> None:
+    def _process(self, first: Inbound) -> None:
         queue = [first]
         while queue:
             inbound = queue.pop(0)

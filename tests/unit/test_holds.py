@@ -3,10 +3,7 @@ runtime runs, in memory): held, released once whoever approves, denied, expired 
 time, and a replay that never reopens a hold."""
 
 from __future__ import annotations
-
-import asyncio
 import time
-from typing import Any
 
 import pytest
 
@@ -34,12 +31,8 @@ approval = { always = true, expires = "1h" }
 """)
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
 def charge(pipe: MemoryPipeline, cents: int, key: str, at_ms: int = T0) -> str:
-    record = run(pipe.feed("charge_payment", {"card": "tok", "amount_cents": cents}, timestamp_ms=at_ms, key=key))
+    record = pipe.feed("charge_payment", {"card": "tok", "amount_cents": cents}, timestamp_ms=at_ms, key=key)
     return str(record["action_id"])
 
 
@@ -55,8 +48,8 @@ def test_an_action_over_its_threshold_is_held_and_one_under_it_approved() -> Non
 
 def test_a_scoped_action_is_held_after_its_scope_rules_on_the_scope_partition() -> None:
     pipe = MemoryPipeline(policies=POLICIES, inline_scopes=True)
-    first = run(pipe.feed("send_email", {"to": "lead@example.com", "subject": "s"}, timestamp_ms=T0))
-    again = run(pipe.feed("send_email", {"to": "lead@example.com", "subject": "s"}, timestamp_ms=T0 + 1))
+    first = pipe.feed("send_email", {"to": "lead@example.com", "subject": "s"}, timestamp_ms=T0)
+    again = pipe.feed("send_email", {"to": "lead@example.com", "subject": "s"}, timestamp_ms=T0 + 1)
     assert pipe.decision_for(first["action_id"])["outcome"] == "HELD"
     # its repeat is dropped as a repeat of the held action, as any repeat is
     repeat = pipe.decision_for(again["action_id"])
@@ -66,9 +59,9 @@ def test_a_scoped_action_is_held_after_its_scope_rules_on_the_scope_partition() 
 def test_two_approvers_release_it_once_and_the_second_is_told_who_did() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
     big = charge(pipe, 75_000, "k1")
-    run(pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 10))
-    run(pipe.verdict(big, "approve", approver="bob", timestamp_ms=T0 + 10))
-    run(pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 20))  # a second click
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 10)
+    pipe.verdict(big, "approve", approver="bob", timestamp_ms=T0 + 10)
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 20)  # a second click
     released = pipe.decisions(topics.APPROVED)
     assert [(d["request"]["action_id"], d["verdict_by"]) for d in released] == [(big, "alice")]
     assert [(v["approver"], v["change"], v["decided_by"]) for v in pipe.verdicts()] == [
@@ -79,8 +72,8 @@ def test_two_approvers_release_it_once_and_the_second_is_told_who_did() -> None:
 def test_a_deny_drops_it_and_no_later_approve_releases_it() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
     big = charge(pipe, 75_000, "k1")
-    run(pipe.verdict(big, "deny", approver="carol", timestamp_ms=T0 + 10, reason="not this customer"))
-    run(pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 20))
+    pipe.verdict(big, "deny", approver="carol", timestamp_ms=T0 + 10, reason="not this customer")
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 20)
     assert pipe.decisions(topics.APPROVED) == []
     dropped = pipe.decision_for(big)
     assert (dropped["outcome"], dropped["reason"], dropped["verdict_by"]) == ("DROPPED", "approval_denied", "carol")
@@ -91,12 +84,12 @@ def test_a_hold_expires_on_event_time_and_a_late_approve_changes_nothing() -> No
     pipe = MemoryPipeline(policies=POLICIES)
     big = charge(pipe, 75_000, "k1")
     partition = pipe.decision_for(big)["hold_partition"]
-    run(pipe.tick(partition, T0 + HOUR - 1))
+    pipe.tick(partition, T0 + HOUR - 1)
     assert pipe.decision_for(big)["outcome"] == "HELD"  # not due yet
-    run(pipe.tick(partition, T0 + HOUR))
+    pipe.tick(partition, T0 + HOUR)
     expired = pipe.decision_for(big)
     assert (expired["outcome"], expired["reason"], expired["verdict_by"]) == ("DROPPED", "approval_expired", "expiry")
-    run(pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + HOUR + 5))
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + HOUR + 5)
     assert pipe.decisions(topics.APPROVED) == [d for d in pipe.decisions(topics.APPROVED)
                                                if d["request"]["action_id"] != big]
     assert pipe.verdicts()[-1]["note"] == "already expired by expiry"
@@ -105,25 +98,25 @@ def test_a_hold_expires_on_event_time_and_a_late_approve_changes_nothing() -> No
 def test_an_approve_that_arrives_after_the_expiry_expires_it_even_before_a_sweep() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
     big = charge(pipe, 75_000, "k1")
-    run(pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + HOUR + 1))
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + HOUR + 1)
     assert (pipe.decision_for(big)["outcome"], pipe.decision_for(big)["reason"]) == ("DROPPED", "approval_expired")
 
 
 def test_a_replayed_request_does_not_reopen_a_released_hold() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
-    record = run(pipe.feed("charge_payment", {"card": "tok", "amount_cents": 75_000}, timestamp_ms=T0, key="k1"))
-    run(pipe.verdict(record["action_id"], "approve", approver="alice", timestamp_ms=T0 + 10))
+    record = pipe.feed("charge_payment", {"card": "tok", "amount_cents": 75_000}, timestamp_ms=T0, key="k1")
+    pipe.verdict(record["action_id"], "approve", approver="alice", timestamp_ms=T0 + 10)
     value = pipe.codec.encode("ActionRequested", record)
     partition = pipe.decision_for(record["action_id"])["hold_partition"]
-    run(pipe.redeliver(Inbound(topics.REQUESTED, partition, 0, T0, b"k1", value)))  # as after a crash
-    run(pipe.verdict(record["action_id"], "approve", approver="bob", timestamp_ms=T0 + 30))
+    pipe.redeliver(Inbound(topics.REQUESTED, partition, 0, T0, b"k1", value))  # as after a crash
+    pipe.verdict(record["action_id"], "approve", approver="bob", timestamp_ms=T0 + 30)
     assert [d["verdict_by"] for d in pipe.decisions(topics.APPROVED)] == ["alice"]
     assert pipe.verdicts()[-1]["note"] == "already released by alice"
 
 
 def test_a_verdict_that_cannot_be_read_is_dead_lettered() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
-    run(pipe._process(Inbound(topics.APPROVALS, 0, 0, T0, b"x", b"not a verdict")))
+    pipe._process(Inbound(topics.APPROVALS, 0, 0, T0, b"x", b"not a verdict"))
     assert len(pipe.outputs[topics.DLQ]) == 1
 
 
@@ -140,6 +133,6 @@ def test_the_waiting_gauges_count_holds_until_they_end() -> None:
     a_minute_ago = int(time.time() * 1000) - 60_000
     first, second = charge(pipe, 75_000, "k1", a_minute_ago), charge(pipe, 80_000, "k2", a_minute_ago)
     assert waiting() == 2 and 59 < registry.get_sample_value("runonce_hold_oldest_seconds") < 3600
-    run(pipe.verdict(first, "approve", approver="alice", timestamp_ms=a_minute_ago + 10))
-    run(pipe.verdict(second, "deny", approver="alice", timestamp_ms=a_minute_ago + 10))
+    pipe.verdict(first, "approve", approver="alice", timestamp_ms=a_minute_ago + 10)
+    pipe.verdict(second, "deny", approver="alice", timestamp_ms=a_minute_ago + 10)
     assert waiting() == 0 and registry.get_sample_value("runonce_hold_oldest_seconds") == 0

@@ -3,8 +3,6 @@ raised), every record the job writes fits its topic, and identity is compared in
 form. Over the same ``Pipeline`` every runtime runs, in memory."""
 
 from __future__ import annotations
-
-import asyncio
 import json
 import unicodedata
 from typing import Any
@@ -41,8 +39,8 @@ def _record(tool: str = "send_email", params_json: str | None = None, **fields: 
 
 
 def _feed(pipe: MemoryPipeline, record: dict[str, Any], t: int = T0, partition: int = 0) -> None:
-    asyncio.run(pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=None, timestamp_ms=t,
-                              partition=partition))
+    pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=None, timestamp_ms=t,
+                              partition=partition)
 
 
 def _dead(pipe: MemoryPipeline) -> list[dict[str, str]]:
@@ -276,7 +274,7 @@ def test_fuzz_every_record_is_decided_or_dead_lettered_once_and_every_output_fit
     values = [pipe.codec.encode("ActionRequested", record) for record in batch]
     assume(all(len(v) <= topics.MAX_RECORD_BYTES for v in values))  # the broker refuses bigger ones at produce
     for i, value in enumerate(values):
-        asyncio.run(pipe.feed_raw(value, key=None, timestamp_ms=T0 + i, partition=i % 3))
+        pipe.feed_raw(value, key=None, timestamp_ms=T0 + i, partition=i % 3)
     finals = [t for t, _ in written if t in (topics.APPROVED, topics.DROPPED, topics.DLQ)]
     assert len(finals) == len(batch)  # exactly one decision or dead letter per record
     for topic, size in written:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from prometheus_client import generate_latest
 
 from tests.support.memory import MemoryPipeline
@@ -12,15 +10,15 @@ T0 = 1_800_000_000_000
 
 
 def test_decisions_unkeyed_dead_letters_and_latency_are_exposed() -> None:
-    async def go() -> MemoryPipeline:
+    def go() -> MemoryPipeline:
         pipe = MemoryPipeline()
-        await pipe.feed("send_email", {"to": "a", "b": 1}, timestamp_ms=T0)           # unkeyed, approved
-        await pipe.feed("send_email", {"to": "a", "b": 1}, timestamp_ms=T0 + 1)       # unkeyed repeat
-        await pipe.feed("execute_database_write", {"sql": "x"}, key="k", timestamp_ms=T0)
-        await pipe.feed_raw(b"junk", key=b"j", timestamp_ms=T0)
+        pipe.feed("send_email", {"to": "a", "b": 1}, timestamp_ms=T0)           # unkeyed, approved
+        pipe.feed("send_email", {"to": "a", "b": 1}, timestamp_ms=T0 + 1)       # unkeyed repeat
+        pipe.feed("execute_database_write", {"sql": "x"}, key="k", timestamp_ms=T0)
+        pipe.feed_raw(b"junk", key=b"j", timestamp_ms=T0)
         return pipe
 
-    pipe = asyncio.run(go())
+    pipe = go()
     text = generate_latest(pipe.key_stage.metrics.registry).decode()
     assert 'runonce_decisions_total{outcome="APPROVED",reason="unique",tool="send_email"} 1.0' in text
     assert 'runonce_decisions_total{outcome="DROPPED",reason="duplicate_key",tool="send_email"} 1.0' in text

@@ -1,8 +1,6 @@
 """The stream job's logic (the same KeyStage/ScopeStage faust runs) over in-memory state."""
 
 from __future__ import annotations
-
-import asyncio
 from collections import Counter
 from typing import Any
 
@@ -27,52 +25,48 @@ from tests.support.memory import MemoryPipeline
 T0 = 1_800_000_000_000
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
 def test_every_incident_is_cut_to_its_expected_count() -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
         for incident in incidents("unit"):
             approved_before = len(pipe.outputs[topics.APPROVED])
             reasons: Counter[str] = Counter()
             for i, r in enumerate(incident.requests):
-                record = await pipe.feed(r.tool, r.params, key=r.idempotency_key, timestamp_ms=T0 + i * 100)
+                record = pipe.feed(r.tool, r.params, key=r.idempotency_key, timestamp_ms=T0 + i * 100)
                 reasons[pipe.decision_for(record["action_id"])["reason"]] += 1
             approved = len(pipe.outputs[topics.APPROVED]) - approved_before
             assert approved == incident.expected_approved, incident.name
             assert reasons[incident.expected_reason] == len(incident.requests) - (
                 incident.expected_approved if incident.expected_reason != "content_window_audit" else 1), incident.name
-    run(go())
+    go()
 
 
 def test_a_record_on_the_wrong_partition_is_rekeyed_not_misjudged() -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
         right = partition_for("K", 6)
         wrong = (right + 1) % 6
-        a = await pipe.feed("send_email", {"to": "x", "b": 1}, key="K", timestamp_ms=T0, partition=wrong)
-        b = await pipe.feed("send_email", {"to": "x", "b": 1}, key="K", timestamp_ms=T0 + 5, partition=right)
+        a = pipe.feed("send_email", {"to": "x", "b": 1}, key="K", timestamp_ms=T0, partition=wrong)
+        b = pipe.feed("send_email", {"to": "x", "b": 1}, key="K", timestamp_ms=T0 + 5, partition=right)
         assert pipe.decision_for(a["action_id"])["outcome"] == "APPROVED"
         drop = pipe.decision_for(b["action_id"])
         assert drop["reason"] == "duplicate_key" and drop["first_action_id"] == a["action_id"]
         # The rekeyed action still reports where it first arrived.
         assert (drop["first_partition"], drop["first_offset"]) == (wrong, 0)
         assert pipe.key_stage.metrics.rekeyed._value.get() == 1
-    run(go())
+    go()
 
 
 def test_redelivery_after_a_crash_re_emits_the_same_decision() -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
-        first = await pipe.feed_raw(None, key=b"x", timestamp_ms=T0)  # warm offsets; goes to DLQ
-        rec1 = await pipe.feed("send_email", {"to": "r", "b": 2}, key="K1", timestamp_ms=T0)
-        rec2 = await pipe.feed("send_email", {"to": "r", "b": 2}, key="K2", timestamp_ms=T0 + 1)
+        first = pipe.feed_raw(None, key=b"x", timestamp_ms=T0)  # warm offsets; goes to DLQ
+        rec1 = pipe.feed("send_email", {"to": "r", "b": 2}, key="K1", timestamp_ms=T0)
+        rec2 = pipe.feed("send_email", {"to": "r", "b": 2}, key="K2", timestamp_ms=T0 + 1)
         approved, dropped = pipe.decisions(topics.APPROVED), pipe.decisions(topics.DROPPED)
         # Feed every requested record again, as if no offset had been committed.
         for key, value in ((b"K1", rec1), (b"K2", rec2)):
-            await pipe.feed_raw(pipe.codec.encode("ActionRequested", value), key=key, timestamp_ms=T0,
+            pipe.feed_raw(pipe.codec.encode("ActionRequested", value), key=key, timestamp_ms=T0,
                                 partition=partition_for(key, 6))
         assert first.value is None
         again_a = [d for d in pipe.decisions(topics.APPROVED) if d["request"]["action_id"] == rec1["action_id"]]
@@ -80,7 +74,7 @@ def test_redelivery_after_a_crash_re_emits_the_same_decision() -> None:
         assert len(approved) == 1 and len(dropped) == 1
         assert [d["reason"] for d in again_a] == ["unique", "unique"]
         assert [d["reason"] for d in again_d] == ["content_window", "content_window"]
-    run(go())
+    go()
 
 
 @pytest.mark.parametrize("value, kind, message", [
@@ -90,16 +84,16 @@ def test_redelivery_after_a_crash_re_emits_the_same_decision() -> None:
 ])
 def test_undecodable_input_is_dead_lettered_with_reason_and_origin(value: bytes | None, kind: str,
                                                                    message: str) -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
-        inbound = await pipe.feed_raw(value, key=b"k", timestamp_ms=T0, partition=3)
+        inbound = pipe.feed_raw(value, key=b"k", timestamp_ms=T0, partition=3)
         [(key, body, headers)] = pipe.outputs[topics.DLQ]
         h = dict(headers)
         assert h[H_ERROR_TYPE] == kind.encode() and message in h[H_ERROR_MESSAGE].decode()
         assert (h[H_ORIGIN_TOPIC], h[H_ORIGIN_PARTITION], h[H_ORIGIN_OFFSET]) == (
             b"actions.requested", b"3", str(inbound.offset).encode())
         assert key == b"k" and body == (value or b"")
-    run(go())
+    go()
 
 
 @pytest.mark.parametrize("tool, params, natural_id, message", [
@@ -109,14 +103,14 @@ def test_undecodable_input_is_dead_lettered_with_reason_and_origin(value: bytes 
 ])
 def test_invalid_actions_are_dead_lettered(tool: str, params: dict[str, Any], natural_id: str | None,
                                            message: str) -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
-        await pipe.feed(tool, params, key="K", natural_id=natural_id, timestamp_ms=T0)
+        pipe.feed(tool, params, key="K", natural_id=natural_id, timestamp_ms=T0)
         [(_, _, headers)] = pipe.outputs[topics.DLQ]
         assert dict(headers)[H_ERROR_TYPE] == b"invalid_action"
         assert message in dict(headers)[H_ERROR_MESSAGE].decode()
         assert not pipe.outputs[topics.APPROVED] and pipe.keys.size() == 0  # no claim taken
-    run(go())
+    go()
 
 
 @pytest.mark.parametrize("record_changes, message", [
@@ -129,39 +123,39 @@ def test_invalid_actions_are_dead_lettered(tool: str, params: dict[str, Any], na
 def test_schema_valid_but_invalid_records_are_dead_lettered(record_changes: dict[str, Any], message: str) -> None:
     from runonce.sdk.submit import build_request
 
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
         record = {**build_request("send_email", {"to": "a"}, agent_id="t", idempotency_key="k"), **record_changes}
-        await pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=b"k", timestamp_ms=T0)
+        pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=b"k", timestamp_ms=T0)
         [(_, _, headers)] = pipe.outputs[topics.DLQ]
         assert dict(headers)[H_ERROR_TYPE] == b"invalid_action"
         assert message in dict(headers)[H_ERROR_MESSAGE].decode()
-    run(go())
+    go()
 
 
 def test_budget_drop_carries_an_alert_header() -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
         for i in range(6):
-            await pipe.feed("restart_service", {"service": "api"}, timestamp_ms=T0 + i)
+            pipe.feed("restart_service", {"service": "api"}, timestamp_ms=T0 + i)
         [(_, _, headers)] = pipe.outputs[topics.DROPPED]
         assert dict(headers)[H_ALERT] == b"budget_exhausted"
-    run(go())
+    go()
 
 
 def test_expired_state_is_swept_on_event_time() -> None:
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline(partitions=1)
         for i in range(40):
-            await pipe.feed("send_email", {"to": f"r{i}", "b": 1}, key=f"K{i}", timestamp_ms=T0 + i)
+            pipe.feed("send_email", {"to": f"r{i}", "b": 1}, key=f"K{i}", timestamp_ms=T0 + i)
         assert pipe.keys.size() == 40 and pipe.scopes.size() == 40
         # A day later every key and content claim has expired; new records sweep them.
         day = 24 * 3_600_000
         for i in range(64):
-            await pipe.feed("update_salesforce_field", {"id": i}, key=f"late{i}", timestamp_ms=T0 + day + 100 + i)
+            pipe.feed("update_salesforce_field", {"id": i}, key=f"late{i}", timestamp_ms=T0 + day + 100 + i)
         assert pipe.keys.size() == 64  # only the new claims remain
         assert pipe.key_stage.sweeper.deleted == 40
-    run(go())
+    go()
 
 
 _TOOLS = ("send_email", "create_jira_ticket", "post_slack_message", "restart_service", "schedule_calendar_event",
@@ -177,7 +171,7 @@ _actions = st.lists(st.tuples(st.sampled_from(_TOOLS), st.integers(0, 2), st.int
 def test_stage_two_in_place_decides_as_the_hop_through_the_scoped_topic(actions: list[Any]) -> None:
     """The transactional runtime decides a pass in place when it owns the scope's partition;
     every decision record must equal the one the scoped-topic hop would have written."""
-    async def go() -> None:
+    def go() -> None:
         hop, inline = MemoryPipeline(), MemoryPipeline(inline_scopes=True)
         t = T0
         for i, (tool, scope, content, key_kind, gap_ms) in enumerate(actions):
@@ -189,10 +183,10 @@ def test_stage_two_in_place_decides_as_the_hop_through_the_scoped_topic(actions:
                       "subject": f"s{content}", "record_id": f"r{scope}", "field": "f", "value": f"v{content}"}
             key = {"none": None, "own": f"k{i}", "shared": f"shared-{tool}"}[key_kind]
             ids = f"a{i}"
-            await hop.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
-            await inline.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
+            hop.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
+            inline.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
             assert inline._last_decision.get(ids) == hop._last_decision.get(ids)
         assert inline.scopes.parts == hop.scopes.parts  # the same stage-2 state
         assert inline.outputs[topics.DLQ] == hop.outputs[topics.DLQ]
         assert not inline.outputs[topics.SCOPED] and inline.offsets.get((topics.SCOPED, 0), 0) == 0
-    run(go())
+    go()

@@ -51,7 +51,6 @@ def test_a_result_round_trips_through_its_record() -> None:
 
 
 def test_the_sdk_keys_an_unkeyed_action_where_stage_1_decides_it_without_a_rekey() -> None:
-    import asyncio
 
     from runonce.core.policy import PolicyBook
     from runonce.kafka import topics
@@ -61,7 +60,7 @@ def test_the_sdk_keys_an_unkeyed_action_where_stage_1_decides_it_without_a_rekey
 
     book = PolicyBook.load()
 
-    async def go() -> None:
+    def go() -> None:
         pipe = MemoryPipeline()
         for i, (tool, params) in enumerate([("send_email", {"to": "a@b", "body": "hi"}),
                                             ("update_salesforce_field", {"record_id": "r1", "value": 1}),
@@ -69,14 +68,14 @@ def test_the_sdk_keys_an_unkeyed_action_where_stage_1_decides_it_without_a_rekey
             record = build_request(tool, params, agent_id="sdk", requested_at_ms=1_800_000_000_000 + i)
             key = routing_key(record, book)
             assert key.startswith("content:")
-            await pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=key.encode(),
+            pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=key.encode(),
                                 timestamp_ms=record["requested_at_ms"])
         assert pipe.key_stage.metrics.rekeyed._value.get() == 0
         assert len(pipe.outputs[topics.REKEY]) == 0
         assert len(pipe.decisions(topics.APPROVED)) == 2
         assert [d["reason"] for d in pipe.decisions(topics.DROPPED)] == ["duplicate_key"]
 
-    asyncio.run(go())
+    go()
 
 
 def test_routing_key_keeps_the_callers_key_and_falls_back_to_the_action_id() -> None:
