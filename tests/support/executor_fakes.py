@@ -1,0 +1,190 @@
+"""Fakes for the executor's Kafka protocol, for tests without a broker: an injected consumer
+and transactions that record every commit and abort, vendors that count every call (so a
+second one is visible), and builders of approved records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from runonce.connectors.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.executor import Executor
+from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.core.decision import Decision, Origin, Outcome, Reason
+from runonce.kafka import topics
+from runonce.kafka.positions import NO_OFFSET, StartPolicy
+from runonce.sdk.submit import build_request
+from runonce.streams.records import decision_record
+from runonce.wire.codec import Codec
+from runonce.wire.results import Result
+
+T = topics.APPROVED
+
+
+def tp(partition: int, offset: int = NO_OFFSET, error: KafkaError | None = None) -> Any:
+    if error is not None:  # what committed() returns for a partition it could not look up
+        return SimpleNamespace(topic=T, partition=partition, offset=offset, error=error)
+    return TopicPartition(T, partition, offset)
+
+
+class FakeConsumer:
+    def __init__(self, committed: list[Any], watermarks: dict[int, tuple[int, int]] | None = None) -> None:
+        self._committed = committed
+        self.watermarks = watermarks or {}
+        self.assigned: list[tuple[int, int]] = []
+        self.seeks: list[tuple[int, int]] = []
+        self.messages: list[Any] = []
+
+    def committed(self, partitions: Any, timeout: float) -> list[Any]:
+        if isinstance(self._committed, Exception):
+            raise self._committed
+        return self._committed
+
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        return self.watermarks[partition.partition]
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned = [(p.partition, p.offset) for p in partitions]
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(T, p) for p, _ in self.assigned] or [TopicPartition(T, c.partition)
+                                                                     for c in self._committed]
+
+    def seek(self, partition: TopicPartition) -> None:
+        self.seeks.append((partition.partition, partition.offset))
+
+    def poll(self, timeout: float) -> Any:
+        return self.messages.pop(0) if self.messages else None
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        taken, self.messages = self.messages[:num_messages], self.messages[num_messages:]
+        return taken
+
+
+@dataclass
+class FakeTransactions:
+    answers: list[bool] = field(default_factory=list)
+    commits: list[tuple[list[Any], dict[tuple[str, int], int]]] = field(default_factory=list)
+    transactional_id: str = "runonce-exec-test-0"
+
+    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int]) -> bool:
+        self.commits.append((list(records), dict(offsets)))
+        return self.answers.pop(0) if self.answers else True
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeIndex:
+    by_action: dict[str, Result] = field(default_factory=dict)
+    by_key: dict[str, str] = field(default_factory=dict)
+    restored: list[dict[int, int]] = field(default_factory=list)
+
+    def put(self, action_id: str, vendor_key: str, outcome: Result) -> None:
+        self.by_action[action_id] = outcome
+        self.by_key.setdefault(vendor_key, action_id)
+
+    def restore(self, starts: dict[int, int]) -> int:
+        self.restored.append(starts)
+        return 0
+
+
+@dataclass
+class Mailer:
+    sent: list[str] = field(default_factory=list)
+    name = "mailer"
+    tools = frozenset({"send_email"})
+    capability = Capability.NONE
+    check_lag_s = 0.0
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.sent.append(call.action_id)
+        return VendorResponse(f"msg-{call.action_id}")
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+def executor(consumer: FakeConsumer, transactions: FakeTransactions | None = None,
+             start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None) -> Executor:
+    connector = connector or Mailer()
+    return Executor(connector, consumer=consumer, transactions=transactions or FakeTransactions(),
+                    index=FakeIndex(), start=start,
+                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
+
+
+class Msg:
+    def __init__(self, partition: int, offset: int, value: bytes | None = None,
+                 error: KafkaError | None = None) -> None:
+        self._partition, self._offset, self._value, self._error = partition, offset, value, error
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def topic(self) -> str:
+        return T
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def key(self) -> bytes | None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def approved(action_id: str, tool: str = "send_email") -> bytes:
+    request = build_request(tool, {"to": "x@y"}, agent_id="a", action_id=action_id)
+    record = decision_record(request, Decision(Outcome.APPROVE, Reason.UNIQUE), dedup_key=None,
+                             content_hash="h", unkeyed=True, origin=Origin(0, 0, 0))
+    return Codec().encode("ActionDecision", record)
+
+
+@dataclass
+class KeyedVendor:
+    """Deduplicates on the vendor key, and counts every call (so a second one is visible)."""
+
+    calls: list[str] = field(default_factory=list)
+    effects: dict[str, str] = field(default_factory=dict)
+    name = "payments"
+    tools = frozenset({"send_email"})
+    capability = Capability.VENDOR_KEY
+    check_lag_s = 0.0
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.calls.append(call.vendor_key)
+        return VendorResponse(self.effects.setdefault(call.vendor_key, f"ch-{len(self.effects)}"))
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None
+
+
+@dataclass
+class CheckedVendor(KeyedVendor):
+    """Deduplicates nothing, but can be asked whether an effect exists (jira's label search)."""
+
+    checks: list[str] = field(default_factory=list)
+    name = "jira"
+    capability = Capability.STATE_CHECK
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.calls.append(call.vendor_key)
+        ref = f"SUP-{len(self.calls)}"
+        self.effects[call.vendor_key + f"#{len(self.calls)}"] = ref
+        return VendorResponse(ref)
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        self.checks.append(call.vendor_key)
+        found = [ref for k, ref in self.effects.items() if k.startswith(call.vendor_key + "#")]
+        return VendorResponse(found[0]) if found else None
