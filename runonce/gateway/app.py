@@ -1,5 +1,6 @@
 """The gateway's HTTP app: MCP at ``/mcp`` and the HTTP API at ``/v1/actions`` behind one
-bearer-token check, and ``/openapi.json`` for anyone (it describes, it performs nothing).
+bearer-token check; ``/openapi.json`` and ``/metrics`` (Prometheus) for anyone (they
+describe, they perform nothing).
 
 Authentication is the mcp package's: ``BearerAuthBackend`` turns a token into a user,
 ``RequireAuthMiddleware`` answers 401 with ``WWW-Authenticate: Bearer`` without one."""
@@ -20,7 +21,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, request_response
+from starlette.routing import Mount, Route, request_response
 
 from runonce.core.policy import PolicyBook
 from runonce.gateway.auth import TokenFileVerifier
@@ -29,6 +30,8 @@ from runonce.gateway.openapi import document
 
 
 def create_app(mcp_server: Server[Any, Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
+    from prometheus_client import make_asgi_app
+
     manager = StreamableHTTPSessionManager(app=mcp_server)
     spec = document(policies)
 
@@ -48,6 +51,7 @@ def create_app(mcp_server: Server[Any, Any], api: HttpApi, policies: PolicyBook,
         Route("/v1/actions/{tool}", endpoint=guarded(request_response(api.post_action)), methods=["POST"]),
         Route("/v1/actions/{action_id}", endpoint=guarded(request_response(api.get_action)), methods=["GET"]),
         Route("/openapi.json", endpoint=openapi, methods=["GET"]),
+        Mount("/metrics", app=make_asgi_app(api.calls.metrics.registry)),
     ]
     middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenFileVerifier(tokens_file))),
                   Middleware(AuthContextMiddleware)]

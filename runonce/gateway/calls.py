@@ -16,8 +16,10 @@ from typing import Any, Mapping
 import anyio
 
 from runonce.errors import ResultTimeout
+from runonce.gateway.metrics import GatewayMetrics
 from runonce.gateway.tools import Refusal
 from runonce.sdk.client import ActionClient, ActionOutcome, Handle, HeldFor
+from runonce.wire.results import CallStatus
 
 log = logging.getLogger("runonce.gateway")
 
@@ -47,9 +49,10 @@ class Calls:
     """Submits calls for any number of callers through one ``ActionClient``, and remembers
     the handles of recent ones (``GET /v1/actions/{id}``)."""
 
-    def __init__(self, client: ActionClient, *, max_remembered: int = 10_000) -> None:
+    def __init__(self, client: ActionClient, *, metrics: GatewayMetrics | None = None,
+                 max_remembered: int = 10_000) -> None:
         self.client = client
-        self.refused: dict[tuple[str, str, Refusal], int] = {}
+        self.metrics = metrics or GatewayMetrics()
         self._handles: OrderedDict[str, Handle] = OrderedDict()
         self._max = max_remembered
 
@@ -58,8 +61,7 @@ class Calls:
         why = (Refusal.UNKNOWN_TOOL if tool not in self.client.policies.tools
                else None if caller.may_call(tool) else Refusal.NOT_ALLOWED)
         if why is not None:
-            key = (caller.agent_id, tool, why)
-            self.refused[key] = self.refused.get(key, 0) + 1
+            self.metrics.refused.labels(caller.agent_id, tool, why.value).inc()
             log.warning("refused: agent %s called %s (%s)", caller.agent_id, tool, why.value)
         return why
 
@@ -70,7 +72,11 @@ class Calls:
         handle = await anyio.to_thread.run_sync(
             lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id))
         self._remember(handle)
-        return await self.wait(handle, wait_s)
+        taken = await self.wait(handle, wait_s)
+        status = (taken.outcome.status if taken.outcome is not None
+                  else CallStatus.HELD if taken.held is not None else CallStatus.PENDING)
+        self.metrics.answered.labels(tool, status.value).inc()
+        return taken
 
     def handle(self, action_id: str) -> Handle | None:
         return self._handles.get(action_id)

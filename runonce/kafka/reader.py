@@ -1,19 +1,24 @@
-"""Read a topic from the beginning to its current end (read_committed), for the oracle,
-the CLI and tests. The end is where every partition reports EOF."""
+"""Reading topics (read_committed): from the beginning to the current end (the oracle, the
+CLI, tests), from a time or an offset to the end (the SDK looking back), and ``Tail``, a
+thread that reads as records arrive (the SDK's outcomes, the test watchers)."""
 
 from __future__ import annotations
 
+import functools
+import logging
+import threading
 import time
 import uuid
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from runonce.errors import BrokerUnavailable
+from runonce.errors import BrokerUnavailable, ResultTimeout
 from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.record import Record
 
+log = logging.getLogger("runonce.kafka")
 
 #: the most records one ``fetched`` call hands over
 FETCH_LIMIT = 1000
@@ -124,3 +129,115 @@ def first_committed_offset(bootstrap: KafkaTarget, topic: str, partition: int, o
         raise BrokerUnavailable(f"{topic}[{partition}] did not answer from offset {offset} within {timeout_s:.0f} s")
     finally:
         consumer.close()
+
+
+#: answers of a cluster whose leaders are still settling (new topics, a broker restarting)
+_SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT})
+
+
+def ends(consumer: Any, names: tuple[str, ...], connect_timeout_s: float = 10.0) -> list[TopicPartition]:
+    """Each partition's current end, as explicit offsets (an OFFSET_END assignment would be
+    resolved later, when fetching starts: after a first submit, maybe)."""
+    ends = []
+    for name in names:
+        meta = consumer.list_topics(name, timeout=connect_timeout_s).topics[name]
+        if meta.error is not None:
+            raise clients.translate(meta.error, f"reading {name}")
+        for p in meta.partitions:
+            tp = TopicPartition(name, p)
+            try:
+                high = settled(functools.partial(high_watermark, consumer, tp))
+            except KafkaException as exc:
+                raise clients.translate(exc, f"reading the end of {name}[{p}]") from exc
+            ends.append(TopicPartition(name, p, high))
+    return ends
+
+
+def high_watermark(consumer: Any, tp: TopicPartition) -> int:
+    return int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+
+
+def settled(ask: Callable[[], Any], patience_s: float = 30.0) -> Any:
+    """``ask()``, asked again while the cluster's leaders are still settling."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            return ask()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in _SETTLING) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def positions_at(consumer: Any, names: tuple[str, ...], at_ms: int) -> list[TopicPartition]:
+    """Each partition's first offset at or after ``at_ms`` (broker time; its end if none)."""
+    wanted = []
+    for name in names:
+        meta = consumer.list_topics(name, timeout=10).topics[name]
+        if meta.error is not None:
+            raise clients.translate(meta.error, f"reading {name}")
+        wanted += [TopicPartition(name, p, at_ms) for p in meta.partitions]
+    found = settled(lambda: consumer.offsets_for_times(wanted, timeout=10))
+    # No record at or after the time: start at the end (what comes next is all there is).
+    return [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+
+
+def read_to_end(reader: Any, starts: list[TopicPartition], deadline: float) -> Iterator[Any]:
+    """The records of ``starts`` (each from its offset) up to each partition's end when asked,
+    with ``reader`` (a ``clients.reader(to_end=True)``); ResultTimeout past ``deadline``."""
+    ends = {}
+    for tp in starts:
+        ends[(tp.topic, tp.partition)] = reader.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+    reader.assign(starts)
+    pending = {k for k, end in ends.items() if end > 0}
+    while pending:
+        if time.monotonic() > deadline:
+            raise ResultTimeout(f"looking back through {sorted(pending)} took too long")
+        for msg in reader.consume(1000, 0.2):
+            key = (msg.topic(), msg.partition())
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(key)
+                    continue
+                raise clients.translate(err, f"reading {key}")
+            if msg.offset() + 1 >= ends[key]:
+                pending.discard(key)
+            if msg.value() is not None:
+                yield msg
+
+
+class Tail:
+    """A thread that reads its assigned partitions as records arrive and hands each to
+    ``take`` (``fetched``: woken by the first record, never waiting for a batch to fill).
+    A record ``take`` cannot read is counted and logged, never the end of the tail. The
+    consumer is this thread's alone until ``close``. ``tombstones``: hand over records
+    without a value too (a dead letter of one is one)."""
+
+    def __init__(self, consumer: Any, starts: list[TopicPartition], take: Callable[[Any], None], name: str, *,
+                 tombstones: bool = False) -> None:
+        self.consumer, self.take, self.name, self.tombstones = consumer, take, name, tombstones
+        self.unreadable = 0
+        self._stop = threading.Event()
+        consumer.assign(starts)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in fetched(self.consumer, 0.2):
+                if msg.error() or (msg.value() is None and not self.tombstones):
+                    continue
+                try:
+                    self.take(msg)
+                except Exception as exc:  # noqa: BLE001 - a foreign record must not end the tail
+                    self.unreadable += 1
+                    log.warning("%s: skipped an unreadable record on %s[%d]@%d (%d so far): %s", self.name,
+                                msg.topic(), msg.partition(), msg.offset(), self.unreadable, exc)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.consumer.close()

@@ -17,7 +17,6 @@ client waits for, never by the size of the topics.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -26,7 +25,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
-from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from runonce.core.action import Action
 from runonce.core.decide import dedup_key
@@ -35,7 +34,7 @@ from runonce.errors import InvalidInput, ResultTimeout
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
-from runonce.kafka.reader import fetched
+from runonce.kafka.reader import Tail, ends, positions_at, read_to_end
 from runonce.wire.codec import Codec
 from runonce.wire.keys import decision_key
 from runonce.wire.results import Status
@@ -97,34 +96,21 @@ class Outcomes:
         #: watched actions held for a person's approval (their HELD record), until decided
         self._held: dict[str, dict[str, Any]] = {}
         self._results: dict[str, dict[str, Any]] = {}
-        self._stop = threading.Event()
-        #: records on the outcome topics this client could not read (a foreign writer's): counted, logged
-        self.undecodable = 0
-        self._consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
-                                        **{"enable.partition.eof": False})
-        starts = _ends(self._consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS, topics.HELD),
-                       connect_timeout_s)
+        #: records looking back found unreadable (a foreign writer's): counted, logged
+        self._unreadable_looking_back = 0
+        consumer = clients.reader(target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}", **{"enable.partition.eof": False})
+        starts = ends(consumer, (topics.APPROVED, topics.DROPPED, topics.RESULTS, topics.HELD), connect_timeout_s)
         #: decisions and results share partition numbers (the executor writes a result to its
         #: approved record's partition number)
         self._partitions = sum(1 for tp in starts if tp.topic == topics.APPROVED)
-        self._consumer.assign(starts)
-        self._thread = threading.Thread(target=self._run, name="runonce-outcomes", daemon=True)
-        self._thread.start()
+        self._tail = Tail(consumer, starts, self._take, "runonce-outcomes")
 
-    # -- the tail (its consumer is used by this thread only) -----------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            # wakes on the first record (never holds an outcome for a batch to fill)
-            for msg in fetched(self._consumer, 0.2):
-                if msg.error() or msg.value() is None:
-                    continue
-                try:
-                    self._take(msg)
-                except Exception as exc:  # noqa: BLE001 - a foreign record must not end the tail
-                    self.undecodable += 1
-                    log.warning("outcomes: skipped an unreadable record on %s[%d]@%d (%d so far): %s",
-                                msg.topic(), msg.partition(), msg.offset(), self.undecodable, exc)
+    @property
+    def undecodable(self) -> int:
+        """Records on the outcome topics this client could not read (a foreign writer's)."""
+        return self._tail.unreadable + self._unreadable_looking_back
 
+    # -- the tail's handler (called on its thread) -----------------------------------------
     def _take(self, msg: Any) -> None:
         if msg.topic() == topics.RESULTS:
             _, r = self.codec.decode(msg.value(), expect="ActionResult")
@@ -223,17 +209,17 @@ class Outcomes:
             since_ms = requested_ms - LOOKBACK_MARGIN_MS
 
             def starts(*names: str) -> list[TopicPartition]:
-                return [tp for tp in _positions_at(reader, names, since_ms) if tp.partition == partition]
+                return [tp for tp in positions_at(reader, names, since_ms) if tp.partition == partition]
 
             wanted = action_id.encode()
-            for msg in _read_to_end(reader, starts(topics.RESULTS), deadline):
+            for msg in read_to_end(reader, starts(topics.RESULTS), deadline):
                 if msg.key() == wanted:
                     r = self._readable(msg, "ActionResult")
                     if r is not None and Status(r["status"]).final:
                         self._seen_result(r)
                         return Looked(None, r)  # the original's result: all a repeat needs
             key = output_key.encode()
-            for msg in _read_to_end(reader, starts(topics.APPROVED, topics.DROPPED), deadline):
+            for msg in read_to_end(reader, starts(topics.APPROVED, topics.DROPPED), deadline):
                 if msg.key() == key:
                     d = self._readable(msg, "ActionDecision")
                     if d is not None and d["request"]["action_id"] == action_id:
@@ -247,7 +233,7 @@ class Outcomes:
         try:
             return self.codec.decode(msg.value(), expect=expect)[1]
         except InvalidInput as exc:
-            self.undecodable += 1
+            self._unreadable_looking_back += 1
             log.warning("outcomes: skipped an unreadable record on %s[%d]@%d: %s",
                         msg.topic(), msg.partition(), msg.offset(), exc)
             return None
@@ -261,61 +247,7 @@ class Outcomes:
             return decision_key(None, str(request["action_id"]))
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
-
-
-#: answers of a cluster whose leaders are still settling (new topics, a broker restarting)
-_SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT})
-
-
-def _ends(consumer: Any, names: tuple[str, ...], connect_timeout_s: float = 10.0) -> list[TopicPartition]:
-    """Each partition's current end, as explicit offsets (an OFFSET_END assignment would be
-    resolved later, when fetching starts: after a first submit, maybe)."""
-    ends = []
-    for name in names:
-        meta = consumer.list_topics(name, timeout=connect_timeout_s).topics[name]
-        if meta.error is not None:
-            raise clients.translate(meta.error, f"reading {name}")
-        for p in meta.partitions:
-            tp = TopicPartition(name, p)
-            try:
-                high = _settled(functools.partial(_high_watermark, consumer, tp))
-            except KafkaException as exc:
-                raise clients.translate(exc, f"reading the end of {name}[{p}]") from exc
-            ends.append(TopicPartition(name, p, high))
-    return ends
-
-
-def _high_watermark(consumer: Any, tp: TopicPartition) -> int:
-    return int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
-
-
-def _settled(ask: Callable[[], Any], patience_s: float = 30.0) -> Any:
-    """``ask()``, asked again while the cluster's leaders are still settling."""
-    deadline = time.monotonic() + patience_s
-    while True:
-        try:
-            return ask()
-        except KafkaException as exc:
-            err = exc.args[0]
-            if not (err.retriable() or err.code() in _SETTLING) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _positions_at(consumer: Any, names: tuple[str, ...], at_ms: int) -> list[TopicPartition]:
-    wanted = []
-    for name in names:
-        meta = consumer.list_topics(name, timeout=10).topics[name]
-        if meta.error is not None:
-            raise clients.translate(meta.error, f"reading {name}")
-        wanted += [TopicPartition(name, p, at_ms) for p in meta.partitions]
-    found = _settled(lambda: consumer.offsets_for_times(wanted, timeout=10))
-    # No record at or after the time: start at the end (what comes next is all there is).
-    return [TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+        self._tail.close()
 
 
 def _read_one(reader: Any, codec: Codec, topic: str, partition: int, offset: int,
@@ -330,26 +262,3 @@ def _read_one(reader: Any, codec: Codec, topic: str, partition: int, offset: int
             _, request = codec.decode(msg.value(), expect="ActionRequested")
             return request, int(msg.timestamp()[1])
     raise ResultTimeout(f"{topic}[{partition}]@{offset} not read in time")
-
-
-def _read_to_end(reader: Any, starts: list[TopicPartition], deadline: float) -> Any:
-    ends = {}
-    for tp in starts:
-        ends[(tp.topic, tp.partition)] = reader.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-    reader.assign(starts)
-    pending = {k for k, end in ends.items() if end > 0}
-    while pending:
-        if time.monotonic() > deadline:
-            raise ResultTimeout(f"looking back through {sorted(pending)} took too long")
-        for msg in reader.consume(1000, 0.2):
-            key = (msg.topic(), msg.partition())
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(key)
-                    continue
-                raise clients.translate(err, f"reading {key}")
-            if msg.offset() + 1 >= ends[key]:
-                pending.discard(key)
-            if msg.value() is not None:
-                yield msg

@@ -17,6 +17,7 @@ from runonce.core.decision import Outcome
 from runonce.errors import ResultTimeout
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
+from runonce.kafka.reader import Tail
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 from runonce.wire.results import Status
@@ -29,32 +30,22 @@ class DecisionWatcher:
         self.dead: dict[tuple[int, int], dict[str, str]] = {}
         self.headers_by_action: dict[str, list[dict[str, bytes]]] = defaultdict(list)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._consumer = clients.reader(bootstrap, group=f"runonce-watch-{uuid.uuid4().hex[:6]}",
-                                        **{"enable.partition.eof": False})
-        parts = []
-        for t in (topics.APPROVED, topics.DROPPED, topics.HELD, topics.DLQ):
-            meta = self._consumer.list_topics(t, timeout=10).topics[t]
-            parts += [TopicPartition(t, p, OFFSET_BEGINNING) for p in meta.partitions]
-        self._consumer.assign(parts)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        consumer = clients.reader(bootstrap, group=f"runonce-watch-{uuid.uuid4().hex[:6]}",
+                                  **{"enable.partition.eof": False})
+        self._tail = Tail(consumer, _beginnings(consumer, (topics.APPROVED, topics.DROPPED, topics.HELD, topics.DLQ)),
+                          self._take, "runonce-decision-watcher", tombstones=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for msg in self._consumer.consume(500, 0.2):
-                if msg.error():
-                    continue
-                with self._lock:
-                    if msg.topic() == topics.DLQ:
-                        h = {k: _text(v) for k, v in _pairs(msg.headers())}
-                        if h.get(H_ORIGIN_TOPIC) == topics.REQUESTED:  # not a foreign internal record
-                            self.dead[(int(h[H_ORIGIN_PARTITION]), int(h[H_ORIGIN_OFFSET]))] = h
-                    else:
-                        _, d = self.codec.decode(msg.value(), expect="ActionDecision")
-                        self.by_action[d["request"]["action_id"]].append(d)
-                        self.headers_by_action[d["request"]["action_id"]].append(
-                            {k: v for k, v in _pairs(msg.headers()) if isinstance(v, bytes)})
+    def _take(self, msg: Any) -> None:
+        with self._lock:
+            if msg.topic() == topics.DLQ:
+                h = {k: _text(v) for k, v in _pairs(msg.headers())}
+                if h.get(H_ORIGIN_TOPIC) == topics.REQUESTED:  # not a foreign internal record
+                    self.dead[(int(h[H_ORIGIN_PARTITION]), int(h[H_ORIGIN_OFFSET]))] = h
+            else:
+                _, d = self.codec.decode(msg.value(), expect="ActionDecision")
+                self.by_action[d["request"]["action_id"]].append(d)
+                self.headers_by_action[d["request"]["action_id"]].append(
+                    {k: v for k, v in _pairs(msg.headers()) if isinstance(v, bytes)})
 
     def wait(self, action_ids: Iterable[str], timeout_s: float = 60.0, *,
              final: bool = False) -> dict[str, dict[str, Any]]:
@@ -93,9 +84,15 @@ class DecisionWatcher:
         self.close()
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
+        self._tail.close()
+
+
+def _beginnings(consumer: Any, names: tuple[str, ...]) -> list[TopicPartition]:
+    out = []
+    for name in names:
+        meta = consumer.list_topics(name, timeout=10).topics[name]
+        out += [TopicPartition(name, p, OFFSET_BEGINNING) for p in meta.partitions]
+    return out
 
 
 def _text(value: str | bytes | None) -> str:
@@ -116,26 +113,18 @@ class ResultWatcher:
         self.codec = Codec()
         self.final: dict[str, dict[str, Any]] = {}
         self._cond = threading.Condition()
-        self._stop = threading.Event()
-        self._consumer = clients.reader(bootstrap, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
-                                        **{"enable.partition.eof": False})
-        meta = self._consumer.list_topics(topics.RESULTS, timeout=10).topics[topics.RESULTS]
+        consumer = clients.reader(bootstrap, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}",
+                                  **{"enable.partition.eof": False})
         # From the beginning: results are compacted by action id, and an original's result
         # may predate this client.
-        self._consumer.assign([TopicPartition(topics.RESULTS, p, OFFSET_BEGINNING) for p in meta.partitions])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._tail = Tail(consumer, _beginnings(consumer, (topics.RESULTS,)), self._take, "runonce-result-watcher")
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for msg in self._consumer.consume(500, 0.2):
-                if msg.error() or msg.value() is None:
-                    continue
-                _, r = self.codec.decode(msg.value(), expect="ActionResult")
-                if Status(r["status"]).final:
-                    with self._cond:
-                        self.final[r["action_id"]] = r
-                        self._cond.notify_all()
+    def _take(self, msg: Any) -> None:
+        _, r = self.codec.decode(msg.value(), expect="ActionResult")
+        if Status(r["status"]).final:
+            with self._cond:
+                self.final[r["action_id"]] = r
+                self._cond.notify_all()
 
     def wait(self, action_id: str, deadline: float) -> dict[str, Any]:
         with self._cond:
@@ -147,6 +136,4 @@ class ResultWatcher:
             return self.final[action_id]
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
+        self._tail.close()

@@ -277,6 +277,9 @@ def test_the_gateway_lets_in_only_tokens_and_each_calls_what_its_token_allows(
     assert is_error and text.startswith("Refused: this agent (billing-agent) is not allowed")
     assert not [r for r in vendors.ledger.requests() if channel.lstrip("#") in r.path + r.body]
     assert gateway.process.log_tail(200).count("refused: agent billing-agent called post_slack_message") == 2
+    metrics = http("GET", f"{gateway.url}/metrics")[2]  # Prometheus text: no token needed, it performs nothing
+    assert ('runonce_gateway_refused_total{agent="billing-agent",tool="post_slack_message",why="not_allowed"} 2.0'
+            in metrics), metrics
 
     # a revoked token stops working at once, without a restart
     intern = gateway.tokens["intern"]
