@@ -40,8 +40,9 @@ fi
 if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest' >/dev/null 2>&1 \
    || [ pyproject.toml -nt .venv/.installed ]; then
   echo "setup: installing runonce and its dependencies into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # uv (from PyPI, into the venv) resolves and installs in ~10 s what pip took ~45 s for
+  .venv/bin/python -m pip install -q --upgrade pip uv
+  .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]'
   touch .venv/.installed
 fi
 .venv/bin/runonce broker fetch

@@ -19,9 +19,11 @@ git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && pr
   | tar -T - -cf - | tar -xf - -C "$work/src"
 .venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 wheel=$(ls "$work"/dist/runonce-*.whl)
+[ -x .venv/bin/uv ] || .venv/bin/python -m pip install -q uv  # an older .venv, set up before uv
+uv="$PWD/.venv/bin/uv"
 echo "wheel: $(basename "$wheel"), $(.venv/bin/python -m zipfile -l "$wheel" | tail -n +2 | wc -l) files"
 python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q "$wheel[all,langchain,openai-agents,testing]"
+"$uv" pip install -q --python "$work/venv/bin/python" "$wheel[all,langchain,openai-agents,testing]"
 cd "$work"
 "$work/venv/bin/python" - <<'PY'
 import importlib
@@ -58,7 +60,7 @@ RUNONCE_HOME="$work/home" "$work/venv/bin/runonce" demo
 
 # The bare SDK: confluent-kafka and fastavro, none of the service's packages.
 python3 -m venv "$work/sdk"
-"$work/sdk/bin/python" -m pip install -q "$wheel"
+"$uv" pip install -q --python "$work/sdk/bin/python" "$wheel"
 RUNONCE_HOME="$work/home" "$work/venv/bin/runonce" up 2>&1 | tail -n 1  # the demo's stack, with executors
 bootstrap=$(RUNONCE_HOME="$work/home" "$work/venv/bin/python" -c 'from runonce.settings import Settings
 print(Settings.from_env().bootstrap_servers())')
