@@ -60,7 +60,8 @@ from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.reader import fetched
 from runonce.kafka.record import Out
-from runonce.kafka.transactions import TXN_TIMEOUT_S, Transactions, init_producer, transactional_config
+from runonce.kafka.checkpoint import Checkpoint
+from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
@@ -109,8 +110,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                          "stats_cb": stats_callbacks(stall.on_stats, *lag)})
     producer_config = transactional_config(access, transactional_id, **{
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
-    transactions = Transactions(transactional_id, lambda: init_producer(producer_config, transactional_id),
-                                consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0))
+    transactions = Checkpoint(transactional_id, lambda: init_producer(producer_config, transactional_id),
+                              consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0),
+                              txn_timeout_s=settings.executor_txn_timeout_ms / 1000)
     return Executor(connector, consumer=consumer, transactions=transactions,
                     index=ResultIndex(access, connector.tools, source_topic=source_topic,
                                       window_ms=PolicyBook.load(settings.policy_file).longest_key_ttl_ms()),
@@ -378,7 +380,7 @@ class Executor:
             self.transactions.commit(records, offsets, abort=True)
             self._rewind()
             return False
-        if self.transactions.commit(records, offsets):
+        if self.transactions.commit(records, offsets) is None:
             self.pending.clear()
             self.decided.clear()  # every commit carries the pending start positions
             return True

@@ -42,7 +42,8 @@ class Out:
 
     topic: str
     key: bytes | None
-    value: bytes
+    #: None: a tombstone (a state change that deletes its key, on a changelog)
+    value: bytes | None
     #: None lets the producer's partitioner choose (murmur2 of the key, as Java and faust)
     partition: int | None = None
     headers: Headers = ()

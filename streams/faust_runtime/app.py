@@ -101,7 +101,7 @@ async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, failpoint: str 
         try:
             outs = pipeline.process_all(_inbound(event))
             for out in outs:
-                if failpoint is not None and out.topic == topics.APPROVED and victim in out.value:
+                if failpoint is not None and out.topic == topics.APPROVED and victim in (out.value or b""):
                     # the state change is in the local RocksDB; its changelog record and the
                     # decision are still in faust's buffer (nothing is sent before this task yields)
                     log.warning("failpoint kill_after_state: SIGKILL")

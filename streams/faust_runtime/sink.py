@@ -68,7 +68,7 @@ class FaustSink:
         self._topics[out.topic].send_soon(key=out.key, value=out.value, partition=out.partition,
                                           headers=list(out.headers) or None)
 
-    async def _dead_letter(self, key: bytes | None, value: bytes, partition: int | None, headers: Headers) -> None:
+    async def _dead_letter(self, key: bytes | None, value: bytes | None, partition: int | None, headers: Headers) -> None:
         last: BaseException | None = None
         for attempt in range(1, self.dead_letter_attempts + 1):
             try:

@@ -11,9 +11,10 @@ at all; read_committed readers never see a decision twice, even across SIGKILLs.
   transaction open; an assigned partition is restored (restore.py) before its first batch.
   The range assignor gives partition p of every input topic to the same worker, so stage 1's
   state partition p has one writer (actions.requested p and the re-key topic p).
-- A transaction that cannot commit is aborted: the state changes are dropped and the
-  consumer goes back to the committed offsets. A fenced producer (another instance took
-  over) or a fatal error stops the worker; its supervisor restarts it.
+- Each batch commits through the one commit path (runonce/kafka/checkpoint.py, its steps
+  and its failure table). A transaction that cannot commit is aborted: the state changes
+  are dropped and the consumer goes back to the committed offsets. A fenced producer
+  (another instance took over) stops the worker; its supervisor restarts it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from typing import Any
+from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
@@ -31,8 +32,9 @@ from runonce.kafka import clients, topics
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.lag import LagGauge
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
-from runonce.kafka.record import Record
-from runonce.kafka.transactions import FENCED, TXN_TIMEOUT_S, init_producer, transactional_config
+from runonce.kafka.checkpoint import Checkpoint, Failure
+from runonce.kafka.record import Out, Record
+from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
@@ -47,12 +49,27 @@ log = logging.getLogger("runonce.streams")
 GROUP = "runonce"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
 TXN_TIMEOUT_MS = 10_000
-#: a transaction the broker did not take in time: its records, or the transaction itself, timed out
-TIMED_OUT = frozenset({KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT})
+
+
+def consumer_config(settings: Settings, metrics: StreamMetrics) -> dict[str, Any]:
+    """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
+    committed, partition p of every input on one worker (range)."""
+    return {
+        **clients.base_config(settings.kafka_access()), "group.id": GROUP, "enable.auto.commit": False,
+        "auto.offset.reset": "error", "isolation.level": "read_committed",
+        "partition.assignment.strategy": "range",
+        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+        "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
+        "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": LagGauge(metrics.lag, GROUP).on_stats,
+    }
 
 
 class TransactionalWorker:
-    def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None) -> None:
+    def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
+                 consumer: Any = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
+                 watchdog: Watchdog | None = None) -> None:
+        """``consumer``, ``reader`` (restores), ``new_producer`` and ``watchdog`` are made here
+        from ``settings`` unless given (tests give fakes)."""
         self.settings = settings
         self.metrics = metrics or StreamMetrics()
         self.access = settings.kafka_access()
@@ -75,19 +92,15 @@ class TransactionalWorker:
         self.starts: dict[tuple[str, int], int] = {}
         self.running = True
         self.transactional_id = f"runonce-stream-{settings.worker_name}"
-        self.consumer = Consumer({
-            **clients.base_config(self.access), "group.id": GROUP, "enable.auto.commit": False,
-            "auto.offset.reset": "error", "isolation.level": "read_committed",
-            "partition.assignment.strategy": "range",
-            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-            "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
-            "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": LagGauge(self.metrics.lag, GROUP).on_stats,
-        })
-        self.reader = clients.reader(self.access, group=f"{GROUP}-restore", to_end=True)
+        self.consumer = consumer if consumer is not None else Consumer(consumer_config(settings, self.metrics))
+        self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
+                                                                        to_end=True)
         # A transactional call that blocks past its timeout (librdkafka#5456, a coordinator that
         # went away) is an exit for a restart, never a worker that holds partitions and decides nothing.
-        self.watchdog = Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0)
-        self.producer = self._new_producer()
+        self.checkpoint = Checkpoint(self.transactional_id, new_producer or self._new_producer,
+                                     self.consumer.consumer_group_metadata,
+                                     watchdog or Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0),
+                                     txn_timeout_s=TXN_TIMEOUT_MS / 1000)
 
     def _new_producer(self) -> Producer:
         # A batch commits in milliseconds. A short transaction timeout bounds how long a worker
@@ -180,86 +193,34 @@ class TransactionalWorker:
         return 0
 
     def _commit(self, batch: list[Record]) -> bool:
-        changelog_ends: dict[tuple[str, int], int] = {}
-
-        def delivered(err: KafkaError | None, msg: Any) -> None:
-            if err is None:
-                key = (msg.topic(), msg.partition())
-                changelog_ends[key] = max(changelog_ends.get(key, 0), msg.offset() + 1)
-
-        try:
-            self.producer.begin_transaction()
-            for out in self.pipeline.process_batch(batch):
-                self._produce(out.topic, out.key, out.value, out.partition, list(out.headers) or None)
-            for table in self.tables:
-                for partition, key, value in table.changes():
-                    self._produce(table.changelog, key, value, partition, None, delivered)
-            # Flush before the offsets, though the offsets could go while the records are on
-            # their way (transactions of 40-49 ms instead of 84 under bench/decision_latency.py's
-            # steady load): a worker that sends its offsets with records in flight when the broker
-            # pauses meets librdkafka#5456 (send_offsets_to_transaction blocked past its timeout)
-            # and stalls its partitions until the watchdog restarts it, 45 s (seen in the fault test).
-            with self.watchdog.guard("flush"):
-                undelivered = self.producer.flush(TXN_TIMEOUT_S)  # delivery reports (changelog offsets)
-            if undelivered:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records not delivered"))
-            offsets: dict[tuple[str, int], int] = {}
-            for r in batch:
-                offsets[(r.topic, r.partition)] = r.offset + 1
-            # Offsets that arrive after the broker has timed the transaction out are useless, and
-            # this is the call librdkafka#5456 can block past its timeout (seen after a broker
-            # pause): bounded by the transaction's own timeout, left 5 s after it.
-            with self.watchdog.guard("send_offsets_to_transaction", TXN_TIMEOUT_MS / 1000 + 5):
-                self.producer.send_offsets_to_transaction(
-                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                    self.consumer.consumer_group_metadata(), TXN_TIMEOUT_MS / 1000)
-            with self.watchdog.guard("commit_transaction"):
-                self.producer.commit_transaction(TXN_TIMEOUT_S)
-        except KafkaException as exc:
-            self._abandon(exc)
-            return False
+        """The batch decided, and everything it caused committed with its input offsets in one
+        transaction (runonce/kafka/checkpoint.py); after the commit, the state changes go to
+        RocksDB with the changelog offsets they reached. False: aborted and rewound."""
+        records = list(self.pipeline.process_batch(batch))
         for table in self.tables:
-            ends = {p: end for (topic, p), end in changelog_ends.items() if topic == table.changelog}
-            missing = [p for p, part in table.parts.items() if part.pending and p not in ends]
-            if missing:
-                raise InvariantViolation(f"{table.name}: committed changes without changelog offsets for {missing}")
-            table.commit(ends)
-        return True
-
-    def _produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
-                 headers: list[tuple[str, bytes]] | None, on_delivery: Any = None) -> None:
-        kwargs: dict[str, Any] = {"key": key, "value": value}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
-        if on_delivery is not None:
-            kwargs["on_delivery"] = on_delivery
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                return
-            except BufferError:  # the local queue is full: let it drain
-                self.producer.poll(0.05)
-
-    def _abandon(self, exc: KafkaException) -> None:
-        err: KafkaError = exc.args[0]
+            records += [Out(table.changelog, key, value, partition) for partition, key, value in table.changes()]
+        offsets: dict[tuple[str, int], int] = {}
+        for r in batch:
+            offsets[(r.topic, r.partition)] = r.offset + 1
+        failure = self.checkpoint.commit(records, offsets, flush=True, after_commit=self._write_state)
+        if failure is None:
+            return True
         for table in self.tables:
             table.abort()
         self.pipeline.rolled_back()
         self.metrics.transactions.labels("aborted").inc()
-        if err.code() in clients.AUTH_ERRORS:
-            raise clients.translate(exc, f"{self.transactional_id}: transaction refused") from exc
-        if err.code() in FENCED or (err.fatal() and not err.txn_requires_abort()):
-            raise FatalError(f"{self.transactional_id}: fenced or fatal producer error: {err}") from exc
-        log.warning("%s: aborting transaction: %s", self.transactional_id, err)
-        if err.code() in TIMED_OUT:
+        if failure is Failure.TIMED_OUT:
             log.warning("%s: the broker did not take the transaction in time: transactions of up to %d records "
                         "until they commit again", self.transactional_id, self.cap.timed_out())
             self.metrics.batch_cap.set(self.cap.records)
-        try:
-            with self.watchdog.guard("abort_transaction"):
-                self.producer.abort_transaction(TXN_TIMEOUT_S)
-        except KafkaException as abort_exc:
-            raise FatalError(f"{self.transactional_id}: abort failed: {abort_exc}") from abort_exc
         rewind(self.consumer, self.starts, self.transactional_id, timeout_s=30)
+        return False
+
+    def _write_state(self, ends: dict[tuple[str, int], int]) -> None:
+        """Step 6 of the checkpoint: each table's changes, with the changelog offset they reached."""
+        for table in self.tables:
+            reached = {p: end for (topic, p), end in ends.items() if topic == table.changelog}
+            missing = [p for p, part in table.parts.items() if part.pending and p not in reached]
+            if missing:
+                raise InvariantViolation(f"{table.name}: committed changes without changelog offsets for {missing}")
+            table.commit(reached)

@@ -15,6 +15,7 @@ from runonce.connectors.executor import Executor
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
+from runonce.kafka.checkpoint import Failure
 from runonce.kafka.positions import NO_OFFSET, StartPolicy
 from runonce.sdk.submit import build_request
 from runonce.streams.records import decision_record
@@ -70,9 +71,10 @@ class FakeTransactions:
     commits: list[tuple[list[Any], dict[tuple[str, int], int]]] = field(default_factory=list)
     transactional_id: str = "runonce-exec-test-0"
 
-    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int]) -> bool:
+    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int], abort: bool = False) -> Failure | None:
+        """``answers``: True commits, False aborts (as ``Checkpoint.commit``: None or a Failure)."""
         self.commits.append((list(records), dict(offsets)))
-        return self.answers.pop(0) if self.answers else True
+        return None if (self.answers.pop(0) if self.answers else True) else Failure.ABORTABLE
 
     def close(self) -> None:
         pass
