@@ -85,12 +85,8 @@ class Results(Protocol):
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
-    return {
-        **clients.base_config(settings.kafka_access()), "group.id": group, "enable.auto.commit": False,
-        # The client never picks a position: a missing or out-of-range offset is an error we see.
-        "auto.offset.reset": "error", "isolation.level": "read_committed",
-        "session.timeout.ms": settings.executor_session_timeout_ms, "heartbeat.interval.ms": 1000,
-    }
+    return clients.transactional_consumer_config(settings.kafka_access(), group,
+                                                 session_timeout_ms=settings.executor_session_timeout_ms)
 
 
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,

@@ -36,6 +36,19 @@ def producer(bootstrap: KafkaTarget, **extra: Any) -> Producer:
     return Producer(producer_config(bootstrap, **extra))
 
 
+def transactional_consumer_config(bootstrap: KafkaTarget, group: str, *, session_timeout_ms: int,
+                                  **extra: Any) -> dict[str, Any]:
+    """The consumer of a process that commits its offsets in its transactions (stream workers,
+    executors): read_committed, and the client never picks a position (a missing or
+    out-of-range offset is an error the process sees, runonce/kafka/positions.py)."""
+    return {
+        **base_config(bootstrap), "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "error", "isolation.level": "read_committed",
+        "session.timeout.ms": session_timeout_ms, "heartbeat.interval.ms": 1000,
+        **extra,
+    }
+
+
 #: a reader that reads to the end and stops: the broker answers a fetch at once when it has
 #: nothing more, so each partition's end is known in one round trip instead of after the
 #: default 500 ms wait (twice: 1 s per read of an idle topic, measured). A reader that tails

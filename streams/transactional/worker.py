@@ -54,14 +54,11 @@ TXN_TIMEOUT_MS = 10_000
 def consumer_config(settings: Settings, metrics: StreamMetrics) -> dict[str, Any]:
     """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
     committed, partition p of every input on one worker (range)."""
-    return {
-        **clients.base_config(settings.kafka_access()), "group.id": GROUP, "enable.auto.commit": False,
-        "auto.offset.reset": "error", "isolation.level": "read_committed",
+    return clients.transactional_consumer_config(settings.kafka_access(), GROUP, session_timeout_ms=10_000, **{
         "partition.assignment.strategy": "range",
-        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": LagGauge(metrics.lag, GROUP).on_stats,
-    }
+    })
 
 
 class TransactionalWorker:
