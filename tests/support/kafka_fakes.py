@@ -1,4 +1,4 @@
-"""A fake transactional producer for the one commit path's tests (runonce/kafka/checkpoint.py
+"""A fake message and a fake transactional producer for the one commit path's tests (runonce/kafka/checkpoint.py
 and the stream worker's commit): it records every call, raises what a test plants, and
 reports deliveries on flush."""
 
@@ -10,9 +10,17 @@ from typing import Any
 
 @dataclass
 class Msg:
+    """A confluent-kafka message as consumers and delivery reports hand it over."""
+
     _topic: str
     _partition: int
     _offset: int
+    _key: bytes | None = None
+    _value: bytes | None = None
+    _timestamp_ms: int = 0
+
+    def error(self) -> None:
+        return None
 
     def topic(self) -> str:
         return self._topic
@@ -22,6 +30,18 @@ class Msg:
 
     def offset(self) -> int:
         return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, self._timestamp_ms
+
+    def headers(self) -> None:
+        return None
 
 
 @dataclass

@@ -5,9 +5,7 @@ the committed offsets, and decides the same way when it comes again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -21,53 +19,20 @@ from runonce.streams.transactional.state import CHECKPOINT_KEY
 from runonce.streams.transactional.worker import TransactionalWorker
 from runonce.wire.codec import Codec
 
-from tests.support.kafka_fakes import FakeProducer, Made
+from tests.support.kafka_fakes import FakeProducer, Made, Msg
 
 CODEC = Codec()
 T0 = 1_800_000_000_000
 
 
-@dataclass
-class Message:
-    _topic: str
-    _partition: int
-    _offset: int
-    _key: bytes
-    _value: bytes
-
-    def error(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, T0 + self._offset
-
-    def headers(self) -> None:
-        return None
-
-
 class Consumer:
     """Hands out ``batches``, one per consume call; everything committed is at offset 0."""
 
-    def __init__(self, batches: list[list[Message]]) -> None:
+    def __init__(self, batches: list[list[Msg]]) -> None:
         self.batches = batches
         self.seeks: list[tuple[str, int, int]] = []
 
-    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+    def consume(self, num_messages: int, timeout: float) -> list[Msg]:
         return self.batches.pop(0) if self.batches else []
 
     def consumer_group_metadata(self) -> str:
@@ -83,18 +48,18 @@ class Consumer:
         self.seeks.append((tp.topic, tp.partition, tp.offset))
 
 
-def requests(n: int) -> list[Message]:
+def requests(n: int) -> list[Msg]:
     out = []
     for i in range(n):
         key = f"key-{i}"
         record = build_request("update_salesforce_field", {"record_id": f"r{i}", "field": "f", "value": i},
                                agent_id="a", idempotency_key=key)
-        out.append(Message(topics.REQUESTED, partition_for(key.encode(), 6), i, key.encode(),
-                           CODEC.encode("ActionRequested", record)))
+        out.append(Msg(topics.REQUESTED, partition_for(key.encode(), 6), i, key.encode(),
+                       CODEC.encode("ActionRequested", record), T0 + i))
     return out
 
 
-def worker(tmp_path: Path, batches: list[list[Message]], *producers: FakeProducer) -> tuple[TransactionalWorker, Made]:
+def worker(tmp_path: Path, batches: list[list[Msg]], *producers: FakeProducer) -> tuple[TransactionalWorker, Made]:
     made = Made(*producers)
     w = TransactionalWorker(Settings(home=tmp_path, bootstrap="127.0.0.1:9"), PolicyBook.load(),
                             consumer=Consumer(batches), reader=object(), new_producer=made,  # type: ignore[arg-type]
