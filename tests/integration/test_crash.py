@@ -9,7 +9,8 @@ requested record accounted for exactly once, none decided two ways, no key appro
 and each family of repeats decided as planted. The transactional runtime must also
 re-emit no decision.
 
-RUNONCE_CRASH_ACTIONS sets the size (default 20000)."""
+RUNONCE_CRASH_ACTIONS sets the size (default 20000), RUNONCE_CRASH_DEADLINE_S how long the
+oracle waits for every action to be accounted for (default 420)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from typing import Any
 
 import pytest
 
+from runonce.kafka import topics
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
 
+from tests.support.load import describe_group
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -36,6 +39,27 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 def _agent(bootstrap: str, items: list[tuple[dict[str, Any], float]], rate_per_s: float) -> None:
     with Submitter(bootstrap, agent_id="crash-agent") as sub:
         send_paced(sub.send, items, rate_per_s)
+
+
+def _spans(positions: list[tuple[int, int]]) -> str:
+    """Lost positions of actions.requested as partition: count (first..last offset)."""
+    by_partition: dict[int, list[int]] = {}
+    for partition, offset in positions:
+        by_partition.setdefault(partition, []).append(offset)
+    return ", ".join(f"[{p}]: {len(o)} ({min(o)}..{max(o)})" for p, o in sorted(by_partition.items())) or "none"
+
+
+def _group(broker: Settings) -> str:
+    """The stream job's group: a partition committed short of its end names a stuck owner."""
+    return "\n".join(describe_group(broker.bootstrap_servers(), "runonce", (topics.REQUESTED, topics.REKEY, topics.SCOPED),
+                                     broker.partitions))
+
+
+def _logs(workers: list[WorkerProcess]) -> str:
+    def state(w: WorkerProcess) -> str:
+        return "alive" if w.alive() else f"exited {w.proc.returncode if w.proc else None}"
+
+    return "\n".join(f"--- {w.name} (started {w.starts}x, {state(w)})\n{w.log_tail(25)}" for w in workers)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -47,7 +71,9 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
     n_late = n_actions // 40
     families += late_unkeyed_retries(n_late, run_id=run_id)
     records = [m for fam in families for m, _ in fam.members]
-    workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime) for i in range(3)]
+    # info: assignments and restores in the log tails a failure prints
+    workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime, loglevel="info")
+               for i in range(3)]
     for w in workers:
         w.start()
     time.sleep(8)  # let the group form before load arrives
@@ -64,7 +90,8 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
     rnd = random.Random(3)
     kills, deleted_state = 0, False
     wanted = {r["action_id"] for r in records}
-    deadline = time.monotonic() + 900
+    # A normal run is accounted for within 2 min of its start; 7 min is a stuck partition.
+    deadline = time.monotonic() + float(os.environ.get("RUNONCE_CRASH_DEADLINE_S", "420"))
     report = None
     try:
         while time.monotonic() < deadline:
@@ -88,10 +115,14 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
             a.join(10)
             assert a.exitcode == 0, "an agent process failed to produce"
         assert report is not None, "the run ended before the oracle could account for every action"
-        decided = wanted & report.outcome_by_action.keys()
-        logs = "\n".join(f"--- {w.name}\n{w.log_tail(15)}" for w in workers)
-        assert decided == wanted, f"{len(wanted - decided)} actions never decided\n{logs}"
-        assert report.ok, report.summary()
+        missing = wanted - report.outcome_by_action.keys()
+        # Said compactly (never the sets themselves: 21,000 ids bury the message), and where:
+        # one partition's range points at a stuck owner, scattered positions at skipped records.
+        undecided = len(missing)  # pytest would print a set operand whole
+        assert undecided == 0, (f"{undecided} of {len(wanted)} actions never decided ({runtime}), "
+                                f"e.g. {sorted(missing)[:3]}; lost by partition: {_spans(report.lost)}\n"
+                                f"{report.summary()}\n{_group(broker)}\n{_logs(workers)}")
+        assert report.ok, f"{report.summary()}\n{_logs(workers)}"
         problems = check_families(families, report.outcome_by_action)
         late = [p for p in problems if p.startswith("late_unkeyed_retry")]
         assert not problems, (f"{len(problems)} families decided against plan ({len(late)} late unkeyed retries): "

@@ -57,13 +57,19 @@ def final_results(bootstrap: KafkaTarget, action_ids: set[str], codec: Codec | N
 
 def approved_positions(bootstrap: KafkaTarget, group: str, partitions: int = 6) -> tuple[list[int], list[int]]:
     """An executor group's committed offsets on actions.approved, and the topic's ends, per partition."""
+    return group_positions(bootstrap, group, topics.APPROVED, partitions)
+
+
+def group_positions(bootstrap: KafkaTarget, group: str, topic: str, partitions: int = 6
+                    ) -> tuple[list[int], list[int]]:
+    """A group's committed offsets on ``topic``, and the topic's ends, per partition."""
     from confluent_kafka import Consumer, TopicPartition
 
     from runonce.kafka import clients
 
     c = Consumer({**clients.base_config(bootstrap), "group.id": group})
     try:
-        tps = [TopicPartition(topics.APPROVED, p) for p in range(partitions)]
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
         committed = [tp.offset for tp in c.committed(tps, timeout=10)]
         ends = [c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
     finally:
@@ -71,12 +77,32 @@ def approved_positions(bootstrap: KafkaTarget, group: str, partitions: int = 6) 
     return committed, ends
 
 
+def describe_group(bootstrap: KafkaTarget, group: str, topic_names: tuple[str, ...], partitions: int = 6
+                   ) -> list[str]:
+    """Where a group stands, for a failure message: its committed offsets against each topic's
+    ends (a partition behind its end names a stuck owner), its members and what each owns."""
+    from runonce.kafka.topics import admin_client
+
+    lines = []
+    try:
+        for topic in topic_names:
+            committed, ends = group_positions(bootstrap, group, topic, partitions)
+            lines.append(f"  {group} on {topic}: committed {committed} ends {ends}")
+        admin = admin_client(bootstrap)  # kept: a client collected at once never completes its futures
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        for m in desc.members:
+            owned = sorted(f"{tp.topic}[{tp.partition}]" for tp in m.assignment.topic_partitions) if m.assignment else []
+            lines.append(f"    member {m.client_id or m.member_id} owns {owned}")
+        lines.append(f"    state {desc.state}, coordinator {desc.coordinator.id}")
+    except Exception as exc:  # noqa: BLE001  a diagnostic must not hide the failure it explains
+        lines.append(f"    (cannot describe the group: {exc!r})")
+    return lines
+
+
 def explain_pending(bootstrap: KafkaTarget, pending: list[str], results: dict[str, str], tool_of: dict[str, str],
                     groups_by_vendor: dict[str, str], logs: dict[str, str], partitions: int = 6) -> str:
     """Where approved actions without a final result sit in actions.approved, against each
     executor group's committed offsets, with the executors' last log lines."""
-    from runonce.kafka.topics import admin_client
-
     codec = Codec()
     where: dict[str, tuple[int, int]] = {}
     for r in read_all(bootstrap, topics.APPROVED):
@@ -88,18 +114,9 @@ def explain_pending(bootstrap: KafkaTarget, pending: list[str], results: dict[st
     lines = [f"{len(pending)} approved actions without a final result; by tool {dict(Counter(tool_of[a] for a in pending))}"]
     for a in pending[:8]:
         lines.append(f"  {a} {tool_of[a]} status={results.get(a)} approved at {where.get(a)}")
-    admin = admin_client(bootstrap)
     for vendor, group in groups_by_vendor.items():
-        committed, ends = approved_positions(bootstrap, group, partitions)
-        lines.append(f"  {vendor} ({group}): committed {committed} ends {ends}")
-        try:
-            desc = admin.describe_consumer_groups([group])[group].result(timeout=10)
-            for m in desc.members:
-                owned = sorted(tp.partition for tp in m.assignment.topic_partitions) if m.assignment else []
-                lines.append(f"    member {m.client_id or m.member_id} owns {owned}")
-            lines.append(f"    state {desc.state}, coordinator {desc.coordinator.id}")
-        except Exception as exc:  # noqa: BLE001  a diagnostic must not hide the failure it explains
-            lines.append(f"    (cannot describe the group: {exc})")
+        lines.append(f"  {vendor}:")
+        lines.extend(describe_group(bootstrap, group, (topics.APPROVED,), partitions))
     for name, tail in logs.items():
         lines.append(f"--- {name}\n{tail}")
     return "\n".join(lines)
