@@ -28,6 +28,7 @@ import pytest
 from runonce.kafka import topics
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
+from runonce.streams.transactional.worker import GROUP
 from runonce.testkit.oracle import verify
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
 
@@ -52,8 +53,8 @@ def _spans(positions: list[tuple[int, int]]) -> str:
 
 def _group(broker: Settings) -> str:
     """The stream job's group: a partition committed short of its end names a stuck owner."""
-    return "\n".join(describe_group(broker.bootstrap_servers(), "runonce", (topics.REQUESTED, topics.REKEY, topics.SCOPED),
-                                     broker.partitions))
+    inputs = (topics.REQUESTED, topics.REKEY, topics.SCOPED)  # both runtimes' group is GROUP
+    return "\n".join(describe_group(broker.bootstrap_servers(), GROUP, inputs, broker.partitions))
 
 
 def _logs(workers: list[WorkerProcess]) -> str:
