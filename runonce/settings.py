@@ -94,7 +94,8 @@ class Settings:
     executor_failpoint: str | None = None
     #: faust workers only, for tests: ``kill_after_state[:ACTION_ID]``: SIGKILL itself once a
     #: record's state change is written locally and its decision is an approval (of that action,
-    #: if named), before anything is sent
+    #: if named), before anything is sent; ``pass_over:N[:TAG]``: acknowledge N records of
+    #: actions.requested (holding TAG) undecided, as faust does to events it skips, and commit
     stream_failpoint: str | None = None
     #: executors: how long the broker lets one of their transactions stay open before aborting it
     #: (and fencing the producer); a paused executor past it is a zombie and is refused
@@ -267,8 +268,9 @@ class Settings:
         if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit", "abort_result"):
             raise ConfigError(f"executor_failpoint must be before_call, after_call, after_commit or abort_result, "
                               f"got {self.executor_failpoint!r}")
-        if self.stream_failpoint is not None and self.stream_failpoint.partition(":")[0] != "kill_after_state":
-            raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID], got {self.stream_failpoint!r}")
+        if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
+            raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
+                              f"got {self.stream_failpoint!r}")
         if not 6_000 <= self.executor_session_timeout_ms <= 300_000:
             raise ConfigError(f"executor_session_timeout_ms must be within 6000..300000 (the broker's "
                               f"group.min/max.session.timeout.ms), got {self.executor_session_timeout_ms}")
@@ -301,6 +303,12 @@ _PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER
 
 #: the stream job's runtimes; the first is the default
 RUNTIMES = ("transactional", "faust")
+
+
+def _stream_failpoint_ok(value: str) -> bool:
+    kind, _, arg = value.partition(":")
+    count = arg.partition(":")[0]
+    return kind == "kill_after_state" or (kind == "pass_over" and count.isdigit() and int(count) > 0)
 
 
 def _password(env: Mapping[str, str], prefix: str) -> str:

@@ -34,6 +34,7 @@ from runonce.errors import InvariantViolation
 from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
+from runonce.streams.faust_runtime.fence import InputFence, fence_commits
 from runonce.kafka.reader import first_committed_offset
 from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
@@ -93,24 +94,60 @@ def _inbound(event: EventT[Any]) -> Inbound:
                    timestamp_ms=round(msg.timestamp * 1000), key=msg.key, value=msg.value, headers=headers)
 
 
-async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, failpoint: str | None = None) -> None:
-    """Feed the pipeline every event and send what it returns; a record it cannot finish
-    stops the worker before faust acknowledges it (streams/faust_runtime/stop.py)."""
-    victim = failpoint.partition(":")[2].encode() if failpoint is not None else b""
+async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, fence: InputFence,
+               failpoint: str | None = None) -> None:
+    """Feed the pipeline every event and send what it returns; a record it cannot finish, or
+    one faust delivers past records it skipped (fence.py), stops the worker before faust
+    acknowledges it (streams/faust_runtime/stop.py)."""
+    kind, _, arg = (failpoint or "").partition(":")
+    victim = arg.encode() if kind == "kill_after_state" else None
+    pass_over = PassOver.parse(arg) if kind == "pass_over" else None
     async for event in stream.events():
+        msg = event.message
+        key = (msg.topic, msg.partition)
         try:
+            if pass_over is not None and await pass_over.skips(msg, stream.app):
+                continue
+            await fence.check(key, msg.offset)
             outs = pipeline.process_all(_inbound(event))
             for out in outs:
-                if failpoint is not None and out.topic == topics.APPROVED and victim in (out.value or b""):
+                if victim is not None and out.topic == topics.APPROVED and victim in (out.value or b""):
                     # the state change is in the local RocksDB; its changelog record and the
                     # decision are still in faust's buffer (nothing is sent before this task yields)
                     log.warning("failpoint kill_after_state: SIGKILL")
                     os.kill(os.getpid(), signal.SIGKILL)
             for out in outs:
                 await sink.send(out)
+            fence.passed(key, msg.offset)
         except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
-            msg = event.message
             stop_before_ack(f"could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}", exc)
+
+
+class PassOver:
+    """Failpoint ``pass_over:N[:TAG]``: do to N records of actions.requested (holding TAG) what
+    faust does to the events it skips, acknowledge them undecided; then, at the next such
+    record, let faust commit what it has acknowledged before deciding it: the window in which
+    faust committed a skipped range on 2026-12-02 (fence.py)."""
+
+    def __init__(self, n: int, tag: bytes) -> None:
+        self.left = n
+        self.tag = tag
+
+    @classmethod
+    def parse(cls, arg: str) -> "PassOver":
+        n, _, tag = arg.partition(":")
+        return cls(int(n), tag.encode())
+
+    async def skips(self, msg: Any, app: Any) -> bool:
+        if msg.topic != topics.REQUESTED or self.left < 0 or self.tag not in (msg.value or b""):
+            return False
+        if self.left > 0:
+            self.left -= 1
+            log.warning("failpoint pass_over: %s[%d]@%d acknowledged undecided", msg.topic, msg.partition, msg.offset)
+            return True
+        self.left = -1
+        await app.consumer.commit()
+        return False
 
 
 class _App(faust.App):
@@ -122,6 +159,8 @@ class _App(faust.App):
 
     #: how recovery asks the broker whether a changelog has committed records left (markers.py)
     first_committed_offset: FirstCommitted
+    #: how far each input partition may be committed (fence.py)
+    runonce_fence: InputFence
 
     def on_init_dependencies(self) -> Any:
         dependencies = super().on_init_dependencies()
@@ -186,6 +225,10 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     # ends only where the broker, asked directly, has nothing committed left.
     app.first_committed_offset = functools.partial(first_committed_offset, access, group=APP_ID)
     read_past_markers()
+    # faust commits an input partition only as far as the pipeline has decided it (fence.py).
+    fence = InputFence((topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS), app.first_committed_offset)
+    app.runonce_fence = fence
+    fence_commits()
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                      help="stage 1: dedup key -> first claim")
@@ -216,14 +259,14 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     # would log the crash and keep a live worker that decides nothing.
     @app.agent(requested, name="runonce.keys", supervisor_strategy=CrashingSupervisor)
     async def decide_keys(stream: Any) -> None:
-        await _run(pipeline, sink, stream, settings.stream_failpoint)
+        await _run(pipeline, sink, stream, fence, settings.stream_failpoint)
 
     @app.agent(scoped, name="runonce.scopes", supervisor_strategy=CrashingSupervisor)
     async def decide_scopes(stream: Any) -> None:
-        await _run(pipeline, sink, stream, settings.stream_failpoint)
+        await _run(pipeline, sink, stream, fence, settings.stream_failpoint)
 
     @app.agent(approvals, name="runonce.approvals", supervisor_strategy=CrashingSupervisor)
     async def decide_verdicts(stream: Any) -> None:
-        await _run(pipeline, sink, stream, settings.stream_failpoint)
+        await _run(pipeline, sink, stream, fence, settings.stream_failpoint)
 
     return app
