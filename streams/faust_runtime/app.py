@@ -7,7 +7,8 @@ default runtime.
 
 Guarantee: at-least-once, made harmless by design. The producer (changelog and output
 records) is drained and acknowledged before faust commits offsets (``drain.py`` closes
-faust's own flush gap), so restored state is never *behind* the committed offset; records
+faust's own flush gap), so restored state is never *behind* the committed offset, and an
+input offset is committed only as far as the pipeline has decided it (``fence.py``); records
 after it are decided again, and state remembers which action claimed each key, so a
 redelivered action gets the same outcome (re-emitted with the same action_id) and writes its
 claim again: after a kill, the local RocksDB can hold claims its changelog never received,
@@ -34,6 +35,7 @@ from runonce.errors import InvariantViolation
 from runonce.kafka import topics
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
+from runonce.streams.faust_runtime.failpoints import PassOver
 from runonce.streams.faust_runtime.fence import InputFence, fence_commits
 from runonce.kafka.reader import first_committed_offset
 from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
@@ -121,33 +123,6 @@ async def _run(pipeline: Pipeline, sink: FaustSink, stream: Any, fence: InputFen
             fence.passed(key, msg.offset)
         except BaseException as exc:  # noqa: BLE001  includes cancellation mid-record
             stop_before_ack(f"could not finish {msg.topic}[{msg.partition}]@{msg.offset}: {exc!r}", exc)
-
-
-class PassOver:
-    """Failpoint ``pass_over:N[:TAG]``: do to N records of actions.requested (holding TAG) what
-    faust does to the events it skips, acknowledge them undecided; then, at the next such
-    record, let faust commit what it has acknowledged before deciding it: the window in which
-    faust committed a skipped range on 2026-12-02 (fence.py)."""
-
-    def __init__(self, n: int, tag: bytes) -> None:
-        self.left = n
-        self.tag = tag
-
-    @classmethod
-    def parse(cls, arg: str) -> "PassOver":
-        n, _, tag = arg.partition(":")
-        return cls(int(n), tag.encode())
-
-    async def skips(self, msg: Any, app: Any) -> bool:
-        if msg.topic != topics.REQUESTED or self.left < 0 or self.tag not in (msg.value or b""):
-            return False
-        if self.left > 0:
-            self.left -= 1
-            log.warning("failpoint pass_over: %s[%d]@%d acknowledged undecided", msg.topic, msg.partition, msg.offset)
-            return True
-        self.left = -1
-        await app.consumer.commit()
-        return False
 
 
 class _App(faust.App):
