@@ -15,7 +15,7 @@ import signal
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -31,10 +31,11 @@ from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
 from runonce.testkit.workload import generate
+from runonce.streams.transactional.worker import GROUP
 from runonce.wire.codec import Codec
 
 from tests.support.load import (EXECUTED, Load, account_decisions, account_results, approved_positions,
-                                 check_effects, explain_pending)
+                                 check_effects, describe_group, explain_pending)
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
@@ -51,14 +52,15 @@ def _broker_signal(broker: Broker, sig: signal.Signals) -> None:
     os.killpg(pid, sig)
 
 
-def _charge_arriving(vendors: VendorServer, timeout_s: float = 120.0) -> int:
+def _charge_arriving(vendors: VendorServer, explain: Callable[[], str], timeout_s: float = 120.0) -> int:
     """Wait for a charge to reach the (slowed) payments sandbox; the charges now in flight.
     After the broker's pause an executor can sit in send_offsets_to_transaction until its
     watchdog (45 s) restarts it (librdkafka#5456): the wait outlasts that and a restore."""
     seen = len(vendors.ledger.requests("/v1/charges"))
     deadline = time.monotonic() + timeout_s
     while len(vendors.ledger.requests("/v1/charges")) == seen:
-        assert time.monotonic() < deadline, "no charge reached the payments sandbox: the pause would meet no call"
+        assert time.monotonic() < deadline, (
+            f"no charge reached the payments sandbox: the pause would meet no call\n{explain()}")
         time.sleep(0.01)
     now = time.time()
     return sum(1 for r in vendors.ledger.requests("/v1/charges") if now - r.at < 1.0)
@@ -168,7 +170,11 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         zombie = executors["payments-0"]
         assert zombie.proc is not None
         time.sleep(2)
-        in_flight = _charge_arriving(vendors)
+        in_flight = _charge_arriving(vendors, lambda: "\n".join(
+            describe_group(bootstrap, GROUP, (topics.REQUESTED,), broker.partitions)
+            + describe_group(bootstrap, groups_by_vendor["payments"], (topics.APPROVED,), broker.partitions)
+            + [f"--- {p.name} (started {p.starts}x, {'alive' if p.alive() else 'exited'})\n{p.log_tail(15)}"
+               for p in procs]))
         note(f"executor payments-0 SIGSTOP for {PAUSE_S:.0f} s (vendor answering in 1 s; "
              f"{in_flight} charge(s) in flight)")
         os.killpg(zombie.proc.pid, signal.SIGSTOP)
