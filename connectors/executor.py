@@ -56,13 +56,14 @@ from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
+from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.reader import fetched
 from runonce.kafka.record import Out
 from runonce.kafka.checkpoint import Checkpoint
 from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
-from runonce.kafka.watchdog import Watchdog
+from runonce.kafka.watchdog import Watchdog, leave_for_restart
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
@@ -96,6 +97,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)
+    group_stall = GroupStall()
     limit = settings.vendor_limit(connector.name)
     throttle = Throttle(connector.name, limit.rate_per_s, limit.burst,
                         on_refusal=metrics.vendor_refusals.labels(connector.name).inc if metrics is not None else None)
@@ -103,7 +105,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
     consumer = Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
-                         "stats_cb": stats_callbacks(stall.on_stats, *lag)})
+                         "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
     producer_config = transactional_config(access, transactional_id, **{
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
     transactions = Checkpoint(transactional_id, lambda: init_producer(producer_config, transactional_id),
@@ -114,7 +116,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                                       window_ms=PolicyBook.load(settings.policy_file).longest_key_ttl_ms()),
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
-                    failpoint=settings.executor_failpoint, stall=stall,
+                    failpoint=settings.executor_failpoint, stall=stall, group_stall=group_stall,
                     max_batch=settings.executor_max_batch,
                     max_in_flight=limit.in_flight or settings.executor_max_in_flight)
 
@@ -124,6 +126,7 @@ class Executor:
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                  runner: ActionRunner | None = None, metrics: Any = None, failpoint: str | None = None,
                  clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
+                 group_stall: GroupStall | None = None,
                  max_batch: int = 500, max_in_flight: int = 16) -> None:
         self.connector = connector
         self.consumer = consumer
@@ -138,6 +141,8 @@ class Executor:
         self.clock = clock
         #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
         self.stall = stall
+        #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
+        self.group_stall = group_stall
         if metrics is not None:  # every final status from the start at 0: "none in doubt" is a series too
             for tool in sorted(connector.tools):
                 for status in (Status.SUCCEEDED, Status.FAILED, Status.IN_DOUBT):
@@ -240,7 +245,12 @@ class Executor:
             self._run(batch)
 
     def _check_stall(self) -> None:
-        """Idle with records to read: a consumer that stopped fetching leaves, for a restart."""
+        """Idle: a consumer without its group coordinator for good, or with records to read and
+        stopped fetching, leaves for a restart. The first leaves at once (``leave_for_restart``):
+        closing a consumer that lost its coordinator can block as long as the loss."""
+        lost = self.group_stall.check() if self.group_stall is not None else None
+        if lost is not None:
+            leave_for_restart(f"{self.who}: {lost}")
         if self.stall is None:
             return
         stuck = self.stall.check(

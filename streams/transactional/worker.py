@@ -30,12 +30,13 @@ from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvariantViolation
 from runonce.kafka import clients, topics
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
-from runonce.kafka.lag import LagGauge
+from runonce.kafka.group_stall import GroupStall
+from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
 from runonce.kafka.checkpoint import Checkpoint, Failure
 from runonce.kafka.record import Out, Record
 from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
-from runonce.kafka.watchdog import Watchdog
+from runonce.kafka.watchdog import Watchdog, leave_for_restart
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
@@ -51,13 +52,15 @@ INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
 TXN_TIMEOUT_MS = 10_000
 
 
-def consumer_config(settings: Settings, metrics: StreamMetrics) -> dict[str, Any]:
+def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
     """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
-    committed, partition p of every input on one worker (range)."""
+    committed, partition p of every input on one worker (range); its statistics feed the lag
+    gauge and ``group`` (group_stall.py)."""
     return clients.transactional_consumer_config(settings.kafka_access(), GROUP, session_timeout_ms=10_000, **{
         "partition.assignment.strategy": "range",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
-        "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": LagGauge(metrics.lag, GROUP).on_stats,
+        "statistics.interval.ms": STATS_INTERVAL_MS,
+        "stats_cb": stats_callbacks(LagGauge(metrics.lag, GROUP).on_stats, group.on_stats),
     })
 
 
@@ -89,7 +92,10 @@ class TransactionalWorker:
         self.starts: dict[tuple[str, int], int] = {}
         self.running = True
         self.transactional_id = f"runonce-stream-{settings.worker_name}"
-        self.consumer = consumer if consumer is not None else Consumer(consumer_config(settings, self.metrics))
+        #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
+        self.group_stall = GroupStall()
+        self.consumer = consumer if consumer is not None else Consumer(
+            consumer_config(settings, self.metrics, self.group_stall))
         self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
                                                                         to_end=True)
         # A transactional call that blocks past its timeout (librdkafka#5456, a coordinator that
@@ -179,6 +185,9 @@ class TransactionalWorker:
             elif err.code() != KafkaError._PARTITION_EOF:
                 log.warning("consumer: %s", err)
         if not batch:
+            lost = self.group_stall.check()
+            if lost is not None:
+                leave_for_restart(f"{self.transactional_id}: {lost}")
             return 0
         started = time.perf_counter()
         if self._commit(batch):
