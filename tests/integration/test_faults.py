@@ -24,13 +24,14 @@ from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.vendors import SmtpConnector
+from runonce.core.decision import Reason
 from runonce.devbroker.broker import Broker, BrokerState
 from runonce.kafka import groups, topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
-from runonce.testkit.workload import generate
+from runonce.testkit.workload import Family, generate
 from runonce.streams.transactional.worker import GROUP
 from runonce.wire.codec import Codec
 
@@ -99,7 +100,12 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     run = uuid.uuid4().hex[:6]
     since_ms = int(time.time() * 1000) - 1000  # the oracle reads this test's window of the topics
     families = generate(n_actions, repeat_ratio=0.1, seed=23, run_id=f"f{run}")
-    records = [m for fam in families for m, _ in fam.members]
+    # Sent just before the executor's pause (below); accounted like the load's.
+    probes = [Family("unique_charge", [(build_request("charge_payment", {"card": f"f{run}-probe{i}", "amount_cents": 700},
+                                                     agent_id="fault-probe", idempotency_key=f"probe-{run}-{i}"),
+                                       Reason.UNIQUE.value)]) for i in range(24)]
+    records = [m for fam in families for m, _ in fam.members]  # the load's
+    everything = records + [fam.members[0][0] for fam in probes]
 
     # Approved before the executors' groups begin: they must never be performed (an executor that
     # lost its place and re-read actions.approved from offset 0 once did exactly that).
@@ -169,7 +175,12 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         vendors.state.faults.add(Fault("/v1/charges", delay_s=1.0))
         zombie = executors["payments-0"]
         assert zombie.proc is not None
-        time.sleep(2)
+        # Charges of the test's own, so the pause meets a call whatever the load's timing: the
+        # broker's faults can delay this moment past the load's last charge.
+        with Submitter(bootstrap, agent_id="fault-probe") as sub:
+            for fam in probes:
+                sub.send(fam.members[0][0])
+        note(f"{len(probes)} probe charges sent (load {'running' if load.is_alive() else 'done'})")
         in_flight = _charge_arriving(vendors, lambda: "\n".join(
             describe_group(bootstrap, GROUP, (topics.REQUESTED,), broker.partitions)
             + describe_group(bootstrap, groups_by_vendor["payments"], (topics.APPROVED,), broker.partitions)
@@ -187,11 +198,11 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         note("load done")
 
         # Nothing lost: every requested record decided once, every repeat family as planted ...
-        report = account_decisions(bootstrap, records, families, lambda: "\n".join(
+        report = account_decisions(bootstrap, everything, families + probes, lambda: "\n".join(
             f"--- {p.name}\n{p.log_tail(25)}" for p in procs if p.name.startswith("fault-w")), since_ms=since_ms)
         note("oracle: decisions accounted")
         # ... and every approved action for an executed tool has a final result.
-        done = account_results(bootstrap, records, report)
+        done = account_results(bootstrap, everything, report)
         note("results: every approved action finished")
     finally:
         supervisor.stop()
@@ -206,7 +217,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     early_sent = early_mail & {e.key for e in vendors.ledger.effects("smtp")}
     assert not early_sent, _explain_early(bootstrap, before, early_sent, starts, executors)
     print("\nfault test timeline:\n  " + "\n  ".join(timeline))
-    print(f"  {len(records)} actions, {len(done.approved)} approved for executors: {dict(statuses)}; "
+    print(f"  {len(everything)} actions, {len(done.approved)} approved for executors: {dict(statuses)}; "
           f"effects {dict(by_vendor)}; doubled 0; lost 0; payments asked again with the same key "
           f"{asked_again}; re-emitted decisions {report.re_emitted}; "
           f"process exits (restarted): {Counter(name for name, _ in supervisor.exits)}")
