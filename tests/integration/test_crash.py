@@ -58,10 +58,7 @@ def _group(broker: Settings) -> str:
 
 
 def _logs(workers: list[WorkerProcess]) -> str:
-    def state(w: WorkerProcess) -> str:
-        return "alive" if w.alive() else f"exited {w.proc.returncode if w.proc else None}"
-
-    return "\n".join(f"--- {w.name} (started {w.starts}x, {state(w)})\n{w.log_tail(25)}" for w in workers)
+    return "\n".join(w.describe() for w in workers)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)

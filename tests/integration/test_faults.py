@@ -184,8 +184,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
         in_flight = _charge_arriving(vendors, lambda: "\n".join(
             describe_group(bootstrap, GROUP, (topics.REQUESTED,), broker.partitions)
             + describe_group(bootstrap, groups_by_vendor["payments"], (topics.APPROVED,), broker.partitions)
-            + [f"--- {p.name} (started {p.starts}x, {'alive' if p.alive() else 'exited'})\n{p.log_tail(15)}"
-               for p in procs]))
+            + [p.describe(15) for p in procs]))
         note(f"executor payments-0 SIGSTOP for {PAUSE_S:.0f} s (vendor answering in 1 s; "
              f"{in_flight} charge(s) in flight)")
         os.killpg(zombie.proc.pid, signal.SIGSTOP)

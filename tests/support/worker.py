@@ -64,6 +64,12 @@ class RunonceProcess:
         except FileNotFoundError:
             return ""
 
+    def describe(self, lines: int = 25) -> str:
+        """How often it started, whether it runs (or how it exited), and its log's tail: what a
+        failing test prints for each process."""
+        state = "alive" if self.alive() else f"exited {self.proc.returncode if self.proc else None}"
+        return f"--- {self.name} (started {self.starts}x, {state})\n{self.log_tail(lines)}"
+
 
 #: the stream job's runtimes, the default first: the stream-job and crash tests run each
 RUNTIMES = ("transactional", "faust")
