@@ -28,15 +28,19 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from bench.local_broker import local_broker  # noqa: E402
+from runonce.kafka.clients import batched_fetch  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
 
 PARTITIONS = 6
 HOPS = ("floor.in", "floor.mid", "floor.out")
 
 
 def passthrough(bootstrap: str, src: str, dst: str, name: str) -> None:
+    # fetches batched as the worker's are (the same setting and its default)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"floor-{name}", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         **batched_fetch(Settings().fetch_wait_ms)})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"floor-{name}-{uuid.uuid4().hex[:6]}",
                          "linger.ms": 5, "retry.backoff.ms": 5, "retry.backoff.max.ms": 100,
                          "transaction.timeout.ms": 10_000})

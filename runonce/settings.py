@@ -120,6 +120,11 @@ class Settings:
     txn_max_records: int = 2000
     #: ... and an idle worker waits this long for a first record before looking again
     txn_max_wait_ms: int = 20
+    #: transactional runtime: the broker holds the worker's fetch this long for more records
+    #: (0: it answers as soon as one arrives). Agents produce one record at a time: answered at
+    #: once, the worker fetches once per record, which costs the broker as much CPU as taking
+    #: the records did (bench/fetch_cost.py); an idle worker pays one fetch per this interval
+    fetch_wait_ms: int = 5
     #: faust runtime: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
     #: this component's SASL principal on a secured broker (None: connect unauthenticated)
@@ -245,6 +250,7 @@ class Settings:
                            ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms"),
                            ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
                            ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms"),
+                           ("RUNONCE_FETCH_WAIT_MS", "fetch_wait_ms"),
                            ("RUNONCE_REPLICATION_FACTOR", "replication_factor"),
                            ("RUNONCE_MIN_INSYNC_REPLICAS", "min_insync_replicas")):
             if env.get(name):
@@ -289,6 +295,8 @@ class Settings:
             raise ConfigError(f"txn_max_records must be within 1..100000, got {self.txn_max_records}")
         if not 1 <= self.txn_max_wait_ms <= 10_000:
             raise ConfigError(f"txn_max_wait_ms must be within 1..10000, got {self.txn_max_wait_ms}")
+        if not 0 <= self.fetch_wait_ms <= 500:
+            raise ConfigError(f"fetch_wait_ms must be within 0..500, got {self.fetch_wait_ms}")
         if self.sasl_mechanism not in MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):

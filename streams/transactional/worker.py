@@ -54,12 +54,12 @@ TXN_TIMEOUT_MS = 10_000
 
 def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
     """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
-    committed, partition p of every input on one worker (range); its statistics feed the lag
-    gauge and ``group`` (group_stall.py)."""
+    committed, partition p of every input on one worker (range), fetches batched over
+    ``fetch_wait_ms``; its statistics feed the lag gauge and ``group`` (group_stall.py)."""
     return clients.transactional_consumer_config(settings.kafka_access(), GROUP, session_timeout_ms=10_000, **{
         "partition.assignment.strategy": "range",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
-        "statistics.interval.ms": STATS_INTERVAL_MS,
+        "statistics.interval.ms": STATS_INTERVAL_MS, **clients.batched_fetch(settings.fetch_wait_ms),
         "stats_cb": stats_callbacks(LagGauge(metrics.lag, GROUP).on_stats, group.on_stats),
     })
 

@@ -19,6 +19,7 @@ def test_from_env_reads_only_what_it_is_given(tmp_path) -> None:
     ({"RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": "3000"}, "executor_session_timeout_ms must be within 6000"),
     ({"RUNONCE_STREAM_FAILPOINT": "pass_over:ten"}, "stream_failpoint must be"),
     ({"RUNONCE_STREAM_FAILPOINT": "skip_all"}, "stream_failpoint must be"),
+    ({"RUNONCE_FETCH_WAIT_MS": "501"}, "fetch_wait_ms must be within 0..500"),
 ])
 def test_bad_settings_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -60,3 +61,18 @@ def test_replication_is_automatic_unless_set_and_never_below_one() -> None:
     assert (set_.replication_factor, set_.min_insync_replicas) == (3, 2)
     with pytest.raises(ConfigError, match="replication_factor must be >= 1"):
         Settings.from_env({"RUNONCE_REPLICATION_FACTOR": "0"})
+
+
+def test_the_stream_workers_fetches_wait_for_more_records_unless_told_not_to() -> None:
+    from runonce.kafka.group_stall import GroupStall
+    from runonce.streams.metrics import StreamMetrics
+    from runonce.streams.transactional.worker import consumer_config
+
+    def fetch(env: dict[str, str]) -> tuple[object, object]:
+        config = consumer_config(Settings.from_env({"RUNONCE_BOOTSTRAP": "127.0.0.1:9", **env}), StreamMetrics(),
+                                 GroupStall())
+        return config.get("fetch.wait.max.ms"), config.get("fetch.min.bytes")
+
+    assert fetch({}) == (5, 1024 * 1024)  # one fetch per 5 ms under load, not one per record
+    assert fetch({"RUNONCE_FETCH_WAIT_MS": "20"}) == (20, 1024 * 1024)
+    assert fetch({"RUNONCE_FETCH_WAIT_MS": "0"}) == (None, None)  # librdkafka's own: answered at once
