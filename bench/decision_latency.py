@@ -17,7 +17,11 @@ in a header) to a live read_committed reader receiving the decision (or the floo
 floor and runonce take turns, each pattern the floor first. The first 5 s of each load are
 left out (JIT, coordinators).
 
-    .venv/bin/python bench/decision_latency.py [--rate 2000] [--seconds 20] [--patterns batched steady]
+On a 2-core machine one 20-second window's p99 moves with whatever else the machine does
+(the same code gave 1.65x and 3.65x in two runs): ``--rounds`` repeats the floor/runonce pair
+per pattern and reports each round and the median ratio with its spread.
+
+    .venv/bin/python bench/decision_latency.py [--rate 2000] [--seconds 20] [--patterns batched steady] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import json
 import multiprocessing as mp
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -244,6 +249,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--patterns", nargs="+", choices=PATTERNS, default=list(PATTERNS),
                     help="which offered-load patterns to run (default: both)")
+    ap.add_argument("--rounds", type=int, default=1, help="floor/runonce pairs per pattern (default 1)")
     ap.add_argument("--profile", type=Path, default=None,
                     help="run the worker under cProfile and write its stats here (its latencies then mean nothing)")
     args = ap.parse_args()
@@ -266,7 +272,7 @@ def main() -> int:
         worker = start_worker(settings, metrics_port, args.profile)
         time.sleep(3)
         try:
-            for pattern in args.patterns:
+            for round_no, pattern in ((r, p) for r in range(1, args.rounds + 1) for p in args.patterns):
                 requests = runonce_load(pattern, n, f"{pattern[0]}{uuid.uuid4().hex[:6]}")
                 two_stage = [POLICIES.for_tool(r["tool"]).has_scope_rules for r in requests]
                 say(f"{pattern}: the floor, {args.rate:.0f}/s for {args.seconds:.0f} s")
@@ -283,7 +289,7 @@ def main() -> int:
                     chosen = [values[i] for i in idx if which(i)]
                     return {"p50": pct(chosen, 0.5), "p99": pct(chosen, 0.99)}
 
-                row = {"pattern": pattern, "rate": args.rate, "actions_timed": len(idx),
+                row = {"pattern": pattern, "round": round_no, "rate": args.rate, "actions_timed": len(idx),
                        "scoped_share": round(sum(two_stage[i] for i in idx) / len(idx), 2),
                        "floor": figures(base, lambda i: True),
                        "runonce": figures(ours, lambda i: True),
@@ -298,7 +304,14 @@ def main() -> int:
             worker.terminate()
             worker.wait(30)
             floor.kill()
-    print(json.dumps(rows, indent=2))
+    summary = []
+    for pattern in args.patterns:
+        mine = [r for r in rows if r["pattern"] == pattern]
+        summary.append({"pattern": pattern, "rounds": len(mine), **{
+            f"{q}_ratio": {"median": round(statistics.median(r[f"{q}_ratio"] for r in mine), 2),
+                           "min": min(r[f"{q}_ratio"] for r in mine), "max": max(r[f"{q}_ratio"] for r in mine)}
+            for q in ("p50", "p99")}})
+    print(json.dumps({"rounds": rows, "summary": summary}, indent=2))
     return 0
 
 

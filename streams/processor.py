@@ -271,7 +271,7 @@ class ScopeStage(_Stage):
     name = "scopes"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(expires_at_ms=lambda raw: ScopeState.from_bytes(raw).expires_at_ms, **kwargs)
+        super().__init__(expires_at_ms=ScopeState.expires_at_of, **kwargs)
 
     def process(self, inbound: Inbound) -> Out:
         """The final decision for a stage-1 pass (or a dead letter)."""

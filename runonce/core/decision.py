@@ -123,6 +123,14 @@ class ScopeState:
             separators=(",", ":"),
         ).encode()
 
+    @staticmethod
+    def expires_at_of(data: bytes) -> int:
+        """``from_bytes(data).expires_at_ms`` without building its claims: the expiry sweep
+        reads about one scope per record decided. Each claim's expires_at_ms is its last field."""
+        raw = json.loads(data)
+        claims = [*raw["n"].values(), *raw["c"].values(), *raw["b"]]
+        return max((int(c[-1]) for c in claims), default=0)
+
     @classmethod
     def from_bytes(cls, data: bytes) -> ScopeState:
         raw = json.loads(data)

@@ -196,6 +196,24 @@ def test_the_sweeps_quick_read_of_expiry_agrees_with_the_full_parse(action_id: s
     assert KeyState.expires_at_of(raw) == KeyState.from_bytes(raw).expires_at_ms == n + 7
 
 
+_claims = st.builds(lambda a, n, d: (a, n, n + d), st.text(max_size=8), st.integers(0, 2**50), st.integers(0, 2**20))
+
+
+@given(natural=st.dictionaries(st.text(max_size=8), _claims, max_size=3),
+       contents=st.dictionaries(st.text(max_size=8), _claims, max_size=3), budget=st.lists(_claims, max_size=3))
+def test_the_sweeps_quick_read_of_a_scopes_expiry_agrees_with_the_full_parse(
+        natural: dict[str, tuple[str, int, int]], contents: dict[str, tuple[str, int, int]],
+        budget: list[tuple[str, int, int]]) -> None:
+    from runonce.core.decision import Claim
+
+    def claim(c: tuple[str, int, int]) -> Claim:
+        return Claim(c[0], 1, c[1], c[1], c[2])
+
+    state = ScopeState({k: claim(c) for k, c in natural.items()}, {k: claim(c) for k, c in contents.items()},
+                       tuple(claim(c) for c in budget))
+    assert ScopeState.expires_at_of(state.to_bytes()) == state.expires_at_ms
+
+
 @given(st.sampled_from([EMAIL, JIRA, RESTART]), st.integers(0, 10**12), st.integers(0, 60_000))
 def test_a_redelivered_action_writes_its_scope_state_again(policy: Policy, t0: int, gap: int) -> None:
     params = {"to": "j@x", "body": "b", "project": "OPS", "d": "1", "service": "api"}
