@@ -25,15 +25,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from bench.local_broker import local_broker  # noqa: E402
+from bench.txn_floor import PARTITIONS, agent  # noqa: E402
 from runonce.kafka.clients import batched_fetch  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 
-PARTITIONS = 6
 #: the worker consumes four topics: the agents' one and three that are mostly idle
 TOPICS = tuple(f"fetch-cost-{i}" for i in range(4))
 
@@ -78,18 +78,6 @@ class Tail:
         self._c.close()
 
 
-def offer(bootstrap: str, rate: float, seconds: float) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
-    started = time.monotonic()
-    for i in range(int(rate * seconds)):
-        producer.produce(TOPICS[0], value=b"x" * 300, partition=i % PARTITIONS)
-        producer.poll(0)
-        ahead = (i + 1) / rate - (time.monotonic() - started)
-        if ahead > 0:
-            time.sleep(ahead)
-    producer.flush(30)
-
-
 def measure(bootstrap: str, fetch: dict[str, Any] | None, rate: float, seconds: float) -> dict[str, float]:
     """The broker's CPU (share of one core) while ``rate``/s come (0: idle), with a consumer
     of ``fetch`` settings (None: no consumer)."""
@@ -98,7 +86,7 @@ def measure(bootstrap: str, fetch: dict[str, Any] | None, rate: float, seconds: 
         time.sleep(6)  # joined its group, at the end of every partition
     ticks, started = broker_ticks(), time.monotonic()
     if rate:
-        offer(bootstrap, rate, seconds)
+        agent(bootstrap, rate, seconds, TOPICS[0], 300, idempotent=True)
     else:
         time.sleep(seconds)
     share = (broker_ticks() - ticks) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - started)

@@ -64,12 +64,15 @@ def passthrough(bootstrap: str, src: str, dst: str, name: str) -> None:
         producer.commit_transaction(10)
 
 
-def agent(bootstrap: str, rate: float, seconds: float) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+def agent(bootstrap: str, rate: float, seconds: float, topic: str = HOPS[0], value_bytes: int = 200,
+          idempotent: bool = False) -> None:
+    """Records produced one at a time (``linger.ms`` 0), paced at ``rate``/s, over ``PARTITIONS``."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
+                         **({"enable.idempotence": True} if idempotent else {})})
     started = time.monotonic()
     n = int(rate * seconds)
     for i in range(n):
-        producer.produce(HOPS[0], value=b"x" * 200, partition=i % PARTITIONS)
+        producer.produce(topic, value=b"x" * value_bytes, partition=i % PARTITIONS)
         producer.poll(0)
         ahead = (i + 1) / rate - (time.monotonic() - started)
         if ahead > 0:
