@@ -122,8 +122,8 @@ class Settings:
     txn_max_wait_ms: int = 20
     #: transactional runtime: the broker holds the worker's fetch this long for more records
     #: (0: it answers as soon as one arrives). Agents produce one record at a time: answered at
-    #: once, the worker fetches once per record, which costs the broker as much CPU as taking
-    #: the records did (bench/fetch_cost.py); an idle worker pays one fetch per this interval
+    #: once, the worker fetches once per record, which costs the broker about as much CPU as
+    #: taking the records (bench/fetch_cost.py); an idle worker pays one fetch per this interval
     fetch_wait_ms: int = 5
     #: faust runtime: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
     processing_guarantee: str = "at_least_once"
