@@ -9,7 +9,12 @@ broker timestamp (LogAppendTime) to a read_committed reader receiving its copy, 
 bench/run.py. One hop is stage 1 alone; two hops are stage 1 then stage 2 (what a scoped
 action pays). Each passthrough and the agent are processes of their own.
 
-    .venv/bin/python bench/txn_floor.py [--rate 2000] [--seconds 20] [--hops 1|2]
+``--topics 3`` copies each record to two more topics of as many partitions (same partition),
+so a transaction spans three topics, as one of runonce's does under steady load (its decisions
+and the keys and scopes changelogs): what the broker charges for a transaction's width, with
+no work added.
+
+    .venv/bin/python bench/txn_floor.py [--rate 2000] [--seconds 20] [--hops 1|2] [--topics 1|2|3]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,9 +40,14 @@ from runonce.settings import Settings  # noqa: E402
 
 PARTITIONS = 6
 HOPS = ("floor.in", "floor.mid", "floor.out")
+#: what ``--topics`` 2 and 3 also write: a transaction as wide as a steady-load runonce one at 3
+SIDE_TOPICS = ("floor.side1", "floor.side2")
 
 
-def passthrough(bootstrap: str, src: str, dst: str, name: str) -> None:
+def passthrough(bootstrap: str, src: str, dst: str, name: str, also: tuple[str, ...] = (),
+                stop: Any = None) -> None:
+    """``src`` to ``dst``, one transaction per batch; each record also copied to ``also``. Until
+    ``stop`` (an Event) is set, then it leaves its group (a next one joins at once); else forever."""
     # fetches batched as the worker's are (the same setting and its default)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"floor-{name}", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed",
@@ -46,7 +57,7 @@ def passthrough(bootstrap: str, src: str, dst: str, name: str) -> None:
                          "transaction.timeout.ms": 10_000})
     producer.init_transactions(30)
     consumer.subscribe([src])
-    while True:
+    while stop is None or not stop.is_set():
         msgs = consumer.consume(2000, 0) or consumer.consume(1, 0.5)
         if len(msgs) == 1:  # idle until now: take what came with it, as the worker does
             msgs += consumer.consume(1999, 0)
@@ -57,11 +68,13 @@ def passthrough(bootstrap: str, src: str, dst: str, name: str) -> None:
         offsets: dict[int, int] = {}
         for m in msgs:
             ts = m.headers()[0][1] if m.headers() else str(m.timestamp()[1]).encode()
-            producer.produce(dst, value=m.value(), partition=m.partition(), headers=[("t0", ts)])
+            for topic in (dst, *also):
+                producer.produce(topic, value=m.value(), partition=m.partition(), headers=[("t0", ts)])
             offsets[m.partition()] = m.offset() + 1
         producer.send_offsets_to_transaction([TopicPartition(src, p, o) for p, o in offsets.items()],
                                              consumer.consumer_group_metadata(), 10)
         producer.commit_transaction(10)
+    consumer.close()
 
 
 def agent(bootstrap: str, rate: float, seconds: float, topic: str = HOPS[0], value_bytes: int = 200,
@@ -91,16 +104,21 @@ def main() -> int:
     parser.add_argument("--hops", type=int, choices=(1, 2), default=1,
                         help="1: stage 1 alone; 2: stage 1 then stage 2 (each hop a process, so the second "
                              "also takes CPU from the first)")
+    parser.add_argument("--topics", type=int, choices=(1, 2, 3), default=1,
+                        help=f"topics each record is copied to, the others being {', '.join(SIDE_TOPICS)} "
+                             f"({PARTITIONS} partitions each); 3: a transaction as wide as runonce's under steady load")
     args = parser.parse_args()
     with local_broker("txn-floor", say=lambda m: print(m, file=sys.stderr)) as settings:
         bootstrap = settings.bootstrap_servers()
         admin = admin_client(bootstrap)
-        specs = [NewTopic(t, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"}) for t in HOPS]
+        specs = [NewTopic(t, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"})
+                 for t in HOPS + SIDE_TOPICS]
         for fut in admin.create_topics(specs).values():
             fut.result()
         ctx = mp.get_context("spawn")
-        hops = [ctx.Process(target=passthrough, args=(bootstrap, HOPS[i], HOPS[i + 1], f"hop{i + 1}"), daemon=True)
-                for i in range(args.hops)]
+        also = SIDE_TOPICS[:args.topics - 1]
+        hops = [ctx.Process(target=passthrough, args=(bootstrap, HOPS[i], HOPS[i + 1], f"hop{i + 1}", also),
+                            daemon=True) for i in range(args.hops)]
         for p in hops:
             p.start()
         readers = {}
@@ -127,7 +145,8 @@ def main() -> int:
         for c in readers.values():
             c.close()
     warm = int(args.rate * 5)  # the first 5 s: the broker's JIT and the transaction coordinators warm up
-    print(f"exactly-once passthrough floor at {args.rate:.0f}/s for {args.seconds:.0f} s "
+    wide = f" ({args.topics} topics a transaction)" if args.topics > 1 else ""
+    print(f"exactly-once passthrough floor{wide} at {args.rate:.0f}/s for {args.seconds:.0f} s "
           f"(first 5 s left out), ms from request (LogAppendTime) to read_committed receipt:")
     for label, t in (("one hop (stage 1)", HOPS[1]), ("two hops (stage 1 + 2)", HOPS[2]))[:args.hops]:
         lat = sorted(latencies[t][warm:])
