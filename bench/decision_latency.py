@@ -245,20 +245,29 @@ def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pat
             else float("nan") for r in requests]
 
 
+STEPS = ("decide", "produce", "flush", "offsets", "commit")
+
+
 def scrape(port: int) -> dict[str, float]:
-    """The worker's transaction figures so far: sums and counts of its commit time and batch size."""
+    """The worker's transaction figures so far: sums and counts of its commit time, batch size
+    and each step's time (runonce_transaction_step_seconds)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    wanted = ("runonce_commit_seconds_sum", "runonce_commit_seconds_count", "runonce_batch_records_sum")
+    wanted = {"runonce_commit_seconds_sum", "runonce_commit_seconds_count", "runonce_batch_records_sum",
+              *(f'runonce_transaction_step_seconds_sum{{step="{step}"}}' for step in STEPS)}
     return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.split(" ")[0] in wanted}
 
 
-def transactions(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+def transactions(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, Any]:
     n = after["runonce_commit_seconds_count"] - before["runonce_commit_seconds_count"]
     return {"per_s": round(n / seconds, 1),
             "mean_commit_ms": round(1000 * (after["runonce_commit_seconds_sum"]
                                             - before["runonce_commit_seconds_sum"]) / max(n, 1), 1),
             "mean_records": round((after["runonce_batch_records_sum"] - before["runonce_batch_records_sum"])
-                                  / max(n, 1), 1)}
+                                  / max(n, 1), 1),
+            # where a transaction's time went, step by step (decide, then the commit path's own)
+            "mean_step_ms": {step: round(1000 * (after.get(name, 0) - before.get(name, 0)) / max(n, 1), 1)
+                             for step in STEPS
+                             for name in (f'runonce_transaction_step_seconds_sum{{step="{step}"}}',)}}
 
 
 def start_worker(settings: Any, metrics_port: int, profile: Path | None = None) -> subprocess.Popen[bytes]:

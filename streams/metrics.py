@@ -42,6 +42,11 @@ class StreamMetrics:
         self.commit_seconds = Histogram("runonce_commit_seconds", "Time to commit one transaction",
                                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
                                         registry=r)
+        self.step_seconds = Histogram("runonce_transaction_step_seconds", "Time a committed stream transaction "
+                                      "spent in each step: decide (its batch's processing), then the commit "
+                                      "path's produce, flush, offsets and commit", ["step"],
+                                      buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+                                      registry=r)
         self.batch_cap = Gauge("runonce_batch_cap_records", "Records the next transaction may take (cut after "
                                "a transaction the broker did not take in time)", registry=r)
         self.lag = lag_gauge(r)

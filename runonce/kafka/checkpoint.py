@@ -15,6 +15,9 @@ executor each batch of intents and of results; processing happens before, never 
 6. after the commit, the caller's step (the worker writes its RocksDB batch), given each
    partition's end as acknowledged in step 3.
 
+A committed transaction's steps 2-5 are timed (``Step``) for the caller's ``on_step``: the
+worker's ``runonce_transaction_step_seconds``, which shows which step a slow commit spent in.
+
 Anything that fails aborts the transaction (nothing of it is visible to read_committed
 readers) and ``commit`` answers how it failed; the caller rewinds to the committed offsets.
 ``FAILURES`` says, row by row, what each failure does and why."""
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -41,6 +45,16 @@ COMMIT_ATTEMPTS = 3
 FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 #: the broker did not take the transaction (or its records) in time
 TIMED_OUT_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT})
+
+
+class Step(enum.Enum):
+    """A timed step of a committed transaction (the module's docstring, steps 2-5; step 1's
+    begin counts in PRODUCE)."""
+
+    PRODUCE = "produce"
+    FLUSH = "flush"
+    OFFSETS = "offsets"
+    COMMIT = "commit"
 
 
 class Failure(enum.Enum):
@@ -94,10 +108,15 @@ def classify(err: KafkaError) -> Failure:
 
 class Checkpoint:
     def __init__(self, transactional_id: str, new_producer: Callable[[], Producer],
-                 group_metadata: Callable[[], Any], watchdog: Watchdog, *, txn_timeout_s: float) -> None:
+                 group_metadata: Callable[[], Any], watchdog: Watchdog, *, txn_timeout_s: float,
+                 on_step: Callable[[Step, float], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         """``new_producer``: an initialised transactional producer (called now, and again after
-        a FATAL failure). ``txn_timeout_s``: the producer's transaction.timeout.ms, in seconds."""
+        a FATAL failure). ``txn_timeout_s``: the producer's transaction.timeout.ms, in seconds.
+        ``on_step``: told each step's seconds (by ``clock``) once a transaction has committed."""
         self.transactional_id = transactional_id
+        self.on_step = on_step
+        self.clock = clock
         self._new_producer = new_producer
         self._group_metadata = group_metadata
         self.watchdog = watchdog
@@ -118,25 +137,41 @@ class Checkpoint:
                 key = (msg.topic(), msg.partition())
                 ends[key] = max(ends.get(key, 0), msg.offset() + 1)
 
+        took: list[tuple[Step, float]] = []
+        started = self.clock()
+
+        def done(step: Step) -> None:
+            nonlocal started
+            now = self.clock()
+            took.append((step, now - started))
+            started = now
+
         try:
             self.producer.begin_transaction()                                         # 1
             for record in records:                                                     # 2
                 self._produce(record, delivered if flush else None)
+            done(Step.PRODUCE)
             if flush or abort:                                                         # 3
                 with self.watchdog.guard("flush"):
                     undelivered = self.producer.flush(TXN_TIMEOUT_S)
                 if undelivered:
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records not delivered"))
+                done(Step.FLUSH)
             if offsets:                                                                # 4
                 limit_s = min(self.txn_timeout_s, TXN_TIMEOUT_S)
                 with self.watchdog.guard("send_offsets_to_transaction", limit_s + 5):
                     self.producer.send_offsets_to_transaction(
                         [TopicPartition(t, p, o) for (t, p), o in offsets.items()], self._group_metadata(), limit_s)
+                done(Step.OFFSETS)
             if abort:
                 raise KafkaException(KafkaError(KafkaError._STATE, "failpoint: aborted on purpose"))
             self._commit()                                                             # 5
+            done(Step.COMMIT)
         except KafkaException as exc:
             return self._abandon(exc)
+        if self.on_step is not None:
+            for step, seconds in took:
+                self.on_step(step, seconds)
         if after_commit is not None:                                                   # 6
             after_commit(ends)
         return None

@@ -33,7 +33,7 @@ from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
-from runonce.kafka.checkpoint import Checkpoint, Failure
+from runonce.kafka.checkpoint import Checkpoint, Failure, Step
 from runonce.kafka.record import Out, Record
 from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
 from runonce.kafka.watchdog import Watchdog, leave_for_restart
@@ -48,6 +48,8 @@ from runonce.wire.codec import Codec
 log = logging.getLogger("runonce.streams")
 
 GROUP = "runonce"
+#: the step of ``runonce_transaction_step_seconds`` before the commit path's own (checkpoint.Step)
+DECIDE = "decide"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
 TXN_TIMEOUT_MS = 10_000
 
@@ -103,7 +105,10 @@ class TransactionalWorker:
         self.checkpoint = Checkpoint(self.transactional_id, new_producer or self._new_producer,
                                      self.consumer.consumer_group_metadata,
                                      watchdog or Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0),
-                                     txn_timeout_s=TXN_TIMEOUT_MS / 1000)
+                                     txn_timeout_s=TXN_TIMEOUT_MS / 1000, on_step=self._took)
+
+    def _took(self, step: Step | str, seconds: float) -> None:
+        self.metrics.step_seconds.labels(step.value if isinstance(step, Step) else step).observe(seconds)
 
     def _new_producer(self) -> Producer:
         # A batch commits in milliseconds. A short transaction timeout bounds how long a worker
@@ -202,14 +207,17 @@ class TransactionalWorker:
         """The batch decided, and everything it caused committed with its input offsets in one
         transaction (runonce/kafka/checkpoint.py); after the commit, the state changes go to
         RocksDB with the changelog offsets they reached. False: aborted and rewound."""
+        started = time.perf_counter()
         records = list(self.pipeline.process_batch(batch))
         for table in self.tables:
             records += [Out(table.changelog, key, value, partition) for partition, key, value in table.changes()]
+        decided_s = time.perf_counter() - started
         offsets: dict[tuple[str, int], int] = {}
         for r in batch:
             offsets[(r.topic, r.partition)] = r.offset + 1
         failure = self.checkpoint.commit(records, offsets, flush=True, after_commit=self._write_state)
         if failure is None:
+            self._took(DECIDE, decided_s)
             return True
         for table in self.tables:
             table.abort()

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from runonce.errors import AccessDenied, FatalError
-from runonce.kafka.checkpoint import FAILURES, Checkpoint, Failure
+from runonce.kafka.checkpoint import FAILURES, Checkpoint, Failure, Step
 from runonce.kafka.record import Out
 from runonce.kafka.watchdog import Watchdog
 
@@ -37,6 +37,36 @@ def test_the_steps_in_order_and_the_after_commit_step_gets_each_partitions_end()
     assert ckpt.commit(RECORDS, OFFSETS, flush=True, after_commit=ends.append) is None
     assert producer.calls == ["begin", "produce", "produce", "produce", "flush", "offsets", "commit"]
     assert ends == [{("actions.approved", 0): 1, ("changelog", 2): 2}]
+
+
+class TimedProducer(FakeProducer):
+    """Each call moves ``clock`` on by its own cost, so each step's time is known."""
+
+    COST_S = {"begin": 0.25, "produce": 0.5, "flush": 5.0, "offsets": 3.0, "commit": 1.0, "abort": 7.0}
+    clock = 0.0
+
+    def _call(self, name: str) -> None:
+        TimedProducer.clock += self.COST_S[name]
+        super()._call(name)
+
+
+def test_a_committed_transaction_reports_the_time_of_each_step_and_an_aborted_one_nothing() -> None:
+    steps: list[tuple[Step, float]] = []
+    rebalance = failing(KafkaError.REBALANCE_IN_PROGRESS, txn_requires_abort=True)
+    made = Made(TimedProducer(), TimedProducer(fail={"offsets": [rebalance]}))
+    ckpt = Checkpoint("runonce-test", made, lambda: "group-metadata",  # type: ignore[arg-type]
+                      Watchdog("t", 60, start=False), txn_timeout_s=10,
+                      on_step=lambda step, s: steps.append((step, s)), clock=lambda: TimedProducer.clock)
+    assert ckpt.commit(RECORDS, OFFSETS, flush=True) is None
+    # begin and three produces, then each step on its own (not the time since the transaction began)
+    assert steps == [(Step.PRODUCE, 1.75), (Step.FLUSH, 5.0), (Step.OFFSETS, 3.0), (Step.COMMIT, 1.0)]
+    steps.clear()
+    assert ckpt.commit(RECORDS[:1], {}) is None  # no flush asked for, no offsets: those steps are not reported
+    assert steps == [(Step.PRODUCE, 0.75), (Step.COMMIT, 1.0)]
+    steps.clear()
+    ckpt.producer = made.planted.pop(0)
+    assert ckpt.commit(RECORDS, OFFSETS, flush=True) is Failure.ABORTABLE
+    assert steps == []  # the metric is of committed transactions: an abort's steps would skew it
 
 
 def test_a_full_local_queue_is_waited_out_never_dropped() -> None:

@@ -111,3 +111,19 @@ def test_a_dead_producer_is_replaced_and_the_batch_comes_again(tmp_path: Path) -
     w, made = worker(tmp_path, [batch, batch], dead)
     assert w.step() == 0 and claims(w) == 0 and len(made.made) == 2
     assert w.step() == 2 and claims(w) == 2 and made.made[1].calls[-1] == "commit"
+
+
+def step_counts(w: TransactionalWorker) -> dict[str, float]:
+    """runonce_transaction_step_seconds' count per step, from the worker's registry."""
+    return {s.labels["step"]: s.value for metric in w.metrics.registry.collect()
+            if metric.name == "runonce_transaction_step_seconds" for s in metric.samples
+            if s.name.endswith("_count")}
+
+
+def test_each_step_of_a_committed_batch_is_timed_and_an_aborted_batch_is_not(tmp_path: Path) -> None:
+    batch = requests(3)
+    rebalancing = KafkaException(KafkaError(KafkaError.REBALANCE_IN_PROGRESS, "planted", txn_requires_abort=True))
+    w, _ = worker(tmp_path, [batch, batch], FakeProducer(fail={"offsets": [rebalancing]}))
+    assert w.step() == 0 and step_counts(w) == {}  # aborted: no step observed
+    assert w.step() == 3
+    assert step_counts(w) == {"decide": 1.0, "produce": 1.0, "flush": 1.0, "offsets": 1.0, "commit": 1.0}
