@@ -58,10 +58,12 @@ from confluent_kafka.admin import NewTopic  # noqa: E402
 from bench.local_broker import OUT, local_broker  # noqa: E402
 from bench.txn_floor import HOPS, PARTITIONS, SIDE_TOPICS, passthrough  # noqa: E402
 from runonce.core.policy import PolicyBook  # noqa: E402
+from runonce.kafka.checkpoint import Step  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_messages  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
+from runonce.streams.transactional.worker import DECIDE  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.keys import request_key, routing_key  # noqa: E402
@@ -245,7 +247,12 @@ def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pat
             else float("nan") for r in requests]
 
 
-STEPS = ("decide", "produce", "flush", "offsets", "commit")
+#: the worker's steps, as runonce_transaction_step_seconds labels them
+STEPS = (DECIDE, *(step.value for step in Step))
+
+
+def step_sum(step: str) -> str:
+    return f'runonce_transaction_step_seconds_sum{{step="{step}"}}'
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -253,7 +260,7 @@ def scrape(port: int) -> dict[str, float]:
     and each step's time (runonce_transaction_step_seconds)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     wanted = {"runonce_commit_seconds_sum", "runonce_commit_seconds_count", "runonce_batch_records_sum",
-              *(f'runonce_transaction_step_seconds_sum{{step="{step}"}}' for step in STEPS)}
+              *(step_sum(step) for step in STEPS)}
     return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.split(" ")[0] in wanted}
 
 
@@ -265,9 +272,8 @@ def transactions(before: dict[str, float], after: dict[str, float], seconds: flo
             "mean_records": round((after["runonce_batch_records_sum"] - before["runonce_batch_records_sum"])
                                   / max(n, 1), 1),
             # where a transaction's time went, step by step (decide, then the commit path's own)
-            "mean_step_ms": {step: round(1000 * (after.get(name, 0) - before.get(name, 0)) / max(n, 1), 1)
-                             for step in STEPS
-                             for name in (f'runonce_transaction_step_seconds_sum{{step="{step}"}}',)}}
+            "mean_step_ms": {step: round(1000 * (after.get(step_sum(step), 0) - before.get(step_sum(step), 0))
+                                         / max(n, 1), 1) for step in STEPS}}
 
 
 def start_worker(settings: Any, metrics_port: int, profile: Path | None = None) -> subprocess.Popen[bytes]:
