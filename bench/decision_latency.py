@@ -205,21 +205,27 @@ def floor_run(bootstrap: str, n: int, rate: float, pattern: str, hop: tuple[str,
     return [seen[1] - t0[f"{dst}:{i:012d}"] if seen else float("nan") for i, seen in enumerate(found)]
 
 
-def wide_floor_run(ctx: Any, bootstrap: str, n: int, rate: float, pattern: str) -> list[float]:
-    """The wide floor's latencies: its passthrough runs only for its own turn (an idle
-    consumer's fetches cost the broker CPU the others would feel)."""
+def turn_run(ctx: Any, bootstrap: str, hop: tuple[str, str], also: tuple[str, ...], label: str, n: int,
+             rate: float, pattern: str) -> list[float]:
+    """The latencies of a passthrough from ``hop[0]`` to ``hop[1]`` (copying each record to
+    ``also`` too) that runs only for its own turn: an idle consumer's fetches cost the broker
+    CPU the others would feel."""
     stop = ctx.Event()
-    proc = ctx.Process(target=passthrough, args=(bootstrap, WIDE[0], WIDE[1], "wide", SIDE_TOPICS, stop),
-                       daemon=True)
+    proc = ctx.Process(target=passthrough, args=(bootstrap, *hop, label, also, stop), daemon=True)
     proc.start()
     try:
         time.sleep(6)  # its group formed, its producer initialised
-        return floor_run(bootstrap, n, rate, pattern, WIDE, "wide_floor")
+        return floor_run(bootstrap, n, rate, pattern, hop, label)
     finally:
         stop.set()  # it leaves its group, so the next turn's passthrough is not kept waiting
         proc.join(30)
         if proc.is_alive():
             proc.kill()
+
+
+def wide_floor_run(ctx: Any, bootstrap: str, n: int, rate: float, pattern: str) -> list[float]:
+    """The wide floor's latencies: the passthrough writing three topics a transaction."""
+    return turn_run(ctx, bootstrap, WIDE, SIDE_TOPICS, "wide_floor", n, rate, pattern)
 
 
 def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pattern: str) -> list[float]:

@@ -20,7 +20,6 @@ import json
 import multiprocessing as mp
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
-from bench.decision_latency import PATTERNS, WARM_S, floor_run, pct  # noqa: E402
+from bench.decision_latency import PATTERNS, WARM_S, pct, turn_run  # noqa: E402
 from bench.local_broker import local_broker  # noqa: E402
-from bench.txn_floor import PARTITIONS, SIDE_TOPICS, passthrough  # noqa: E402
+from bench.txn_floor import PARTITIONS, SIDE_TOPICS  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
 
 WIDTHS = (1, 2, 3)
@@ -47,18 +46,7 @@ def hop(width: int) -> tuple[str, str]:
 
 def width_run(ctx: Any, bootstrap: str, width: int, n: int, rate: float, pattern: str) -> list[float]:
     """The latencies (ms) of ``n`` records through the passthrough writing ``width`` topics."""
-    stop = ctx.Event()
-    proc = ctx.Process(target=passthrough, daemon=True,
-                       args=(bootstrap, *hop(width), f"width{width}", SIDE_TOPICS[:width - 1], stop))
-    proc.start()
-    try:
-        time.sleep(6)  # its group formed, its producer initialised
-        return floor_run(bootstrap, n, rate, pattern, hop(width), f"width{width}")
-    finally:
-        stop.set()  # it leaves its group, so the next turn is not kept waiting
-        proc.join(30)
-        if proc.is_alive():
-            proc.kill()
+    return turn_run(ctx, bootstrap, hop(width), SIDE_TOPICS[:width - 1], f"width{width}", n, rate, pattern)
 
 
 def main() -> int:
