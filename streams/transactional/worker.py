@@ -33,7 +33,7 @@ from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
-from runonce.kafka.checkpoint import Checkpoint, Failure, Step
+from runonce.kafka.checkpoint import Checkpoint, Failure
 from runonce.kafka.record import Out, Record
 from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
 from runonce.kafka.watchdog import Watchdog, leave_for_restart
@@ -105,10 +105,12 @@ class TransactionalWorker:
         self.checkpoint = Checkpoint(self.transactional_id, new_producer or self._new_producer,
                                      self.consumer.consumer_group_metadata,
                                      watchdog or Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0),
-                                     txn_timeout_s=TXN_TIMEOUT_MS / 1000, on_step=self._took)
+                                     txn_timeout_s=TXN_TIMEOUT_MS / 1000,
+                                     on_step=lambda step, seconds: self._took(step.value, seconds))
 
-    def _took(self, step: Step | str, seconds: float) -> None:
-        self.metrics.step_seconds.labels(step.value if isinstance(step, Step) else step).observe(seconds)
+    def _took(self, step: str, seconds: float) -> None:
+        """One step of a committed transaction: ``DECIDE``, or a ``checkpoint.Step``'s value."""
+        self.metrics.step_seconds.labels(step).observe(seconds)
 
     def _new_producer(self) -> Producer:
         # A batch commits in milliseconds. A short transaction timeout bounds how long a worker
