@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from runonce.connectors.base import ActionCall
+from runonce.connectors.runner import ActionRunner
 from runonce.errors import InvalidInput
 from runonce.wire.results import Result, Status
 
@@ -48,28 +49,54 @@ class Work:
         return self.msg.topic(), self.msg.partition()
 
 
-def plan_work(msg: Any, call: ActionCall | None, request: Mapping[str, Any] | None, error: InvalidInput | None,
-              by_action: Mapping[str, Result], by_key: Mapping[str, str], uncommitted: Mapping[str, Result]) -> Work:
-    """The plan for one record; ``call`` None with no ``error``: another vendor's tool."""
-    if error is not None:
-        return Work(msg, Plan.DEAD_LETTER, error=error)
-    if call is None:
-        return Work(msg, Plan.SKIP)
-    prior = by_action.get(call.action_id)
-    first_user = by_key.get(call.vendor_key)
-    known = uncommitted.get(call.action_id)
-    if known is not None and (prior is None or not prior.status.final):
-        return Work(msg, Plan.RECOMMIT, call, request, known)
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What an executor knows of earlier actions when it plans one: committed results by action
+    id, the action that first used each vendor key, and outcomes whose result commit aborted."""
+
+    by_action: Mapping[str, Result]
+    by_key: Mapping[str, str]
+    uncommitted: Mapping[str, Result]
+
+
+def plan_call(call: ActionCall, known: Known) -> tuple[Plan, Result | None]:
+    """What to do with one approved action of this executor's tools, and the result it rests on."""
+    prior = known.by_action.get(call.action_id)
+    first_user = known.by_key.get(call.vendor_key)
+    recommit = known.uncommitted.get(call.action_id)
+    if recommit is not None and (prior is None or not prior.status.final):
+        return Plan.RECOMMIT, recommit
     if prior is None and first_user is not None and first_user != call.action_id:
-        original = by_action[first_user]
+        original = known.by_action[first_user]
         status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
-        blocked = Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
-        return Work(msg, Plan.BLOCKED, call, request, blocked)
+        return Plan.BLOCKED, Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
     if prior is not None and prior.status.final:
-        return Work(msg, Plan.DONE, call, request)
+        return Plan.DONE, None
     if prior is not None:
-        return Work(msg, Plan.RECONCILE, call, request, prior)
-    return Work(msg, Plan.PERFORM, call, request)
+        return Plan.RECONCILE, prior
+    return Plan.PERFORM, None
+
+
+def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, known: Result | None) -> Result:
+    """Step 2 of a batch for one action planned PERFORM (its intent committed) or RECONCILE."""
+    if plan is Plan.RECONCILE and known is not None:
+        return runner.reconcile(call, known.attempts)
+    assert plan is Plan.PERFORM, plan
+    return runner.perform(call)
+
+
+def skip(msg: Any) -> Work:
+    """Another vendor's tool: only its offset moves."""
+    return Work(msg, Plan.SKIP)
+
+
+def dead_letter(msg: Any, error: InvalidInput) -> Work:
+    return Work(msg, Plan.DEAD_LETTER, error=error)
+
+
+def plan_work(msg: Any, call: ActionCall, request: Mapping[str, Any], known: Known) -> Work:
+    plan, result = plan_call(call, known)
+    return Work(msg, plan, call, request, result)
 
 
 def collides(work: Work, action_ids: set[str], vendor_keys: set[str]) -> bool:

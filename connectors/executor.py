@@ -47,7 +47,8 @@ from typing import Any, Callable, Protocol
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.batch import Plan, Work, collides, plan_work
+from runonce.connectors.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
+from runonce.connectors.config import Rate
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
 from runonce.connectors.results import ResultIndex
@@ -92,14 +93,18 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
 
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
-                    runner: ActionRunner | None = None, metrics: Any = None) -> Executor:
+                    runner: ActionRunner | None = None, metrics: Any = None, rate: Rate | None = None) -> Executor:
+    """``rate``: the connectors file's pace toward the vendor; ``RUNONCE_VENDOR_LIMITS`` overrides it."""
     group = group or f"runonce-exec-{connector.name}"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)
     group_stall = GroupStall()
-    limit = settings.vendor_limit(connector.name)
-    throttle = Throttle(connector.name, limit.rate_per_s, limit.burst,
+    override = settings.vendor_limit(connector.name)
+    if override is not None:
+        rate = Rate(override.rate_per_s, override.burst, override.in_flight)
+    limit = rate or Rate()
+    throttle = Throttle(connector.name, limit.per_s, limit.burst,
                         on_refusal=metrics.vendor_refusals.labels(connector.name).inc if metrics is not None else None)
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
@@ -265,14 +270,14 @@ class Executor:
             _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
             request = decision["request"]
             if request["tool"] not in self.connector.tools:
-                return plan_work(msg, None, None, None, {}, {}, {})
+                return skip(msg)
             call = ActionCall(request["action_id"], request["tool"], parse_params(request["params_json"],
                                                                                   request["action_id"]),
                               request_key(request))
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), exc)
-            return plan_work(msg, None, None, exc, {}, {}, {})
-        return plan_work(msg, call, request, None, self.index.by_action, self.index.by_key, self.uncommitted)
+            return dead_letter(msg, exc)
+        return plan_work(msg, call, request, Known(self.index.by_action, self.index.by_key, self.uncommitted))
 
     def _run(self, batch: list[Work]) -> None:
         """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
@@ -308,9 +313,7 @@ class Executor:
         """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``."""
         def one(w: Work) -> tuple[str, Result]:
             assert w.call is not None
-            if w.plan is Plan.RECONCILE and w.known is not None:
-                return w.call.action_id, self.runner.reconcile(w.call, w.known.attempts)
-            return w.call.action_id, self.runner.perform(w.call)
+            return w.call.action_id, carry_out(self.runner, w.plan, w.call, w.known)
         if len(work) <= 1 or self.max_in_flight <= 1:
             return dict(one(w) for w in work)
         if self._pool is None:

@@ -1,35 +1,102 @@
-"""Which connector serves which tool, built from settings."""
+"""Which connector serves which vendor: the connectors file's ``kind``, looked up among the
+shipped kinds and the entry points of the group ``runonce.connectors`` (yours: docs/connectors.md).
+
+A kind is a factory: ``(VendorFields) -> Connector``. It reads its own fields; a field no one
+read is an error, and so is a tool that two vendors claim (each executor would perform it)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Callable, Mapping
 
+from runonce.connectors import smtp, stripe, vendors
 from runonce.connectors.base import Connector
-from runonce.connectors.vendors import (CalendarConnector, JiraConnector, PaymentsConnector, SalesforceConnector,
-                                        SlackConnector, SmtpConnector, WebhookConnector)
+from runonce.connectors.config import Rate, VendorFields, read_vendors
 from runonce.errors import ConfigError
-from runonce.settings import Settings
 
+Factory = Callable[[VendorFields], Connector]
 
-def _smtp(settings: Settings) -> Connector:
-    host, port = settings.smtp_endpoint
-    return SmtpConnector(host, port)
+ENTRY_POINT_GROUP = "runonce.connectors"
 
-
-FACTORIES: dict[str, Callable[[Settings], Connector]] = {
-    "smtp": _smtp,
-    "webhook": lambda s: WebhookConnector(s.vendor_url, hook="ops"),
-    "payments": lambda s: PaymentsConnector(s.vendor_url),
-    "slack": lambda s: SlackConnector(s.vendor_url),
-    "jira": lambda s: JiraConnector(s.vendor_url, check_lag_s=s.jira_search_lag_ms / 1000),
-    "calendar": lambda s: CalendarConnector(s.vendor_url),
-    "salesforce": lambda s: SalesforceConnector(s.vendor_url),
+#: the kinds runonce ships; ``sandbox-*`` speak only runonce's own sandbox
+SHIPPED: dict[str, Factory] = {
+    "stripe": stripe.from_config,
+    "smtp": smtp.from_config,
+    "sandbox-webhook": vendors.webhook,
+    "sandbox-slack": vendors.slack,
+    "sandbox-jira": vendors.jira,
+    "sandbox-calendar": vendors.calendar,
+    "sandbox-salesforce": vendors.salesforce,
 }
 
 
-def build(vendor: str, settings: Settings) -> Connector:
+def kinds() -> dict[str, Factory]:
+    """Shipped kinds and installed ones; an installed kind may not shadow a shipped one."""
+    found: dict[str, Factory] = dict(SHIPPED)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in SHIPPED:
+            raise ConfigError(f"entry point {ep.value!r} ({ep.dist.name if ep.dist else '?'}) registers kind "
+                              f"{ep.name!r}, which runonce ships; give it another name")
+        found[ep.name] = _lazy(ep.name, ep.load)
+    return found
+
+
+def _lazy(kind: str, load: Callable[[], object]) -> Factory:
+    def factory(fields: VendorFields) -> Connector:
+        try:
+            made = load()
+        except Exception as exc:  # an installed package failing to import: say which kind
+            raise ConfigError(f"kind {kind!r}: its entry point cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        if not callable(made):
+            raise ConfigError(f"kind {kind!r}: its entry point is not a factory")
+        connector = made(fields)
+        return connector  # type: ignore[no-any-return]
+    return factory
+
+
+@dataclass(frozen=True, slots=True)
+class Vendor:
+    """One vendor of the connectors file, built: its connector and our pace toward it."""
+
+    connector: Connector
+    kind: str
+    rate: Rate | None
+
+
+def build_vendor(fields: VendorFields, known: Mapping[str, Factory]) -> Vendor:
+    factory = known.get(fields.kind)
+    if factory is None:
+        raise fields.error("kind", f"unknown kind {fields.kind!r}; known: {', '.join(sorted(known))} "
+                                   f"(others install as entry points of {ENTRY_POINT_GROUP})")
+    connector = factory(fields)
+    unknown = fields.unknown()
+    if unknown:
+        raise fields.error(unknown[0], f"unknown field for kind {fields.kind!r}")
+    if connector.name != fields.name:
+        raise fields.error("kind", f"the {fields.kind!r} factory named its connector {connector.name!r}; "
+                                   f"it must use fields.name")
+    return Vendor(connector, fields.kind, fields.rate)
+
+
+def load(path: Path, environ: Mapping[str, str]) -> dict[str, Vendor]:
+    """Every vendor of the file, built and checked (a ConfigError names the vendor and field)."""
+    known = kinds()
+    built = {name: build_vendor(fields, known) for name, fields in read_vendors(path, environ).items()}
+    owner: dict[str, str] = {}
+    for name, vendor in built.items():
+        for tool in sorted(vendor.connector.tools):
+            if tool in owner:
+                raise ConfigError(f"{path}: tool {tool!r} is served by vendors.{owner[tool]} and vendors.{name}: "
+                                  f"each executor would perform it; give it to one (tools = [...])")
+            owner[tool] = name
+    return built
+
+
+def vendor(path: Path, environ: Mapping[str, str], name: str) -> Vendor:
+    built = load(path, environ)
     try:
-        factory = FACTORIES[vendor]
+        return built[name]
     except KeyError:
-        raise ConfigError(f"unknown vendor {vendor!r}; known: {', '.join(sorted(FACTORIES))}") from None
-    return factory(settings)
+        raise ConfigError(f"{path}: no [vendors.{name}]; vendors: {', '.join(sorted(built))}") from None

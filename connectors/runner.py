@@ -57,15 +57,6 @@ class ActionRunner:
         #: shared by every call to this vendor; none of our rate unless settings give one
         self.throttle = throttle or Throttle(connector.name, clock=clock, sleep=sleep)
 
-    def run(self, call: ActionCall, prior: Result | None, write_intent: Callable[[], None]) -> Result | None:
-        """The outcome to record, or None when a final result already exists (nothing to do)."""
-        if prior is not None and prior.status.final:
-            return None
-        if prior is not None:  # intent without result: we crashed somewhere after writing it
-            return self.reconcile(call, prior.attempts)
-        write_intent()
-        return self._perform(call, attempts_before=0)
-
     def perform(self, call: ActionCall) -> Result:
         """A new action, its intent committed: call the vendor (retries with the same key)."""
         return self._perform(call, attempts_before=0)

@@ -1,14 +1,16 @@
-"""The replay test, for any connector (yours too), as a function and a pytest fixture.
+"""The replay test, for any connector (yours too), as a function and a pytest fixture. It
+drives the executor's own path: the plan (connectors/batch.py ``plan_call``), then perform or
+reconcile (``carry_out``), with what the executor would know after each commit.
 
-1. call with key K through the executor's protocol (``ActionRunner``); record the response
-   and the side effects;
-2. replay it as the executor does after a crash, an aborted result commit or an ambiguous
-   answer (an intent without a result): the runner reconciles by the connector's
-   capability, and *really calls the vendor again* where that capability says it may:
-   ``VENDOR_KEY`` performs again with K, ``STATE_CHECK`` asks the vendor, ``NONE`` calls
-   nothing and is ``in_doubt``;
-3. the fifth assertion: the vendor's ledger shows no second side effect, and the replay
-   answers what the first call did (``in_doubt`` for a connector that can do neither).
+1. a new action with vendor key K: planned PERFORM, its intent committed, performed once;
+   the vendor's ledger shows exactly one side effect;
+2. the redelivery after a crash, an aborted result commit or an ambiguous answer (an intent
+   without a result): planned RECONCILE, reconciled by the connector's capability, *really
+   calling the vendor again* where the capability says it may (``VENDOR_KEY`` performs again
+   with K, ``STATE_CHECK`` asks, ``NONE`` calls nothing and is ``in_doubt``);
+3. the fifth assertion: no second side effect, and the replay answers what the first call did;
+4. the redelivery once the result is committed, and another action reusing K: nothing is
+   called (planned DONE and BLOCKED).
 
 A connector that claims a vendor key its vendor does not honour fails step 3: the second
 call reaches the vendor and makes a second effect.
@@ -20,11 +22,13 @@ replay``, in a conftest.py.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import pytest
 
 from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
+from runonce.connectors.batch import Known, Plan, carry_out, plan_call
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.wire.results import Result, Status
 
@@ -51,13 +55,27 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
     """Run the replay test; raises AssertionError naming the broken assertion. Returns the outcome."""
     counted = _Counted(connector)
     runner = ActionRunner(counted, RetryPolicy(max_attempts=3, base_backoff_s=0.05))
+    by_action: dict[str, Result] = {}
+    by_key: dict[str, str] = {}
+    known = Known(by_action, by_key, {})
+
+    def step(expected: Plan) -> Result | None:
+        plan, prior = plan_call(call, known)
+        assert plan is expected, f"{connector.name}: the executor planned {plan.value}, expected {expected.value}"
+        if plan not in (Plan.PERFORM, Plan.RECONCILE):
+            return prior
+        return carry_out(runner, plan, call, prior)
+
     before = side_effects()
-    first = runner.run(call, None, lambda: None)
+    first = step(Plan.PERFORM)  # its intent committed first, as step 1 of a batch does
+    by_key[call.vendor_key] = call.action_id
     after_first = side_effects()
     assert first is not None and first.status is Status.SUCCEEDED, f"{connector.name}: first call did not succeed: {first}"
     assert after_first - before == 1, f"{connector.name}: first call made {after_first - before} side effects, not 1"
+
+    by_action[call.action_id] = Result(Status.ATTEMPTING, attempts=first.attempts)  # its result never committed
     calls_before = (counted.performs, counted.checks)
-    second = runner.run(call, Result(Status.ATTEMPTING, attempts=first.attempts), lambda: None)
+    second = step(Plan.RECONCILE)
     assert second is not None
     if connector.capability is Capability.VENDOR_KEY:
         assert counted.performs > calls_before[0], f"{connector.name}: the replay never reached the vendor"
@@ -71,6 +89,15 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
     else:
         assert (second.status, second.vendor_ref) == (first.status, first.vendor_ref), (
             f"{connector.name}: the replay answered {second}, the first call {first}")
+
+    by_action[call.action_id] = second  # committed: a redelivery, and another action with K, call no one
+    calls_before = (counted.performs, counted.checks)
+    step(Plan.DONE)
+    other = dataclasses.replace(call, action_id=f"{call.action_id}-other")
+    plan, _ = plan_call(other, known)
+    assert plan is Plan.BLOCKED, f"{connector.name}: another action with the same vendor key was planned {plan.value}"
+    assert (counted.performs, counted.checks) == calls_before and side_effects() == after_first, (
+        f"{connector.name}: a redelivery of a committed result reached the vendor")
     return first
 
 

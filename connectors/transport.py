@@ -3,7 +3,8 @@ ConnectorError here, with the rule that decides safety: a request that may have 
 the vendor and whose answer we did not see, or whose answer does not say it was refused,
 is an OutcomeUnknown, never a failure and never a blind retry.
 
-HTTP answers, for every HTTP connector (payments, webhook, slack, jira, calendar, salesforce):
+HTTP answers, for every HTTP connector (a vendor's own reading of its errors, as Stripe's in
+connectors/stripe.py, comes first):
 
     not performed, retry with the same key    connection refused (nothing sent), 503,
                                               409 (Stripe: the same key is still in flight)
@@ -16,9 +17,12 @@ HTTP answers, for every HTTP connector (payments, webhook, slack, jira, calendar
                                               lost after the request was sent
 SMTP:
     not performed, retry                      connection refused, a 4xx reply (before or to DATA)
-    not performed, never retry                a 5xx reply, every recipient refused
-    may have been performed: OutcomeUnknown   a timeout, or the connection lost, once connected
-                                              (the relay may have queued the message after DATA)
+    not performed, never retry                a 5xx reply, every recipient refused, a relay that
+                                              offers no STARTTLS when asked for it, a certificate
+                                              that does not verify, refused credentials
+    may have been performed: OutcomeUnknown   a timeout, or the connection lost, once the message
+                                              is on its way (the relay may have queued it after
+                                              DATA); before MAIL FROM the same is "not performed"
 
 An OutcomeUnknown is retried only where that is safe: a connector with a vendor key calls
 again with the same key, one with a state check asks first, the rest are ``in_doubt``
@@ -26,18 +30,22 @@ again with the same key, one with a state check asks first, the rest are ``in_do
 
 from __future__ import annotations
 
+import enum
 import http.client
 import json
 import smtplib
 import socket
+import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.secrets import Secret
+from runonce.connectors.tls import client_context
 
 
 #: HTTP statuses that say the vendor did not act and a retry may succeed
@@ -48,22 +56,33 @@ NOT_PERFORMED = frozenset({409, 429, 503})
 class HttpResult:
     status: int
     body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *,
-              headers: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> HttpResult:
+def http_request(method: str, url: str, body: bytes | None = None, *, headers: Mapping[str, str] | None = None,
+                 timeout_s: float = 30.0, tls: ssl.SSLContext | None = None) -> HttpResult:
+    """One request, any answer returned as it came (a JSON body decoded); only what happened on
+    the wire raises: nothing sent (TransientVendorError) or sent and unanswered (OutcomeUnknown).
+    ``https`` URLs verify the server against ``tls`` (the system's CAs when None)."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout_s)
-    body = json.dumps(payload).encode() if payload is not None else None
+    host = parts.hostname or "127.0.0.1"
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(host, parts.port or 443, timeout=timeout_s,
+                                           context=tls or client_context(None))
+    else:
+        conn = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout_s)
     sent = False
     try:
         try:
             conn.connect()
+        except ssl.SSLError as exc:  # the handshake failed: nothing was sent, and it will fail again
+            raise PermanentVendorError(f"{method} {url}: TLS: {exc}") from exc
         except OSError as exc:  # nothing was sent: safe to retry
             raise TransientVendorError(f"{method} {url}: cannot connect: {exc}") from exc
         try:
             conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body,
-                         headers={"Content-Type": "application/json", **(headers or {})})
+                         headers=dict(headers or {}))
             sent = True
             resp = conn.getresponse()
             raw = resp.read()
@@ -79,17 +98,32 @@ def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *
         data = json.loads(raw) if raw else None
     except ValueError:
         data = raw.decode("utf-8", "replace")
-    retry_after = resp.getheader("Retry-After")
-    if resp.status == 429 or (resp.status == 503 and retry_after is not None):
-        raise RateLimited(f"{method} {url}: HTTP {resp.status} (rate limited, Retry-After: {retry_after}): {data}",
+    return HttpResult(resp.status, data, {k.lower(): v for k, v in resp.getheaders()})
+
+
+def raise_for_status(method: str, url: str, result: HttpResult) -> HttpResult:
+    """The HTTP answers table above: a 2xx passes, anything else raises what it means."""
+    status, data = result.status, result.body
+    retry_after = result.headers.get("retry-after")
+    if status == 429 or (status == 503 and retry_after is not None):
+        raise RateLimited(f"{method} {url}: HTTP {status} (rate limited, Retry-After: {retry_after}): {data}",
                           retry_after_seconds(retry_after))
-    if resp.status in NOT_PERFORMED:
-        raise TransientVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
-    if resp.status >= 500:
-        raise OutcomeUnknown(f"{method} {url}: HTTP {resp.status} may have been performed: {data}")
-    if resp.status >= 400:
-        raise PermanentVendorError(f"{method} {url}: HTTP {resp.status}: {data}")
-    return HttpResult(resp.status, data)
+    if status in NOT_PERFORMED:
+        raise TransientVendorError(f"{method} {url}: HTTP {status}: {data}")
+    if status >= 500:
+        raise OutcomeUnknown(f"{method} {url}: HTTP {status} may have been performed: {data}")
+    if status >= 400:
+        raise PermanentVendorError(f"{method} {url}: HTTP {status}: {data}")
+    return result
+
+
+def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *,
+              headers: Mapping[str, str] | None = None, timeout_s: float = 30.0,
+              tls: ssl.SSLContext | None = None) -> HttpResult:
+    body = json.dumps(payload).encode() if payload is not None else None
+    result = http_request(method, url, body, headers={"Content-Type": "application/json", **(headers or {})},
+                          timeout_s=timeout_s, tls=tls)
+    return raise_for_status(method, url, result)
 
 
 def retry_after_seconds(value: str | None, now_s: float | None = None) -> float | None:
@@ -108,21 +142,99 @@ def retry_after_seconds(value: str | None, now_s: float | None = None) -> float 
     return max(0.0, at - (time.time() if now_s is None else now_s))
 
 
-def smtp_send(host: str, port: int, message: EmailMessage, timeout_s: float = 30.0) -> None:
+class SmtpTls(enum.Enum):
+    #: port 587: connect in clear, then STARTTLS before anything else; a relay that does not
+    #: offer it is refused (nothing is sent in clear)
+    STARTTLS = "starttls"
+    #: port 465: TLS from the first byte
+    IMPLICIT = "implicit"
+    #: no TLS: only to loopback (the config refuses it elsewhere)
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpRelay:
+    host: str
+    port: int
+    tls: SmtpTls = SmtpTls.STARTTLS
+    context: ssl.SSLContext | None = None
+    username: Secret | None = None
+    password: Secret | None = None
+    timeout_s: float = 30.0
+
+    def __str__(self) -> str:
+        return f"SMTP {self.host}:{self.port}"
+
+
+def smtp_session(relay: SmtpRelay) -> smtplib.SMTP:
+    """Connected, encrypted as the relay asks and logged in: nothing of a message is sent yet,
+    so every failure here is "not performed" (a 4xx or a refused connection may pass; a 5xx, a
+    certificate that does not verify, a relay without STARTTLS or refused credentials will not)."""
+    context = relay.context or client_context(None)
+    smtp: smtplib.SMTP | None = None
     try:
-        with smtplib.SMTP(host, port, timeout=timeout_s) as smtp:
-            smtp.send_message(message)
-    except (socket.timeout, TimeoutError) as exc:
-        raise OutcomeUnknown(f"SMTP {host}:{port}: no answer within {timeout_s:.0f} s") from exc
-    except smtplib.SMTPConnectError as exc:
-        raise TransientVendorError(f"SMTP {host}:{port}: {exc}") from exc
+        if relay.tls is SmtpTls.IMPLICIT:
+            smtp = smtplib.SMTP_SSL(relay.host, relay.port, timeout=relay.timeout_s, context=context)
+        else:
+            smtp = smtplib.SMTP(relay.host, relay.port, timeout=relay.timeout_s)
+        smtp.ehlo()
+        if relay.tls is SmtpTls.STARTTLS:
+            if not smtp.has_extn("starttls"):
+                raise PermanentVendorError(f"{relay}: the relay does not offer STARTTLS; refusing to send in clear")
+            smtp.starttls(context=context)
+            smtp.ehlo()
+        if relay.username is not None and relay.password is not None:
+            smtp.login(relay.username.reveal(), relay.password.reveal())
+        return smtp
+    except PermanentVendorError:
+        _quietly_close(smtp)
+        raise
+    except smtplib.SMTPNotSupportedError as exc:  # credentials given, and the relay offers no AUTH
+        _quietly_close(smtp)
+        raise PermanentVendorError(f"{relay}: {exc}; refusing to send unauthenticated") from exc
+    except smtplib.SMTPResponseException as exc:
+        _quietly_close(smtp)
+        what = "refused the credentials" if isinstance(exc, smtplib.SMTPAuthenticationError) else "refused"
+        if 400 <= exc.smtp_code < 500:
+            raise TransientVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
+        raise PermanentVendorError(f"{relay} {what}: {exc.smtp_code} {_reply(exc)}") from exc
+    except ssl.SSLError as exc:
+        _quietly_close(smtp)
+        raise PermanentVendorError(f"{relay}: TLS: {exc}") from exc
+    except (smtplib.SMTPException, OSError) as exc:  # timeouts and refused connections included
+        _quietly_close(smtp)
+        raise TransientVendorError(f"{relay}: before sending: {type(exc).__name__}: {exc}") from exc
+
+
+def smtp_send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
+    """One message, on a session of its own. Before DATA nothing is sent; once the message is
+    on its way, a lost connection or a timeout may hide a delivery: OutcomeUnknown."""
+    smtp = smtp_session(relay)
+    try:
+        smtp.send_message(message, from_addr=sender)
     except smtplib.SMTPRecipientsRefused as exc:
-        raise PermanentVendorError(f"SMTP {host}:{port}: every recipient refused: {exc.recipients!r}") from exc
+        raise PermanentVendorError(f"{relay}: every recipient refused: {list(exc.recipients)!r}") from exc
     except smtplib.SMTPResponseException as exc:
         if 400 <= exc.smtp_code < 500:
-            raise TransientVendorError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}") from exc
-        raise PermanentVendorError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}") from exc
-    except ConnectionRefusedError as exc:
-        raise TransientVendorError(f"SMTP {host}:{port}: connection refused") from exc
+            raise TransientVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
+        raise PermanentVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
+    except (socket.timeout, TimeoutError) as exc:
+        raise OutcomeUnknown(f"{relay}: no answer within {relay.timeout_s:.0f} s") from exc
     except (smtplib.SMTPException, OSError) as exc:
-        raise OutcomeUnknown(f"SMTP {host}:{port}: {exc}") from exc
+        raise OutcomeUnknown(f"{relay}: {exc}") from exc
+    finally:
+        _quietly_close(smtp)
+
+
+def _reply(exc: smtplib.SMTPResponseException) -> str:
+    error = exc.smtp_error
+    return error.decode("utf-8", "replace") if isinstance(error, bytes) else str(error)
+
+
+def _quietly_close(smtp: smtplib.SMTP | None) -> None:
+    if smtp is None:
+        return
+    try:
+        smtp.quit()
+    except (smtplib.SMTPException, OSError):
+        smtp.close()

@@ -1,18 +1,20 @@
-"""The shipped connectors, one small class per vendor. Adding one: a class with ``name``,
-``tools``, ``capability``, ``perform`` (and ``check`` for STATE_CHECK), registered in
-``connectors/registry.py``. Every connector must pass the replay test
-(``runonce.connectors.testing.replay_test``)."""
+"""The connectors that speak only runonce's sandbox (kinds ``sandbox-webhook``, ``sandbox-slack``,
+``sandbox-jira``, ``sandbox-calendar``, ``sandbox-salesforce``): their paths exist in
+connectors/sandbox/http_vendors.py and at no real vendor. Stripe and SMTP, the kinds that
+reach real vendors, have files of their own; writing one: docs/connectors.md."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from email.message import EmailMessage
+import ssl
 from urllib.parse import quote
 
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.transport import http_json, smtp_send
+from runonce.connectors.config import VendorFields
+from runonce.connectors.tls import client_context
+from runonce.connectors.transport import http_json
 
 
 def _digest(text: str, n: int = 24) -> str:
@@ -36,67 +38,21 @@ def _param(call: ActionCall, name: str) -> str:
 
 
 @dataclass
-class SmtpConnector(_NoStateCheck):
-    """Real SMTP. The Message-ID is derived from the vendor key, so a mail client threads a
-    duplicate with its original; SMTP itself deduplicates nothing, hence Capability.NONE."""
-
-    host: str
-    port: int
-    sender: str = "agent@runonce.local"
-    timeout_s: float = 30.0
-    name = "smtp"
-    tools = frozenset({"send_email"})
-    capability = Capability.NONE
-
-    @staticmethod
-    def message_id(call: ActionCall) -> str:
-        return f"<{_digest(call.vendor_key)}@runonce.local>"
-
-    def perform(self, call: ActionCall) -> VendorResponse:
-        msg = EmailMessage()
-        msg["From"] = self.sender
-        msg["To"] = _param(call, "to")
-        msg["Subject"] = str(call.params.get("subject", ""))
-        msg["Message-ID"] = self.message_id(call)
-        msg.set_content(str(call.params.get("body", "")))
-        smtp_send(self.host, self.port, msg, self.timeout_s)
-        return VendorResponse(msg["Message-ID"])
-
-
-@dataclass
 class WebhookConnector(_NoStateCheck):
     """Generic HTTP POST with an ``Idempotency-Key`` header the receiver honours."""
 
     base_url: str
     hook: str = "generic"
     timeout_s: float = 30.0
-    name = "webhook"
-    tools = frozenset({"restart_service"})
+    name: str = "webhook"
+    tools: frozenset[str] = frozenset({"restart_service"})
+    tls: ssl.SSLContext | None = None
     capability = Capability.VENDOR_KEY
 
     def perform(self, call: ActionCall) -> VendorResponse:
         res = http_json("POST", f"{self.base_url}/webhook/{self.hook}", {"tool": call.tool, "params": dict(call.params)},
-                        headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s)
+                        headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s, tls=self.tls)
         return VendorResponse(str(res.body.get("id")))
-
-
-@dataclass
-class PaymentsConnector(_NoStateCheck):
-    """Stripe-style charges; the caller's key is the vendor's Idempotency-Key."""
-
-    base_url: str
-    timeout_s: float = 30.0
-    name = "payments"
-    tools = frozenset({"charge_payment"})
-    capability = Capability.VENDOR_KEY
-
-    def perform(self, call: ActionCall) -> VendorResponse:
-        amount = call.params.get("amount_cents", call.params.get("amount"))
-        res = http_json("POST", f"{self.base_url}/v1/charges",
-                        {"amount": amount, "currency": call.params.get("currency", "usd"),
-                         "source": call.params.get("card")},
-                        headers={"Idempotency-Key": call.vendor_key}, timeout_s=self.timeout_s)
-        return VendorResponse(str(res.body["id"]), "replayed" if res.body.get("idempotent_replayed") else "")
 
 
 @dataclass
@@ -105,14 +61,15 @@ class SlackConnector(_NoStateCheck):
 
     base_url: str
     timeout_s: float = 30.0
-    name = "slack"
-    tools = frozenset({"post_slack_message"})
+    name: str = "slack"
+    tools: frozenset[str] = frozenset({"post_slack_message"})
+    tls: ssl.SSLContext | None = None
     capability = Capability.NONE
 
     def perform(self, call: ActionCall) -> VendorResponse:
         channel = _param(call, "channel").lstrip("#")
         res = http_json("POST", f"{self.base_url}/slack/{quote(channel)}", {"text": call.params.get("text", "")},
-                        timeout_s=self.timeout_s)
+                        timeout_s=self.timeout_s, tls=self.tls)
         return VendorResponse(str(res.body.get("id")))
 
 
@@ -128,8 +85,9 @@ class JiraConnector:
     base_url: str
     timeout_s: float = 30.0
     check_lag_s: float = 10.0
-    name = "jira"
-    tools = frozenset({"create_jira_ticket"})
+    name: str = "jira"
+    tools: frozenset[str] = frozenset({"create_jira_ticket"})
+    tls: ssl.SSLContext | None = None
     capability = Capability.STATE_CHECK
 
     @staticmethod
@@ -139,12 +97,12 @@ class JiraConnector:
     def perform(self, call: ActionCall) -> VendorResponse:
         fields = {"project": {"key": _param(call, "project")}, "summary": str(call.params.get("summary", "")),
                   "description": str(call.params.get("description", "")), "labels": [self.label(call)]}
-        res = http_json("POST", f"{self.base_url}/jira/rest/api/2/issue", {"fields": fields}, timeout_s=self.timeout_s)
+        res = http_json("POST", f"{self.base_url}/jira/rest/api/2/issue", {"fields": fields}, timeout_s=self.timeout_s, tls=self.tls)
         return VendorResponse(str(res.body["key"]))
 
     def check(self, call: ActionCall) -> VendorResponse | None:
         res = http_json("GET", f"{self.base_url}/jira/rest/api/2/search?label={self.label(call)}",
-                        timeout_s=self.timeout_s)
+                        timeout_s=self.timeout_s, tls=self.tls)
         issues = res.body.get("issues") or []
         return VendorResponse(str(issues[0]["key"]), "found by state check") if issues else None
 
@@ -155,15 +113,16 @@ class CalendarConnector(_NoStateCheck):
 
     base_url: str
     timeout_s: float = 30.0
-    name = "calendar"
-    tools = frozenset({"schedule_calendar_event"})
+    name: str = "calendar"
+    tools: frozenset[str] = frozenset({"schedule_calendar_event"})
+    tls: ssl.SSLContext | None = None
     capability = Capability.VENDOR_KEY
 
     def perform(self, call: ActionCall) -> VendorResponse:
         event_id = f"ro{_digest(call.vendor_key, 20)}"
         cal = quote(_param(call, "calendar_id"), safe="")
         res = http_json("PUT", f"{self.base_url}/calendar/{cal}/events/{event_id}", dict(call.params),
-                        timeout_s=self.timeout_s)
+                        timeout_s=self.timeout_s, tls=self.tls)
         return VendorResponse(str(res.body["id"]), str(res.body.get("status", "")))
 
 
@@ -175,8 +134,9 @@ class SalesforceConnector:
     base_url: str
     timeout_s: float = 30.0
     check_lag_s = 0.0  # a record read by id is consistent
-    name = "salesforce"
-    tools = frozenset({"update_salesforce_field"})
+    name: str = "salesforce"
+    tools: frozenset[str] = frozenset({"update_salesforce_field"})
+    tls: ssl.SSLContext | None = None
     capability = Capability.STATE_CHECK
 
     def _url(self, call: ActionCall) -> str:
@@ -184,7 +144,7 @@ class SalesforceConnector:
         return f"{self.base_url}/salesforce/sobjects/{obj}/{quote(_param(call, 'record_id'), safe='')}"
 
     def check(self, call: ActionCall) -> VendorResponse | None:
-        current = http_json("GET", self._url(call), timeout_s=self.timeout_s).body or {}
+        current = http_json("GET", self._url(call), timeout_s=self.timeout_s, tls=self.tls).body or {}
         field = _param(call, "field")
         if field in current and current[field] == call.params.get("value"):
             return VendorResponse(f"{current.get('Id')}.{field}", "already set")
@@ -195,5 +155,34 @@ class SalesforceConnector:
         if done is not None:
             return done
         field = _param(call, "field")
-        http_json("PATCH", self._url(call), {field: call.params.get("value")}, timeout_s=self.timeout_s)
+        http_json("PATCH", self._url(call), {field: call.params.get("value")}, timeout_s=self.timeout_s, tls=self.tls)
         return VendorResponse(f"{call.params['record_id']}.{field}")
+
+
+def webhook(fields: VendorFields) -> WebhookConnector:
+    return WebhookConnector(fields.url("base_url"), fields.text("hook", "ops"), fields.timeout_s, fields.name,
+                            fields.tools(WebhookConnector.tools), _tls(fields))
+
+
+def slack(fields: VendorFields) -> SlackConnector:
+    return SlackConnector(fields.url("base_url"), fields.timeout_s, fields.name, fields.tools(SlackConnector.tools),
+                          _tls(fields))
+
+
+def jira(fields: VendorFields) -> JiraConnector:
+    return JiraConnector(fields.url("base_url"), fields.timeout_s, fields.number("search_lag_s", 10.0), fields.name,
+                         fields.tools(JiraConnector.tools), _tls(fields))
+
+
+def calendar(fields: VendorFields) -> CalendarConnector:
+    return CalendarConnector(fields.url("base_url"), fields.timeout_s, fields.name,
+                             fields.tools(CalendarConnector.tools), _tls(fields))
+
+
+def salesforce(fields: VendorFields) -> SalesforceConnector:
+    return SalesforceConnector(fields.url("base_url"), fields.timeout_s, fields.name,
+                               fields.tools(SalesforceConnector.tools), _tls(fields))
+
+
+def _tls(fields: VendorFields) -> ssl.SSLContext:
+    return client_context(fields.ca_file)

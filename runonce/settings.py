@@ -86,10 +86,11 @@ class Settings:
     metrics_port: int = 0
     #: names this worker's local RocksDB folder (several workers can share one machine)
     worker_name: str = "worker-0"
-    #: base URL of the HTTP vendors the executors call (the sandbox by default)
-    vendor_url: str = "http://127.0.0.1:8787"
-    #: host:port of the SMTP relay the smtp executor sends through
-    smtp_address: str = "127.0.0.1:8025"
+    #: the connectors file: which vendors the executors reach, and how (connectors/config.py);
+    #: None: ``<home>/connectors.toml``, which ``runonce up`` writes for its sandboxes
+    connectors_file: Path | None = None
+    #: the environment the connectors file's ``{ env = "VAR" }`` secrets are read from (only those)
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: executors only, for crash tests: SIGKILL itself at before_call | after_call | after_commit
     executor_failpoint: str | None = None
     #: faust workers only, for tests: ``kill_after_state[:ACTION_ID]``: SIGKILL itself once a
@@ -107,12 +108,9 @@ class Settings:
     #: transaction per batch), and the most vendor calls in flight at once
     executor_max_batch: int = 500
     executor_max_in_flight: int = 16
-    #: executors: per-vendor rate and concurrency (``RUNONCE_VENDOR_LIMITS``); a vendor not named
-    #: has no rate of ours, only its own 429/Retry-After, honoured for every call to it
+    #: executors: per-vendor rate and concurrency (``RUNONCE_VENDOR_LIMITS``), over the connectors
+    #: file's ``rate``; a vendor named in neither has no rate of ours, only its own 429/Retry-After
     vendor_limits: tuple[VendorLimit, ...] = ()
-    #: the jira connector's bound on its search index's lag: "no such ticket" is believed only
-    #: from a search made this long after the last attempt that could have created it
-    jira_search_lag_ms: int = 10_000
     #: the stream job's runtime: "transactional" (exactly-once, confluent-kafka) or "faust"
     runtime: str = "transactional"
     #: transactional runtime: a transaction takes at most this many records: what arrived
@@ -175,21 +173,16 @@ class Settings:
                            self.sasl_mechanism)
 
     @property
-    def smtp_endpoint(self) -> tuple[str, int]:
-        """``smtp_address`` as (host, port); a missing host is 127.0.0.1."""
-        host, _, port = self.smtp_address.rpartition(":")
-        try:
-            return host or "127.0.0.1", int(port)
-        except ValueError:
-            raise ConfigError(f"smtp address must be host:port, got {self.smtp_address!r}") from None
+    def connectors_path(self) -> Path:
+        return self.connectors_file or self.home / "connectors.toml"
 
     def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
         """The environment of a runonce process started from this one (``runonce up``, the demo):
-        ``base`` with this component's home, broker, vendors and cache, and no principal (each
+        ``base`` with this component's home, broker, connectors file and cache, and no principal (each
         child is given its own)."""
         env = {k: v for k, v in base.items() if k not in _PRINCIPAL_VARS}
         env.update({"RUNONCE_HOME": str(self.home), "RUNONCE_BOOTSTRAP": self.bootstrap_servers(),
-                    "RUNONCE_VENDOR_URL": self.vendor_url, "RUNONCE_SMTP": self.smtp_address,
+                    "RUNONCE_CONNECTORS": str(self.connectors_path),
                     "RUNONCE_CACHE_DIR": str(self.cache_dir)})
         return env
 
@@ -197,9 +190,9 @@ class Settings:
         """``env`` for a child that connects as ``username``, its password read from a file."""
         return {**env, "RUNONCE_SASL_USERNAME": username, "RUNONCE_SASL_PASSWORD_FILE": str(password_file)}
 
-    def vendor_limit(self, vendor: str) -> VendorLimit:
-        """This vendor's limits, or none of ours."""
-        return next((limit for limit in self.vendor_limits if limit.vendor == vendor), VendorLimit(vendor))
+    def vendor_limit(self, vendor: str) -> VendorLimit | None:
+        """This vendor's limits from ``RUNONCE_VENDOR_LIMITS``, or None."""
+        return next((limit for limit in self.vendor_limits if limit.vendor == vendor), None)
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -207,7 +200,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        kwargs: dict[str, object] = {"cache_dir": _default_cache_dir(env)}
+        kwargs: dict[str, object] = {"cache_dir": _default_cache_dir(env), "environ": dict(env)}
         if "RUNONCE_HOME" in env:
             kwargs["home"] = Path(env["RUNONCE_HOME"])
         if env.get("RUNONCE_CACHE_DIR"):
@@ -218,8 +211,9 @@ class Settings:
             kwargs["kafka_version"] = env["RUNONCE_KAFKA_VERSION"]
         if env.get("RUNONCE_POLICY_FILE"):
             kwargs["policy_file"] = Path(env["RUNONCE_POLICY_FILE"])
-        for name, attr in (("RUNONCE_VENDOR_URL", "vendor_url"), ("RUNONCE_SMTP", "smtp_address"),
-                           ("RUNONCE_EXECUTOR_FAILPOINT", "executor_failpoint"),
+        if env.get("RUNONCE_CONNECTORS"):
+            kwargs["connectors_file"] = Path(env["RUNONCE_CONNECTORS"])
+        for name, attr in (("RUNONCE_EXECUTOR_FAILPOINT", "executor_failpoint"),
                            ("RUNONCE_STREAM_FAILPOINT", "stream_failpoint")):
             if env.get(name):
                 kwargs[attr] = env[name]
@@ -247,7 +241,6 @@ class Settings:
                            ("RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "executor_session_timeout_ms"),
                            ("RUNONCE_EXECUTOR_MAX_BATCH", "executor_max_batch"),
                            ("RUNONCE_EXECUTOR_MAX_IN_FLIGHT", "executor_max_in_flight"),
-                           ("RUNONCE_JIRA_SEARCH_LAG_MS", "jira_search_lag_ms"),
                            ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
                            ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms"),
                            ("RUNONCE_FETCH_WAIT_MS", "fetch_wait_ms"),
@@ -287,8 +280,6 @@ class Settings:
         if not 1_000 <= self.executor_txn_timeout_ms <= 900_000:
             raise ConfigError(f"executor_txn_timeout_ms must be within 1000..900000 (the broker's "
                               f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")
-        if not 0 <= self.jira_search_lag_ms <= 600_000:
-            raise ConfigError(f"jira_search_lag_ms must be within 0..600000, got {self.jira_search_lag_ms}")
         if self.runtime not in RUNTIMES:
             raise ConfigError(f"runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}")
         if not 1 <= self.txn_max_records <= 100_000:

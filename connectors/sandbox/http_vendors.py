@@ -1,7 +1,10 @@
 """One local HTTP server playing five vendors, each with its real idempotency semantics:
 
-* payments  ``POST /v1/charges``  Stripe-style ``Idempotency-Key``: a repeated key replays the
-  saved response, a key still in flight answers 409, a key reused with other parameters 400.
+* payments  ``POST /v1/charges`` and ``GET /v1/balance`` as Stripe speaks them: a secret key as
+  the Bearer token (else 401 and Stripe's error body), form-encoded parameters, Stripe's error
+  bodies; ``Idempotency-Key``: a repeated key replays the saved response with
+  ``Idempotent-Replayed: true``, a key in flight answers 409, a key reused with other parameters
+  400 ``idempotency_error``.
 * webhook   ``POST /webhook/<name>`` honours ``Idempotency-Key`` (replays, no second effect).
 * slack     ``POST /slack/<channel>`` an incoming webhook: no idempotency at all.
 * jira      ``POST /jira/rest/api/2/issue`` creates; ``GET /jira/rest/api/2/search?label=L`` finds
@@ -29,7 +32,9 @@ from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
 
 
 class VendorState:
-    def __init__(self) -> None:
+    def __init__(self, stripe_key: str) -> None:
+        #: the secret key Stripe's paths accept as the Bearer token
+        self.stripe_key = stripe_key
         self.lock = threading.Lock()
         self.ledger = Ledger()
         self.faults = Faults()
@@ -50,7 +55,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        if self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
+            return {k: v[-1] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()}
+        return json.loads(raw)
+
+    def _stripe_error(self, status: int, kind: str, message: str, code: str = "") -> None:
+        self._send(status, {"error": {"type": kind, "message": message, **({"code": code} if code else {})}})
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
@@ -80,12 +92,16 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 st.faults.add(Fault(**body))
             return self._send(200, {"ok": True})
-        retry_after_s = st.faults.rate_limited(path)
+        unauthorized = path.startswith("/v1/") and self.headers.get("Authorization") != f"Bearer {st.stripe_key}"
+        retry_after_s = None if unauthorized else st.faults.rate_limited(path)
         st.ledger.received(Request(method, self.path, self.headers.get("Idempotency-Key") or "",
                                    json.dumps(body, sort_keys=True) if body is not None else "",
-                                   refused=429 if retry_after_s is not None else 0))
+                                   refused=401 if unauthorized else 429 if retry_after_s is not None else 0))
+        if unauthorized:
+            return self._stripe_error(401, "invalid_request_error", "Invalid API Key provided")
         if retry_after_s is not None:
-            return self._send(429, {"error": "rate limit exceeded"}, {"Retry-After": str(retry_after_s)})
+            return self._send(429, {"error": {"type": "invalid_request_error", "code": "rate_limit",
+                                              "message": "rate limit exceeded"}}, {"Retry-After": str(retry_after_s)})
         if st.faults.take(path, "fail_500"):
             return self._send(500, {"error": "injected failure"})
         delay = st.faults.delay_for(path)
@@ -97,13 +113,16 @@ class _Handler(BaseHTTPRequestHandler):
         after = st.faults.after_effect_status(path)
         if after is not None:  # the effect happened; the caller hears of a failure
             return self._send(after, {"error": f"injected {after} after the effect"})
-        self._send(status, answer)
+        replayed = isinstance(answer, dict) and answer.pop("idempotent_replayed", False)
+        self._send(status, answer, {"Idempotent-Replayed": "true"} if replayed else None)
 
     def _dispatch(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         parts = path.strip("/").split("/")
         key = self.headers.get("Idempotency-Key")
         if method == "POST" and path == "/v1/charges":
             return self._keyed("payments", key, body, lambda: self._charge(key or "", body))
+        if method == "GET" and path == "/v1/balance":
+            return 200, {"object": "balance", "available": [{"amount": 0, "currency": "usd"}], "livemode": False}
         if method == "POST" and parts[0] == "webhook" and len(parts) == 2:
             return self._keyed(f"webhook:{parts[1]}", key, body, lambda: self._effect(f"webhook:{parts[1]}", key or "",
                                                                                     "delivered", body))
@@ -126,9 +145,12 @@ class _Handler(BaseHTTPRequestHandler):
             if saved is not None:
                 answer, saved_fp = saved
                 if saved_fp != fingerprint:
-                    return 400, {"error": "Keys for idempotent requests can only be used with the same parameters"}
+                    return 400, {"error": {"type": "idempotency_error", "message": "Keys for idempotent requests "
+                                           "can only be used with the same parameters they were first used with."}}
                 if answer == "in_flight":
-                    return 409, {"error": "A request with this idempotency key is in progress"}
+                    return 409, {"error": {"type": "idempotency_error", "code": "idempotency_key_in_use",
+                                           "message": "There is currently another in-progress request using "
+                                                      "this Idempotent Key."}}
                 status, replay = answer
                 return status, {**replay, "idempotent_replayed": True}
             self.state.keys[(vendor, key)] = ("in_flight", fingerprint)
@@ -143,11 +165,20 @@ class _Handler(BaseHTTPRequestHandler):
         return 200, {"id": ref}
 
     def _charge(self, key: str, body: Any) -> tuple[int, Any]:
-        if not isinstance(body, dict) or not isinstance(body.get("amount"), int) or body["amount"] <= 0:
-            return 400, {"error": "amount must be a positive integer"}
+        """Stripe's Charge: form fields, so the amount arrives as digits."""
+        amount = str((body or {}).get("amount", "")) if isinstance(body, dict) else ""
+        if not amount.isdigit() or int(amount) <= 0:
+            return 400, {"error": {"type": "invalid_request_error", "param": "amount",
+                                   "message": "Invalid positive integer"}}
+        if not (body.get("source") or body.get("customer")):
+            return 400, {"error": {"type": "invalid_request_error",
+                                   "message": "Must provide source or customer."}}
+        if body.get("source") == "tok_chargeDeclined":  # Stripe's test token for a decline
+            return 402, {"error": {"type": "card_error", "code": "card_declined", "message": "Your card was declined."}}
         ref = f"ch_{uuid.uuid4().hex[:14]}"
-        self.state.ledger.record(Effect("payments", key, f"charged {body['amount']}", {"ref": ref, "body": body}))
-        return 200, {"id": ref, "amount": body["amount"], "status": "succeeded"}
+        self.state.ledger.record(Effect("payments", key, f"charged {amount}", {"ref": ref, "body": body}))
+        return 200, {"id": ref, "object": "charge", "amount": int(amount), "currency": body.get("currency", "usd"),
+                     "paid": True, "status": "succeeded"}
 
     def _jira(self, method: str, rest: list[str], body: Any) -> tuple[int, Any]:
         if method == "POST" and rest == ["issue"]:
@@ -212,8 +243,8 @@ class _Server(ThreadingHTTPServer):
 class VendorServer:
     """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
-        self.state = VendorState()
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", stripe_key: str = "sk_test_runonce_sandbox") -> None:
+        self.state = VendorState(stripe_key)
         handler = type("Handler", (_Handler,), {"state": self.state})
         self.httpd = _Server((host, port), handler)
         self.httpd.daemon_threads = True

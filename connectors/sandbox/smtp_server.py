@@ -1,16 +1,28 @@
-"""A local SMTP server (aiosmtpd) that delivers into the ledger, records every message it
-receives, and can answer slowly or hang up after accepting a message."""
+"""A local SMTP relay (aiosmtpd) that behaves like every relay on port 587: STARTTLS before
+anything else, then AUTH, then mail (or TLS from the first byte, as on 465). It delivers into
+the ledger, records every message it receives, and can answer slowly or hang up after
+accepting a message."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import ssl
+import warnings
 from email import message_from_bytes
-from typing import Any
+from typing import Any, Mapping
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
+
+# aiosmtpd 1.4 sets its own deprecated Session.login_data on every successful AUTH
+# (and warns that AUTH over implicit TLS is AUTH "without TLS": it knows only STARTTLS's)
+warnings.filterwarnings("ignore", message="Session.login_data is deprecated")
+warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
+logging.getLogger("mail.log").setLevel(logging.ERROR)
 
 
 class _Handler:
@@ -27,7 +39,8 @@ class _Handler:
         # The relay accepts and delivers before it answers: a slow answer hides a success.
         for rcpt in envelope.rcpt_tos:
             self.ledger.record(Effect("smtp", str(msg.get("Message-ID", "")), f"delivered to {rcpt}",
-                                      {"to": rcpt, "subject": str(msg.get("Subject", ""))}))
+                                      {"to": rcpt, "subject": str(msg.get("Subject", "")),
+                                       "from": envelope.mail_from}))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.drop_after_data > 0:  # delivered; the client never hears so
@@ -36,16 +49,44 @@ class _Handler:
         return "250 OK queued"
 
 
+class _Authenticator:
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self.users = dict(users)
+
+    def __call__(self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> AuthResult:
+        if not isinstance(auth_data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        login, password = auth_data.login.decode(), auth_data.password.decode()
+        return AuthResult(success=self.users.get(login) == password and bool(password), handled=False)
+
+
 class SmtpServer:
-    def __init__(self, ledger: Ledger | None = None, port: int = 0, host: str = "127.0.0.1") -> None:
+    """``tls`` None: plain SMTP and no AUTH (loopback only, for tests of that refusal). With a
+    server context: STARTTLS required before AUTH and mail (``implicit``: TLS from the first
+    byte), and AUTH required when ``users`` are given."""
+
+    def __init__(self, ledger: Ledger | None = None, port: int = 0, host: str = "127.0.0.1", *,
+                 tls: ssl.SSLContext | None = None, implicit: bool = False,
+                 users: Mapping[str, str] | None = None) -> None:
         self.ledger = ledger or Ledger()
         self.handler = _Handler(self.ledger)
         if port == 0:
             with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
+                s.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
                 port = s.getsockname()[1]
         self.port = port
-        self.controller = Controller(self.handler, hostname=host, port=port)
+        self.implicit = implicit
+        auth: dict[str, Any] = {}
+        if users:
+            # implicit TLS is TLS from the first byte; aiosmtpd's "require TLS" knows only STARTTLS's
+            auth = {"authenticator": _Authenticator(users), "auth_required": True, "auth_require_tls": not implicit}
+        if tls is not None and implicit:
+            self.controller = Controller(self.handler, hostname=host, port=port, ssl_context=tls, **auth)
+        elif tls is not None:
+            self.controller = Controller(self.handler, hostname=host, port=port, tls_context=tls,
+                                         require_starttls=True, **auth)
+        else:
+            self.controller = Controller(self.handler, hostname=host, port=port, **auth)
 
     def set_delay(self, seconds: float) -> None:
         self.handler.delay_s = seconds

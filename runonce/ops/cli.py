@@ -7,14 +7,13 @@ import argparse
 import datetime as dt
 import json
 import logging
-import signal
 import sys
 import time
 from typing import Any, Callable, Sequence
 
 from runonce.errors import ConfigError, FatalError, RunonceError
 from runonce.settings import Settings
-from runonce.ops import gateway_cli
+from runonce.ops import gateway_cli, vendors_cli
 
 
 def _say(msg: str) -> None:
@@ -162,7 +161,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         return _run_faust(settings, policies, metrics, args.loglevel)
     from runonce.streams.transactional.worker import TransactionalWorker
 
-    logging.getLogger("runonce").setLevel(_LEVELS[args.loglevel])
+    logging.getLogger("runonce").setLevel(vendors_cli.LEVELS[args.loglevel])
     _say(f"stream worker {settings.worker_name} on {settings.kafka_access()} (transactional, exactly-once; "
          f"transactions of up to {settings.txn_max_records} records; "
          f"{len(policies.tools)} tool policies)")
@@ -183,55 +182,6 @@ def _run_faust(settings: Settings, policies: Any, metrics: Any, loglevel: str) -
     # then every debug() call in aiokafka and faust builds a LogRecord (~10% of a worker's CPU).
     worker.spinner = None
     worker.execute_from_commandline()
-    return 0
-
-
-_LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
-           "debug": logging.DEBUG}
-
-
-def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
-    from prometheus_client import start_http_server
-
-    from runonce.connectors.executor import StartPolicy, create_executor
-    from runonce.connectors.metrics import ExecutorMetrics
-    from runonce.connectors.registry import FACTORIES, build
-
-    logging.getLogger("runonce").setLevel(_LEVELS[args.loglevel])
-    unknown = sorted({limit.vendor for limit in settings.vendor_limits} - FACTORIES.keys())
-    if unknown:
-        raise ConfigError(f"RUNONCE_VENDOR_LIMITS names unknown vendors {', '.join(unknown)}; "
-                          f"known: {', '.join(sorted(FACTORIES))}")
-    connector = build(args.vendor, settings)
-    metrics = ExecutorMetrics()
-    port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
-    if port:
-        start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
-    slot = instance_name(args.slot, "executor")
-    _say(f"executor {args.vendor}/{slot} for {', '.join(sorted(connector.tools))} "
-         f"({connector.capability.value}) on {settings.kafka_access()}")
-    start = StartPolicy.END if args.from_end else StartPolicy.EARLIEST
-    create_executor(settings, connector, slot=slot, group=args.group, source_topic=args.source_topic,
-                    start=start, metrics=metrics).run()
-    return 0
-
-
-def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
-    from urllib.parse import urlsplit
-
-    from runonce.connectors.sandbox.http_vendors import VendorServer
-    from runonce.connectors.sandbox.smtp_server import SmtpServer
-
-    url = urlsplit(settings.vendor_url)
-    smtp_host, smtp_port = settings.smtp_endpoint
-    vendors = VendorServer(url.port or 80, url.hostname or "127.0.0.1").start()
-    smtp = SmtpServer(vendors.ledger, smtp_port, smtp_host).start()
-    _say(f"sandbox vendors on {vendors.url} (ledger: {vendors.url}/_ledger), SMTP on {smtp_host}:{smtp.port}")
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        smtp.stop()
-        vendors.stop()
     return 0
 
 
@@ -509,20 +459,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "(faust-streaming, at-least-once made harmless); RUNONCE_RUNTIME sets the default")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     p.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])
-    p = add("executor", cmd_executor, "Run one vendor's executor: perform approved actions exactly once.")
-    p.add_argument("--vendor", required=True, help="smtp, webhook, payments, slack, jira, calendar or salesforce")
-    p.add_argument("--slot", default="0", help="executor slot; names its stable transactional.id "
-                                               "(@host: the host's name, for replicas of one service)")
-    p.add_argument("--group", help="consumer group (default runonce-exec-VENDOR)")
-    p.add_argument("--source-topic", default="actions.approved",
-                   help="where approved actions come from (another topic only for tests and replays)")
-    p.add_argument("--from-end", action="store_true",
-                   help="where the group has no committed offset yet, start at the end of actions.approved "
-                        "instead of its earliest record (skip the backlog); committed offsets always win")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
-    p.add_argument("--loglevel", default="warn", choices=list(_LEVELS),
-                   help="info also logs where each assigned partition starts and why")
-    add("sandbox", cmd_sandbox, "Run the local vendor sandboxes (HTTP vendors and SMTP) in the foreground.")
     p = add("up", cmd_up, "Start the local stack in the background: broker, topics, a stream worker, "
                           "the sandbox vendors and one executor per vendor.")
     p.add_argument("--no-executors", action="store_true", help="only the broker, topics and a stream worker")
@@ -586,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", default="24h", help="from this broker time: ISO 8601 or a duration ago (default 24h)")
     p.add_argument("--until", help="up to this broker time (same forms; default now)")
     gateway_cli.add_commands(add)
+    vendors_cli.add_commands(add)
     p = add("verify", cmd_verify, "The oracle: account for every requested record exactly once.")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for undecided records")
     add("stats", cmd_stats, "Requested, approved, dropped by reason and tool, unkeyed, dead-lettered.")

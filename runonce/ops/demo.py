@@ -17,9 +17,9 @@ from typing import Callable
 
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.errors import ConnectorError
-from runonce.connectors.registry import FACTORIES
+from runonce.connectors import registry
 from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.approvals.client import Approvals
 from runonce.core.approval import Verdict
 from runonce.core.decision import Outcome, Reason
@@ -55,12 +55,13 @@ class Row:
 
 
 def run_demo(settings: Settings, progress: Progress) -> list[Row]:
-    vendors = VendorServer().start()
-    smtp = SmtpServer(vendors.ledger).start()
-    local = settings.with_(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
-    connectors = {tool: FACTORIES[v](local) for v in FACTORIES for tool in FACTORIES[v](local).tools}
+    sandbox = LocalVendors(settings.home / "demo-sandbox").start()
+    vendors = sandbox.vendors
+    local = settings.with_(connectors_file=sandbox.write_connectors())
+    built = registry.load(local.connectors_path, local.environ)
+    connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
     run_id = uuid.uuid4().hex[:8]
-    executors = _start_executors(local, run_id, progress)
+    executors = _start_executors(local, sorted(built), run_id, progress)
     rows = []
     try:
         bootstrap = settings.kafka_access()
@@ -84,17 +85,17 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
             proc.terminate()
         for proc in executors:
             proc.wait(20)
-        smtp.stop()
-        vendors.stop()
+        sandbox.stop()
     return rows
 
 
-def _start_executors(settings: Settings, run_id: str, progress: Progress) -> list[subprocess.Popen[bytes]]:
+def _start_executors(settings: Settings, vendors: list[str], run_id: str,
+                     progress: Progress) -> list[subprocess.Popen[bytes]]:
     env = settings.child_env(os.environ)
     log_dir = Path(settings.home) / "demo-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs = []
-    for vendor in sorted(FACTORIES):
+    for vendor in vendors:
         group = f"runonce-demo-{run_id}-{vendor}"
         # Fresh groups for this run, starting at the current end: earlier approvals are not replayed here.
         groups.start_group_at_end(settings.kafka_access(), group, topics.APPROVED)

@@ -10,12 +10,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from runonce.connectors.registry import FACTORIES
+from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import Broker, BrokerStatus, free_ports, pid_alive, stop_group
+from runonce.errors import ConfigError
 from runonce.devbroker.users import SUPER_USER, read_users, write_private, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
@@ -34,11 +37,24 @@ class Service:
     job: str | None = None
 
 
-def services() -> list[Service]:
-    out = [Service("sandbox", ("sandbox",)),
-           Service("worker", ("worker", "--name", "worker-0"), "stream", "runonce-worker")]
+def vendor_names(connectors_file: Path | None) -> list[str]:
+    """The vendors of the deployment's connectors file, or the sandbox's when it names none."""
+    if connectors_file is None:
+        return sorted(SANDBOX_VENDORS)
+    try:
+        doc = tomllib.loads(connectors_file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{connectors_file}: {exc}") from exc
+    return sorted(doc.get("vendors") or {})
+
+
+def services(connectors_file: Path | None = None) -> list[Service]:
+    """The stack's processes: with no connectors file of the deployment's (RUNONCE_CONNECTORS),
+    the sandbox and an executor per sandbox vendor; with one, an executor per vendor it names."""
+    out = [] if connectors_file is not None else [Service("sandbox", ("sandbox",))]
+    out += [Service("worker", ("worker", "--name", "worker-0"), "stream", "runonce-worker")]
     out += [Service(f"executor-{v}", ("executor", "--vendor", v), "executor", "runonce-executor")
-            for v in sorted(FACTORIES)]
+            for v in vendor_names(connectors_file)]
     return out
 
 
@@ -70,7 +86,7 @@ class Stack:
         """Each metrics-serving service's port, chosen once and kept (Prometheus' targets stay put)."""
         path = self._ports_file
         ports = self._kept_ports()
-        wanted = [svc.name for svc in services() if svc.job]
+        wanted = [svc.name for svc in services(self.settings.connectors_file) if svc.job]
         missing = [name for name in wanted if name not in ports]
         if missing:
             taken = set(ports.values())
@@ -83,7 +99,7 @@ class Stack:
     def targets(self) -> list[Target]:
         ports = self.metrics_ports()
         jobs: dict[str, list[str]] = {}
-        for svc in services():
+        for svc in services(self.settings.connectors_file):
             if svc.job:
                 jobs.setdefault(svc.job, []).append(f"127.0.0.1:{ports[svc.name]}")
         return [Target(job, tuple(addresses)) for job, addresses in jobs.items()]
@@ -128,12 +144,16 @@ class Stack:
         self.pids.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         ports = self.metrics_ports()
-        for svc in services():
+        for svc in services(self.settings.connectors_file):
             if not with_executors and svc.name != "worker":
                 continue
             pid = self._pid(svc.name)
             if pid is not None and pid_alive(pid):
                 continue
+            if svc.name == "sandbox":
+                self.settings.connectors_path.unlink(missing_ok=True)  # the sandbox writes it anew
+            elif svc.name.startswith("executor-"):
+                self._await_connectors_file()
             with open(self.logs / f"{svc.name}.log", "ab") as log:
                 metrics = ("--metrics-port", str(ports[svc.name])) if svc.job else ()
                 proc = subprocess.Popen([sys.executable, "-m", "runonce", *svc.argv, *metrics], stdout=log,
@@ -147,12 +167,21 @@ class Stack:
             self.progress(f"Prometheus on {url} with runonce's alert rules (firing: {url}/alerts)")
         return status
 
+    def _await_connectors_file(self, timeout_s: float = 30.0) -> None:
+        """The sandbox writes the connectors file once it listens; executors start after that."""
+        deadline = time.monotonic() + timeout_s
+        while not self.settings.connectors_path.exists():
+            if time.monotonic() > deadline:
+                raise ConfigError(f"no connectors file at {self.settings.connectors_path} after {timeout_s:.0f} s: "
+                                  f"see {self.logs / 'sandbox.log'}")
+            time.sleep(0.1)
+
     def down(self) -> BrokerStatus:
         prometheus = Prometheus(self.settings)
         if prometheus.pid() is not None:
             prometheus.stop()
             self.progress("prometheus stopped")
-        for svc in reversed(services()):
+        for svc in reversed(services(self.settings.connectors_file)):
             pid = self._pid(svc.name)
             if pid is None:
                 continue
@@ -165,7 +194,7 @@ class Stack:
     def status(self) -> list[tuple[str, str]]:
         rows = [("broker", Broker(self.settings).status().describe())]
         ports = self._kept_ports()  # a status call chooses nothing
-        for svc in services():
+        for svc in services(self.settings.connectors_file):
             pid = self._pid(svc.name)
             state = "stopped" if pid is None else (f"running (pid {pid})" if pid_alive(pid)
                                                    else f"crashed (pid {pid}; see {self.logs / (svc.name + '.log')})")

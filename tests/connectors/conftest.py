@@ -1,22 +1,36 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from runonce.connectors import registry
+from runonce.connectors.base import Connector
 from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 
 
 @pytest.fixture()
-def vendors() -> Iterator[VendorServer]:
-    server = VendorServer().start()
-    yield server
-    server.stop()
+def local(tmp_path: Path) -> Iterator[LocalVendors]:
+    """The sandboxes with their credentials and CA: Stripe's key, SMTP's STARTTLS and AUTH."""
+    sandbox = LocalVendors(tmp_path / "sandbox").start()
+    yield sandbox
+    sandbox.stop()
 
 
 @pytest.fixture()
-def smtp(vendors: VendorServer) -> Iterator[SmtpServer]:
-    server = SmtpServer(vendors.ledger).start()
-    yield server
-    server.stop()
+def vendors(local: LocalVendors) -> VendorServer:
+    return local.vendors
+
+
+@pytest.fixture()
+def smtp(local: LocalVendors) -> SmtpServer:
+    return local.smtp
+
+
+@pytest.fixture()
+def connectors(local: LocalVendors) -> dict[str, Connector]:
+    """Every sandbox vendor's connector, built from the connectors file as an executor builds it."""
+    return {name: v.connector for name, v in registry.load(local.write_connectors(), {}).items()}

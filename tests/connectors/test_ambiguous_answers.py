@@ -15,7 +15,9 @@ from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.transport import http_json
-from runonce.connectors.vendors import JiraConnector, PaymentsConnector, SlackConnector, SmtpConnector
+from runonce.connectors.base import Connector
+from runonce.connectors.smtp import SmtpConnector
+from runonce.connectors.vendors import JiraConnector, SlackConnector
 from runonce.wire.results import Status
 
 FAST = RetryPolicy(max_attempts=4, base_backoff_s=0.01)
@@ -39,7 +41,7 @@ def test_slack_posted_then_502_is_in_doubt_never_posted_again(vendors: VendorSer
     vendors.state.faults.add(Fault("/slack/", fail_after_effect=1, after_effect_status=502))
     text = f"deploy done {uuid.uuid4().hex[:6]}"
     call = ActionCall("a1", "post_slack_message", {"channel": "#ops", "text": text}, "k1")
-    outcome = ActionRunner(SlackConnector(vendors.url), FAST, sleep=lambda _s: None).run(call, None, lambda: None)
+    outcome = ActionRunner(SlackConnector(vendors.url), FAST, sleep=lambda _s: None).perform(call)
     assert outcome is not None and outcome.status is Status.IN_DOUBT, outcome
     assert vendors.ledger.count("slack", text) == 1
     assert len(vendors.ledger.requests("/slack/ops", text)) == 1  # one request: no blind retry
@@ -50,18 +52,19 @@ def test_jira_created_then_504_is_found_by_its_state_check(vendors: VendorServer
     jira = JiraConnector(vendors.url, check_lag_s=0.0)
     call = ActionCall("a2", "create_jira_ticket", {"project": "SUP", "customer_id": "c", "description": "d"},
                       f"k-{uuid.uuid4().hex[:6]}")
-    outcome = ActionRunner(jira, FAST, sleep=lambda _s: None).run(call, None, lambda: None)
+    outcome = ActionRunner(jira, FAST, sleep=lambda _s: None).perform(call)
     created = vendors.ledger.effects("jira", jira.label(call))
     assert outcome is not None and (outcome.status, outcome.vendor_ref) == (Status.SUCCEEDED,
                                                                             created[0].detail["ref"])
     assert len(created) == 1 and len(vendors.ledger.requests("/jira/rest/api/2/issue", jira.label(call))) == 1
 
 
-def test_payments_charged_then_502_asks_again_with_the_same_key(vendors: VendorServer) -> None:
+def test_payments_charged_then_502_asks_again_with_the_same_key(vendors: VendorServer,
+                                                                connectors: dict[str, Connector]) -> None:
     vendors.state.faults.add(Fault("/v1/charges", fail_after_effect=1, after_effect_status=502))
     key = f"order-{uuid.uuid4().hex[:6]}"
     call = ActionCall("a3", "charge_payment", {"card": "tok", "amount_cents": 500}, key)
-    outcome = ActionRunner(PaymentsConnector(vendors.url), FAST, sleep=lambda _s: None).run(call, None, lambda: None)
+    outcome = ActionRunner(connectors["payments"], FAST, sleep=lambda _s: None).perform(call)
     charged = vendors.ledger.effects("payments", key)
     assert outcome is not None and (outcome.status, outcome.vendor_ref) == (Status.SUCCEEDED,
                                                                             charged[0].detail["ref"])
@@ -69,11 +72,13 @@ def test_payments_charged_then_502_asks_again_with_the_same_key(vendors: VendorS
     assert len(charged) == 1 and [r.key for r in vendors.ledger.requests("/v1/charges")] == [key, key]
 
 
-def test_smtp_hung_up_after_data_is_in_doubt_never_resent(vendors: VendorServer, smtp: SmtpServer) -> None:
+def test_smtp_hung_up_after_data_is_in_doubt_never_resent(vendors: VendorServer, smtp: SmtpServer,
+                                                           connectors: dict[str, Connector]) -> None:
     smtp.drop_after_data(1)
-    connector = SmtpConnector("127.0.0.1", smtp.port, timeout_s=5.0)
+    connector = connectors["smtp"]
+    assert isinstance(connector, SmtpConnector)
     call = ActionCall("a4", "send_email", {"to": "lead@prospect.example", "subject": "s"}, f"k-{uuid.uuid4().hex}")
-    outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).run(call, None, lambda: None)
+    outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(call)
     message_id = connector.message_id(call)
     assert outcome is not None and outcome.status is Status.IN_DOUBT, outcome
     assert vendors.ledger.count("smtp", message_id) == 1 and len(vendors.ledger.requests("DATA", message_id)) == 1

@@ -31,7 +31,7 @@ def test_a_redelivered_ticket_whose_search_cannot_answer_is_in_doubt(vendors: Ve
     call = jira_call()
     jira.perform(call)  # the crashed executor's call: the ticket exists
     vendors.state.faults.add(fault)
-    out = ActionRunner(jira, FAST).run(call, Result(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = ActionRunner(jira, FAST).reconcile(call, 1)
     assert out is not None and out.status is Status.IN_DOUBT, out
     assert "state check unanswered" in (out.error or "")
     assert vendors.ledger.count("jira", JiraConnector.label(call)) == 1
@@ -41,7 +41,7 @@ def test_a_salesforce_read_that_fails_never_writes(vendors: VendorServer) -> Non
     sf = SalesforceConnector(vendors.url, timeout_s=0.3)
     call = ActionCall("a1", "update_salesforce_field", {"record_id": "006B", "field": "Stage", "value": "Won"}, "k")
     vendors.state.faults.add(Fault("/salesforce", fail_500=10))
-    out = ActionRunner(sf, FAST).run(call, Result(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = ActionRunner(sf, FAST).reconcile(call, 1)
     assert out is not None and out.status is Status.IN_DOUBT and vendors.ledger.count("salesforce") == 0
 
 
@@ -50,6 +50,6 @@ def test_an_unknown_create_under_a_lagging_search_makes_one_ticket(vendors: Vend
     call = jira_call()
     vendors.state.faults.add(Fault(SEARCH, index_lag_s=1.0))
     vendors.state.faults.add(Fault("/jira/rest/api/2/issue", drop_response=1))  # created, answer lost
-    out = ActionRunner(jira, FAST).run(call, None, lambda: None)
+    out = ActionRunner(jira, FAST).perform(call)
     assert out is not None and out.status is Status.SUCCEEDED, out
     assert vendors.ledger.count("jira", JiraConnector.label(call)) == 1

@@ -66,30 +66,21 @@ def runner(c: Scripted) -> ActionRunner:
     return ActionRunner(c, RetryPolicy(max_attempts=4, base_backoff_s=0.0), sleep=lambda _s: None)
 
 
-def test_intent_is_written_before_the_call() -> None:
-    events: list[str] = []
-    c = Scripted(Capability.VENDOR_KEY)
-    original = c.perform
-    c.perform = lambda call: (events.append("call"), original(call))[1]  # type: ignore[method-assign]
-    out = runner(c).run(CALL, None, lambda: events.append("intent"))
-    assert events == ["intent", "call"] and out == Result(Status.SUCCEEDED, "ref-1", attempts=1)
-
-
 def test_transient_errors_are_retried_with_the_same_key_then_succeed() -> None:
     c = Scripted(Capability.VENDOR_KEY, [TransientVendorError("500"), TransientVendorError("409 in flight")])
-    out = runner(c).run(CALL, None, lambda: None)
+    out = runner(c).perform(CALL)
     assert out == Result(Status.SUCCEEDED, "ref-1", attempts=3)
 
 
 def test_permanent_errors_fail_at_once() -> None:
     c = Scripted(Capability.VENDOR_KEY, [PermanentVendorError("400 bad card")])
-    out = runner(c).run(CALL, None, lambda: None)
+    out = runner(c).perform(CALL)
     assert out is not None and out.status is Status.FAILED and c.calls == 1 and "bad card" in (out.error or "")
 
 
 def test_attempts_are_bounded() -> None:
     c = Scripted(Capability.VENDOR_KEY, [TransientVendorError("500")] * 10)
-    out = runner(c).run(CALL, None, lambda: None)
+    out = runner(c).perform(CALL)
     assert out is not None and (out.status, out.attempts, c.calls) == (Status.FAILED, 4, 4)
 
 
@@ -100,7 +91,7 @@ def test_attempts_are_bounded() -> None:
 ])
 def test_a_timeout_is_outcome_unknown_never_failed(capability: Capability, status: Status, effects: int) -> None:
     c = Scripted(capability, [OutcomeUnknown("no answer in 30 s")])
-    out = runner(c).run(CALL, None, lambda: None)
+    out = runner(c).perform(CALL)
     assert out is not None and out.status is status and c.effects == effects
 
 
@@ -112,14 +103,8 @@ def test_a_timeout_is_outcome_unknown_never_failed(capability: Capability, statu
 def test_redelivery_with_intent_and_no_result_is_reconciled(capability: Capability, status: Status,
                                                            calls: int) -> None:
     c = Scripted(capability, found=True)
-    intents: list[int] = []
-    out = runner(c).run(CALL, Result(Status.ATTEMPTING), lambda: intents.append(1))
-    assert out is not None and out.status is status and c.calls == calls and not intents
-
-
-def test_a_final_result_means_nothing_to_do() -> None:
-    c = Scripted(Capability.VENDOR_KEY)
-    assert runner(c).run(CALL, Result(Status.SUCCEEDED, "r"), lambda: None) is None and c.calls == 0
+    out = runner(c).reconcile(CALL, 0)
+    assert out.status is status and c.calls == calls
 
 
 UNANSWERED = [TransientVendorError("search answered 500"), OutcomeUnknown("search: no answer in 30 s"),
@@ -129,7 +114,7 @@ UNANSWERED = [TransientVendorError("search answered 500"), OutcomeUnknown("searc
 @pytest.mark.parametrize("error", UNANSWERED, ids=lambda e: type(e).__name__)
 def test_an_unanswered_check_on_redelivery_is_in_doubt_never_a_second_perform(error: Exception) -> None:
     c = Scripted(Capability.STATE_CHECK, found=True, check_errors=[error] * 10)
-    out = runner(c).run(CALL, Result(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = runner(c).reconcile(CALL, 1)
     assert out is not None and out.status is Status.IN_DOUBT
     assert c.calls == 0 and c.checks == 4  # asked again, bounded, then left to a human
     assert str(error) in (out.error or "") and type(error).__name__ in (out.error or "")
@@ -138,20 +123,20 @@ def test_an_unanswered_check_on_redelivery_is_in_doubt_never_a_second_perform(er
 @pytest.mark.parametrize("error", UNANSWERED, ids=lambda e: type(e).__name__)
 def test_an_unanswered_check_after_an_unknown_perform_is_in_doubt(error: Exception) -> None:
     c = Scripted(Capability.STATE_CHECK, [OutcomeUnknown("no answer in 30 s")], check_errors=[error] * 10)
-    out = runner(c).run(CALL, None, lambda: None)
+    out = runner(c).perform(CALL)
     assert out is not None and out.status is Status.IN_DOUBT and str(error) in (out.error or "")
     assert c.calls == 1 and c.effects == 1  # the one effect that happened, never a second
 
 
 def test_a_check_that_recovers_within_its_retries_answers() -> None:
     c = Scripted(Capability.STATE_CHECK, found=True, check_errors=[TransientVendorError("500")] * 3)
-    out = runner(c).run(CALL, Result(Status.ATTEMPTING), lambda: None)
+    out = runner(c).reconcile(CALL, 0)
     assert out == Result(Status.SUCCEEDED, "ref-found") and c.calls == 0 and c.checks == 4
 
 
 def test_a_refused_check_is_not_asked_again() -> None:
     c = Scripted(Capability.STATE_CHECK, found=True, check_errors=[PermanentVendorError("403")])
-    out = runner(c).run(CALL, Result(Status.ATTEMPTING), lambda: None)
+    out = runner(c).reconcile(CALL, 0)
     assert out is not None and out.status is Status.IN_DOUBT and c.checks == 1 and c.calls == 0
 
 
@@ -180,7 +165,7 @@ def lagging_runner(c: LaggingSearch) -> ActionRunner:
 
 def test_a_lagging_search_is_waited_out_before_absent_is_believed_after_an_unknown_perform() -> None:
     c = LaggingSearch(Capability.STATE_CHECK, [OutcomeUnknown("dropped response")])
-    out = lagging_runner(c).run(CALL, None, lambda: None)
+    out = lagging_runner(c).perform(CALL)
     assert out == Result(Status.SUCCEEDED, "ref-found", attempts=1)
     assert c.effects == 1 and c.checks > 1  # the first searches saw nothing, and were not believed
 
@@ -188,13 +173,13 @@ def test_a_lagging_search_is_waited_out_before_absent_is_believed_after_an_unkno
 def test_a_lagging_search_is_waited_out_on_redelivery() -> None:
     c = LaggingSearch(Capability.STATE_CHECK)
     c.effect_at, c.found = c.clock.now - 1.0, True  # the crashed process created it a second ago
-    out = lagging_runner(c).run(CALL, Result(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = lagging_runner(c).reconcile(CALL, 1)
     assert out == Result(Status.SUCCEEDED, "ref-found", attempts=1) and c.calls == 0
 
 
 def test_absent_after_the_lag_bound_is_performed_once() -> None:
     c = LaggingSearch(Capability.STATE_CHECK)
     started = c.clock.now
-    out = lagging_runner(c).run(CALL, Result(Status.ATTEMPTING, attempts=1), lambda: None)
+    out = lagging_runner(c).reconcile(CALL, 1)
     assert out == Result(Status.SUCCEEDED, "ref-1", attempts=2) and c.calls == 1
     assert c.effect_at is not None and c.effect_at >= started + c.check_lag_s

@@ -36,7 +36,8 @@ def test_a_child_process_gets_this_components_places_and_never_its_principal(tmp
     assert not {"RUNONCE_SASL_USERNAME", "RUNONCE_SASL_PASSWORD", "RUNONCE_SASL_PASSWORD_FILE"} & env.keys()
     assert env["PATH"] == "/bin" and env["RUNONCE_BOOTSTRAP"] == "127.0.0.1:1"
     child = Settings.from_env(env)
-    assert (child.home, child.cache_dir, child.smtp_address) == (settings.home, settings.cache_dir, settings.smtp_address)
+    assert (child.home, child.cache_dir, child.connectors_path) == (settings.home, settings.cache_dir,
+                                                                    settings.connectors_path)
     agent = Settings.from_env(settings.with_principal(env, "agent", _password_file(tmp_path, "pw-agent")))
     assert (agent.sasl_username, agent.sasl_password) == ("agent", "pw-agent")
 
@@ -45,13 +46,6 @@ def _password_file(tmp_path, password: str):
     path = tmp_path / "agent.password"
     path.write_text(password + "\n")
     return path
-
-
-def test_the_smtp_address_is_read_once_and_checked() -> None:
-    assert Settings(smtp_address="mail:2525").smtp_endpoint == ("mail", 2525)
-    assert Settings(smtp_address=":2525").smtp_endpoint == ("127.0.0.1", 2525)
-    with pytest.raises(ConfigError, match="host:port"):
-        Settings(smtp_address="mail").smtp_endpoint
 
 
 def test_replication_is_automatic_unless_set_and_never_below_one() -> None:

@@ -1,0 +1,194 @@
+"""The connectors file: which vendors this deployment reaches, and how (``RUNONCE_CONNECTORS``,
+else ``<home>/connectors.toml``, which ``runonce up`` writes for its sandboxes)::
+
+    [vendors.payments]                     # runonce executor --vendor payments
+    kind = "stripe"                        # shipped, or an entry point of the group runonce.connectors
+    base_url = "https://api.stripe.com"
+    api_key = { env = "STRIPE_API_KEY" }   # a secret: { env = "VAR" } or { file = "path" }
+    # on every vendor, optional: tools = [...], timeout_s, ca_file, rate = { per_s, burst, in_flight }
+
+Every error names the file, the vendor and the field (``vendors.payments.api_key: ...``) and
+never a secret's value. A field no one reads is an error too: a misspelt ``api_kye`` must not
+leave a vendor unauthenticated in silence.
+
+A kind's factory reads its own fields through ``VendorFields`` (``text``, ``integer``,
+``secret``, ``url``, ``choice``); the fields every vendor has are read here."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from runonce.connectors.secrets import Secret
+from runonce.connectors.tls import is_loopback
+from runonce.errors import ConfigError
+
+#: fields every vendor may have, whatever its kind
+COMMON_FIELDS = frozenset({"kind", "tools", "timeout_s", "ca_file", "rate"})
+RATE_FIELDS = frozenset({"per_s", "burst", "in_flight"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """Our pace toward one vendor: calls per second (a token bucket holding ``burst``), and
+    calls in flight at once (None: the executor's ``executor_max_in_flight``)."""
+
+    per_s: float | None = None
+    burst: int = 1
+    in_flight: int | None = None
+
+
+class VendorFields:
+    """One ``[vendors.NAME]`` table, read by its kind's factory; knows which fields were read."""
+
+    def __init__(self, origin: str, name: str, table: Mapping[str, object], environ: Mapping[str, str]) -> None:
+        self.origin = origin
+        self.name = name
+        self._table = table
+        self._environ = environ
+        self._read: set[str] = set(COMMON_FIELDS)
+        self.kind = self.text("kind")
+        self.timeout_s = self.number("timeout_s", 30.0)
+        ca = self.text("ca_file", "")
+        self.ca_file = Path(ca) if ca else None
+        if self.ca_file is not None and not self.ca_file.is_file():
+            raise self.error("ca_file", f"no such file: {ca}")
+        self.rate = self._rate()
+        self._tools = self._tool_list()
+
+    def error(self, field: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.origin}: vendors.{self.name}.{field}: {message}")
+
+    def _get(self, field: str) -> object:
+        self._read.add(field)
+        return self._table.get(field)
+
+    def text(self, field: str, default: str | None = None) -> str:
+        value = self._get(field)
+        if value is None:
+            if default is None:
+                raise self.error(field, "is required")
+            return default
+        if not isinstance(value, str) or (not value and default is None):
+            raise self.error(field, f"must be a non-empty string, got {type(value).__name__}")
+        return value
+
+    def number(self, field: str, default: float) -> float:
+        value = self._get(field)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise self.error(field, f"must be a positive number, got {value!r}")
+        return float(value)
+
+    def integer(self, field: str, default: int) -> int:
+        value = self._get(field)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536 * 1024:
+            raise self.error(field, f"must be a positive integer, got {value!r}")
+        return value
+
+    def choice(self, field: str, options: tuple[str, ...], default: str) -> str:
+        value = self.text(field, default)
+        if value not in options:
+            raise self.error(field, f"must be one of {', '.join(options)}, got {value!r}")
+        return value
+
+    def secret(self, field: str, required: bool = True, plain_ok: bool = False) -> Secret | None:
+        """``{ env = "VAR" }`` or ``{ file = "path" }``; a plain string is refused (it would sit
+        in a file that is copied, diffed and pasted), unless ``plain_ok`` (a user name)."""
+        value = self._get(field)
+        if value is None:
+            if required:
+                raise self.error(field, 'is required: { env = "VAR" } or { file = "path" }')
+            return None
+        if plain_ok and isinstance(value, str) and value:
+            return Secret(f"{field} in {self.origin}", value)
+        if not isinstance(value, dict) or len(value) != 1 or not ({"env", "file"} & value.keys()):
+            raise self.error(field, 'is a secret: write { env = "VAR" } or { file = "path" }, never the value')
+        (how, where), = value.items()
+        if not isinstance(where, str) or not where:
+            raise self.error(field, f"{how} must name a variable or a file")
+        if how == "env":
+            resolved = self._environ.get(where)
+            if not resolved:
+                raise self.error(field, f"environment variable {where} is not set")
+        else:
+            try:
+                resolved = Path(where).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise self.error(field, f"cannot read {where}: {exc.strerror}") from None
+            if not resolved:
+                raise self.error(field, f"{where} is empty")
+        return Secret(f"{how}:{where}", resolved)
+
+    def url(self, field: str, default: str | None = None) -> str:
+        """An https URL; http only to this machine (a sandbox, a vendor's mock server)."""
+        value = self.text(field, default).rstrip("/")
+        parts = urlsplit(value)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise self.error(field, f"must be an https:// URL, got {value!r}")
+        if parts.scheme == "http" and not is_loopback(parts.hostname):
+            raise self.error(field, f"plain http is refused except to loopback; use https:// ({value!r})")
+        return value
+
+    def tools(self, default: frozenset[str]) -> frozenset[str]:
+        return self._tools if self._tools is not None else default
+
+    def unknown(self) -> list[str]:
+        return sorted(set(self._table) - self._read)
+
+    def _tool_list(self) -> frozenset[str] | None:
+        value = self._table.get("tools")
+        if value is None:
+            return None
+        if not isinstance(value, list) or not value or not all(isinstance(t, str) and t for t in value):
+            raise self.error("tools", "must be a non-empty list of tool names")
+        return frozenset(value)
+
+    def _rate(self) -> Rate | None:
+        value = self._table.get("rate")
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.error("rate", "must be a table: { per_s = 50, burst = 1, in_flight = 32 }")
+        extra = sorted(set(value) - RATE_FIELDS)
+        if extra:
+            raise self.error(f"rate.{extra[0]}", f"unknown field; the fields are {', '.join(sorted(RATE_FIELDS))}")
+        per_s, burst, in_flight = value.get("per_s"), value.get("burst", 1), value.get("in_flight")
+        if per_s is not None and (isinstance(per_s, bool) or not isinstance(per_s, (int, float)) or per_s <= 0):
+            raise self.error("rate.per_s", f"must be a positive number, got {per_s!r}")
+        for label, n in (("burst", burst), ("in_flight", in_flight)):
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
+                raise self.error(f"rate.{label}", f"must be a positive integer, got {n!r}")
+        assert isinstance(burst, int)
+        return Rate(None if per_s is None else float(per_s), burst,
+                    in_flight if isinstance(in_flight, int) else None)
+
+
+def read_vendors(path: Path, environ: Mapping[str, str]) -> dict[str, VendorFields]:
+    """Every vendor of the file, its common fields checked; kinds are read by the registry."""
+    origin = str(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"no connectors file at {path}: set RUNONCE_CONNECTORS, or run `runonce up`, "
+                          f"which writes one for its sandboxes (docs/vendors.md)") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{origin}: {exc}") from exc
+    extra = sorted(set(doc) - {"vendors"})
+    if extra:
+        raise ConfigError(f"{origin}: unknown table {extra[0]!r}; vendors are [vendors.NAME]")
+    tables = doc.get("vendors")
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigError(f"{origin}: no [vendors.NAME] table")
+    vendors = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{origin}: vendors.{name} must be a table")
+        vendors[name] = VendorFields(origin, name, table, environ)
+    return vendors

@@ -1,0 +1,96 @@
+"""The sandboxes as one deployment sees them: the HTTP vendors and an SMTP relay that asks for
+STARTTLS and AUTH, with credentials and a private CA of their own, and the connectors file
+that reaches them. ``runonce up``, the demo and the tests all run the production connectors
+through this file: the sandbox differs from a vendor only in where it is."""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+from pathlib import Path
+from typing import Mapping
+
+import trustme
+
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.ledger import Ledger
+from runonce.connectors.sandbox.smtp_server import SmtpServer
+
+SMTP_USER = "runonce-sandbox"
+SANDBOX_KINDS = {"webhook": "sandbox-webhook", "slack": "sandbox-slack", "jira": "sandbox-jira",
+                 "calendar": "sandbox-calendar", "salesforce": "sandbox-salesforce"}
+
+
+def _private(path: Path, text: str) -> Path:
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+class LocalVendors:
+    """Everything under ``folder``: ``ca.pem`` (clients trust it), ``secrets/`` (mode 600)."""
+
+    def __init__(self, folder: Path, *, http_port: int = 0, smtp_port: int = 0, host: str = "127.0.0.1",
+                 implicit_tls: bool = False, advertise: str | None = None) -> None:
+        self.folder = folder
+        (folder / "secrets").mkdir(parents=True, exist_ok=True)
+        ca = trustme.CA()
+        self.ca_file = folder / "ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.advertise = advertise or ("127.0.0.1" if host == "0.0.0.0" else host)
+        ca.issue_cert(self.advertise, "127.0.0.1", "localhost").configure_cert(server_tls)
+        self.stripe_key = f"sk_test_{secrets.token_hex(12)}"
+        self.smtp_password = secrets.token_urlsafe(18)
+        self.stripe_key_file = _private(folder / "secrets" / "stripe_api_key", self.stripe_key)
+        self.smtp_password_file = _private(folder / "secrets" / "smtp_password", self.smtp_password)
+        self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key)
+        self.smtp = SmtpServer(self.vendors.ledger, smtp_port, host, tls=server_tls, implicit=implicit_tls,
+                               users={SMTP_USER: self.smtp_password})
+        self.implicit_tls = implicit_tls
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.vendors.ledger
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.advertise}:{self.vendors.httpd.server_address[1]}"
+
+    def start(self) -> LocalVendors:
+        self.vendors.start()
+        self.smtp.start()
+        return self
+
+    def stop(self) -> None:
+        self.smtp.stop()
+        self.vendors.stop()
+
+    def connectors_toml(self, extra: Mapping[str, Mapping[str, str]] | None = None) -> str:
+        """``extra``: more fields per vendor, as TOML values (``{"jira": {"search_lag_s": "8"}}``)."""
+        url = self.http_url
+        lines = ["# The local sandboxes, reached by the same connectors as real vendors (docs/vendors.md).",
+                 "[vendors.payments]", 'kind = "stripe"', f'base_url = "{url}"',
+                 f'api_key = {{ file = "{self.stripe_key_file}" }}', "",
+                 "[vendors.smtp]", 'kind = "smtp"', f'host = "{self.advertise}"', f"port = {self.smtp.port}",
+                 f'tls = "{"implicit" if self.implicit_tls else "starttls"}"', f'ca_file = "{self.ca_file}"',
+                 f'username = "{SMTP_USER}"', f'password = {{ file = "{self.smtp_password_file}" }}',
+                 'sender = "agent@runonce.local"', ""]
+        for name, kind in SANDBOX_KINDS.items():
+            lines += [f"[vendors.{name}]", f'kind = "{kind}"', f'base_url = "{url}"', ""]
+        for name, fields in (extra or {}).items():
+            at = lines.index(f"[vendors.{name}]") + 1
+            lines[at:at] = [f"{key} = {value}" for key, value in fields.items()]
+        return "\n".join(lines)
+
+    def write_connectors(self, path: Path | None = None,
+                         extra: Mapping[str, Mapping[str, str]] | None = None) -> Path:
+        path = path or self.folder / "connectors.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.connectors_toml(extra), encoding="utf-8")
+        return path
+
+    def env(self, extra: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, str]:
+        """The environment of an executor that reaches these sandboxes."""
+        return {"RUNONCE_CONNECTORS": str(self.write_connectors(extra=extra))}
