@@ -19,16 +19,17 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runonce.connectors.sandbox.http_vendors import VendorServer  # noqa: E402
-from runonce.connectors.transport import http_json  # noqa: E402
+from runonce.connectors import registry  # noqa: E402
+from runonce.connectors.base import ActionCall  # noqa: E402
+from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.sdk.client import ActionClient  # noqa: E402
@@ -78,18 +79,19 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=300)
     args = ap.parse_args()
     with local_broker("agent-call", say) as settings:
-        vendors = VendorServer().start()
-        env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
+        env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
         procs = [subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env, stdout=subprocess.DEVNULL,
                                   stderr=open(OUT / f"agent-call-{name}.log", "wb"))
                  for name, argv in (("worker", ["worker", "--name", "agent-call"]),
                                     ("executor", ["executor", "--vendor", "payments"]))]
         try:
             direct = []
+            stripe = registry.load(sandbox.write_connectors(), {})["payments"].connector
             for i in range(args.calls):
                 t = time.perf_counter()
-                http_json("POST", f"{vendors.url}/v1/charges", {"amount": 1, "currency": "usd", "source": "tok"},
-                          headers={"Idempotency-Key": f"direct-{i}-{uuid.uuid4().hex}"})
+                key = f"direct-{i}-{uuid.uuid4().hex}"
+                stripe.perform(ActionCall(key, "charge_payment", {"card": "tok", "amount_cents": 1}, key))
                 direct.append((time.perf_counter() - t) * 1000)
             through: list[tuple[float, str, float, float]] = []
             with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
@@ -120,7 +122,7 @@ def main() -> int:
             for proc in procs:
                 proc.terminate()
                 proc.wait(30)
-            vendors.stop()
+            sandbox.stop()
     return 0
 
 

@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -90,8 +91,9 @@ def vm_hwm_mb(pid: int) -> int:
     return -1
 
 
-def restart(settings: Settings, vendors: Any, full: bool) -> dict[str, Any]:
-    env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+def restart(settings: Settings, sandbox: Any, full: bool) -> dict[str, Any]:
+    vendors = sandbox.vendors
+    env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     if full:
         env["RUNONCE_BENCH_FULL_RESTORE"] = "1"
     log_path = OUT / f"executor-restart-{'full' if full else 'bounded'}.log"
@@ -133,21 +135,21 @@ def main() -> int:
     ap.add_argument("--results", type=int, default=10_000_000)
     ap.add_argument("--full", action="store_true", help="also time the unbounded restore (as before)")
     args = ap.parse_args()
-    from runonce.connectors.sandbox.http_vendors import VendorServer
+    from runonce.connectors.sandbox.local import LocalVendors
 
     with local_broker("executor-restart", say) as settings:
-        vendors = VendorServer().start()
+        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
         try:
             say(f"history: {args.results:,} results over 30 days")
             history(settings.bootstrap_servers(), args.results, settings.partitions)
-            rows = [restart(settings, vendors, full=False)]
+            rows = [restart(settings, sandbox, full=False)]
             say(json.dumps(rows[-1]))
             if args.full:
-                rows.append(restart(settings, vendors, full=True))
+                rows.append(restart(settings, sandbox, full=True))
                 say(json.dumps(rows[-1]))
             print(json.dumps({"results_on_topic": args.results, "runs": rows}, indent=2))
         finally:
-            vendors.stop()
+            sandbox.stop()
     return 0
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -37,8 +38,9 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Producer  # noqa: E402
 
 from runonce.connectors.sandbox.faults import Fault  # noqa: E402
-from runonce.connectors.sandbox.http_vendors import VendorServer  # noqa: E402
-from runonce.connectors.transport import http_json  # noqa: E402
+from runonce.connectors import registry  # noqa: E402
+from runonce.connectors.base import ActionCall  # noqa: E402
+from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
@@ -54,11 +56,13 @@ def say(msg: str) -> None:
     print(f"executor-throughput: {msg}", file=sys.stderr, flush=True)
 
 
-def sandbox_alone(vendors: VendorServer, n: int, in_flight: int) -> float:
-    """Charges per second the sandbox serves to a plain client with ``in_flight`` threads."""
+def sandbox_alone(sandbox: LocalVendors, n: int, in_flight: int) -> float:
+    """Charges per second the sandbox serves to the Stripe connector alone, ``in_flight`` threads."""
+    stripe = registry.load(sandbox.write_connectors(), {})["payments"].connector
+
     def charge(i: int) -> None:
-        http_json("POST", f"{vendors.url}{CHARGES}", {"amount": 1, "currency": "usd", "source": "tok"},
-                  headers={"Idempotency-Key": f"plain-{i}-{uuid.uuid4().hex}"})
+        key = f"plain-{i}-{uuid.uuid4().hex}"
+        stripe.perform(ActionCall(key, "charge_payment", {"card": "tok", "amount_cents": 1}, key))
 
     started = time.monotonic()
     with ThreadPoolExecutor(in_flight) as pool:
@@ -83,9 +87,10 @@ def approve(bootstrap: str, partitions: int, n: int, run: str) -> None:
     p.flush(60)
 
 
-def run_executor(settings: Settings, vendors: VendorServer, n: int, max_batch: int, max_in_flight: int,
+def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: int, max_in_flight: int,
                  our_rate: int) -> dict[str, Any]:
-    env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+    vendors = sandbox.vendors
+    env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     env.update(RUNONCE_EXECUTOR_MAX_BATCH=str(max_batch), RUNONCE_EXECUTOR_MAX_IN_FLIGHT=str(max_in_flight))
     if our_rate:
         env["RUNONCE_VENDOR_LIMITS"] = f"payments:rate={our_rate}"
@@ -141,15 +146,16 @@ def main() -> int:
                     help="the executor's rate for the vendor (default: --vendor-limit; 0: none, only its 429s)")
     args = ap.parse_args()
     with local_broker("executor-throughput", say) as settings:
-        vendors = VendorServer().start()
+        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
+        vendors = sandbox.vendors
         try:
             if args.delay_ms:
                 vendors.state.faults.add(Fault(CHARGES, delay_s=args.delay_ms / 1000))
-            plain = sandbox_alone(vendors, min(args.actions, 2000), args.max_in_flight)
+            plain = sandbox_alone(sandbox, min(args.actions, 2000), args.max_in_flight)
             say(f"the sandbox alone, {args.max_in_flight} requests in flight: {plain:.0f} charges/s")
             if args.vendor_limit:
                 vendors.state.faults.add(Fault(CHARGES, rate_limit_per_s=args.vendor_limit))
-            row = run_executor(settings, vendors, args.actions, args.max_batch, args.max_in_flight,
+            row = run_executor(settings, sandbox, args.actions, args.max_batch, args.max_in_flight,
                                args.vendor_limit if args.our_rate is None else args.our_rate)
             row.update(delay_ms=args.delay_ms, sandbox_alone_per_s=round(plain),
                        of_sandbox=round(row["actions_per_s"] / plain, 2))
@@ -158,7 +164,7 @@ def main() -> int:
                            of_limit=round(row["actions_per_s"] / args.vendor_limit, 3))
             print(json.dumps(row, indent=2))
         finally:
-            vendors.stop()
+            sandbox.stop()
     return 0
 
 

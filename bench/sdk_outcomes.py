@@ -19,6 +19,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -102,11 +103,12 @@ def main() -> int:
     if args.probe:
         probe(*args.probe)
         return 0
-    from runonce.connectors.sandbox.http_vendors import VendorServer
+    from runonce.connectors.sandbox.local import LocalVendors
 
     with local_broker("sdk", say) as settings:
-        vendors = VendorServer().start()
-        env = settings.with_(vendor_url=vendors.url).child_env(os.environ)
+        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
+        vendors = sandbox.vendors
+        env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
         procs = [subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env, stdout=subprocess.DEVNULL,
                                   stderr=open(OUT / f"sdk-{name}.log", "wb"))
                  for name, argv in (("worker", ["worker", "--name", "sdk-bench"]),
@@ -117,7 +119,7 @@ def main() -> int:
             for proc in procs:
                 proc.terminate()
                 proc.wait(30)
-            vendors.stop()
+            sandbox.stop()
     return 0
 
 

@@ -5,6 +5,8 @@
 #   - the Kafka broker's jars, resolved from Maven Central into ~/.cache/runonce
 #   - prometheus and promtool, unpacked from Debian's prometheus package into ~/.cache/runonce
 #   - Chromium (Debian's package), which the report test opens its page in
+#   - the vendors' own servers the connector tests run against, pinned, with `go install` into
+#     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,3 +49,23 @@ if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest' >/dev/null
 fi
 .venv/bin/runonce broker fetch
 .venv/bin/runonce observe fetch
+
+# The vendors' own servers (tests/support/vendor_servers.py); Go from Debian if the machine has none.
+cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
+go_bin=$(command -v go || true)
+[ -n "$go_bin" ] || { [ -x /usr/local/go/bin/go ] && go_bin=/usr/local/go/bin/go; }
+go_install() {  # MODULE@VERSION NAME: once per version
+  local module=$1 name=$2
+  [ -x "$cache/bin/$name" ] && [ "$(cat "$cache/bin/.$name.version" 2>/dev/null)" = "$module" ] && return 0
+  if [ -z "$go_bin" ]; then
+    echo "setup: installing golang-go (Debian package) for go install"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+    go_bin=$(command -v go)
+  fi
+  echo "setup: go install $module (into $cache/bin)"
+  mkdir -p "$cache/bin"
+  GOBIN="$cache/bin" "$go_bin" install "$module"
+  echo "$module" > "$cache/bin/.$name.version"
+}
+go_install github.com/stripe/stripe-mock@v0.203.0 stripe-mock
+go_install github.com/axllent/mailpit@v1.33.1 mailpit

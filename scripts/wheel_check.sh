@@ -44,8 +44,8 @@ socks = [socket.socket() for _ in range(2)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))')
 read -r http_port smtp_port <<<"$ports"
-RUNONCE_VENDOR_URL="http://127.0.0.1:$http_port" RUNONCE_SMTP="127.0.0.1:$smtp_port" \
-  "$work/venv/bin/runonce" sandbox 2>"$work/sandbox.log" &
+"$work/venv/bin/runonce" sandbox --http-port "$http_port" --smtp-port "$smtp_port" --dir "$work/sandbox" \
+  --write-connectors "$work/sandbox/connectors.toml" 2>"$work/sandbox.log" &
 sandbox=$!
 for _ in $(seq 1 100); do
   "$work/venv/bin/python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$http_port/_ledger', timeout=1)" \
@@ -54,6 +54,10 @@ for _ in $(seq 1 100); do
 done
 "$work/venv/bin/python" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$http_port/_ledger', timeout=1)" \
   || { cat "$work/sandbox.log"; kill "$sandbox"; echo "wheel: runonce sandbox did not answer" >&2; exit 1; }
+# ... and the connectors file it wrote reaches it: Stripe's key and SMTP's STARTTLS and AUTH
+for _ in $(seq 1 50); do [ -s "$work/sandbox/connectors.toml" ] && break; sleep 0.1; done
+RUNONCE_CONNECTORS="$work/sandbox/connectors.toml" "$work/venv/bin/runonce" connectors check --probe \
+  || { cat "$work/sandbox.log"; kill "$sandbox"; echo "wheel: the sandbox's connectors do not probe" >&2; exit 1; }
 kill "$sandbox"; wait "$sandbox" 2>/dev/null || true
 echo "wheel: runonce sandbox answered on 127.0.0.1:$http_port"
 RUNONCE_HOME="$work/home" "$work/venv/bin/runonce" demo

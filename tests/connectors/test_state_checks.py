@@ -13,7 +13,7 @@ from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors import JiraConnector, SalesforceConnector
-from runonce.wire.results import Result, Status
+from runonce.wire.results import Status
 
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01, check_attempts=3, lag_poll_s=0.1)
 SEARCH = "/jira/rest/api/2/search"

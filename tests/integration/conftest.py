@@ -5,8 +5,7 @@ from typing import Iterator
 
 import pytest
 
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.sdk.submit import Submitter
 from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
@@ -50,10 +49,9 @@ def stream_worker(request: pytest.FixtureRequest, broker: Settings, decision_log
 
 
 @pytest.fixture(scope="module")
-def sandboxes() -> Iterator[tuple[VendorServer, SmtpServer]]:
-    """The HTTP vendors and the SMTP relay, sharing one ledger of side effects."""
-    vendors = VendorServer().start()
-    smtp = SmtpServer(vendors.ledger).start()
-    yield vendors, smtp
-    smtp.stop()
-    vendors.stop()
+def sandboxes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalVendors]:
+    """The HTTP vendors and the SMTP relay (STARTTLS and AUTH), sharing one ledger of side
+    effects; ``sandboxes.env()`` points an executor at them through a connectors file."""
+    local = LocalVendors(tmp_path_factory.mktemp("sandbox")).start()
+    yield local
+    local.stop()

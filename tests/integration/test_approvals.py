@@ -22,7 +22,7 @@ from runonce import tokens
 from runonce.approvals.client import Approvals
 from runonce.approvals.page import ApprovalsPage
 from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.core.approval import Verdict
 from runonce.core.policy import PolicyBook
 from runonce.errors import ResultTimeout
@@ -92,16 +92,16 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(broker: Settings, decision_log: DecisionWatcher, sandboxes: tuple[VendorServer, SmtpServer],
+def stack(broker: Settings, decision_log: DecisionWatcher, sandboxes: LocalVendors,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    vendors, _ = sandboxes
+    vendors = sandboxes.vendors
     logs = tmp_path_factory.mktemp("approvals")
     env = {"RUNONCE_POLICY_FILE": str(_policy_file(logs / "policies.toml"))}
     worker = WorkerProcess(broker, "appr-w", logs, extra_env=env)
     group = f"runonce-exec-appr-{uuid.uuid4().hex[:6]}"
     groups.start_group_at_end(broker.bootstrap_servers(), group, topics.APPROVED)  # earlier tests' are not ours
     executor = RunonceProcess(broker, "appr-exec", ["executor", "--vendor", "payments", "--group", group], logs,
-                              {**env, "RUNONCE_VENDOR_URL": vendors.url})
+                              {**env, **sandboxes.env()})
     worker.start()
     executor.start()
     try:

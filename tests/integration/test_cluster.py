@@ -21,8 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import BrokerState
 from runonce.devbroker.cluster import Cluster
 from runonce.kafka import topics
@@ -163,8 +162,8 @@ def _wait_in_sync(admin: Any, timeout_s: float = 120.0) -> float:
 
 
 def test_failover_under_load_loses_and_doubles_nothing(
-        cluster: Cluster, sandboxes: tuple[VendorServer, SmtpServer], tmp_path: Path) -> None:
-    vendors, smtp = sandboxes
+        cluster: Cluster, sandboxes: LocalVendors, tmp_path: Path) -> None:
+    vendors = sandboxes.vendors
     bootstrap = cluster.bootstrap
     settings = cluster.settings.with_(bootstrap=bootstrap)
     topics.create_topics(bootstrap, settings.partitions)
@@ -179,7 +178,7 @@ def test_failover_under_load_loses_and_doubles_nothing(
                         unique_kinds=("unique_update",) * 20 + ("unique_email", "unique_charge"))
     records = [m for fam in families for m, _ in fam.members]
 
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
+    env = sandboxes.env()
     procs: list[RunonceProcess] = [WorkerProcess(settings, f"fo-w{i}", tmp_path, loglevel="info") for i in range(2)]
     executors: dict[str, RunonceProcess] = {}
     groups_by_vendor = {vendor: f"runonce-exec-fo-{run}-{vendor}" for vendor in EXECUTED.values()}

@@ -15,8 +15,9 @@ from confluent_kafka.admin import NewTopic
 from runonce.connectors.base import ActionCall
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.vendors import JiraConnector, SmtpConnector
+from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.smtp import SmtpConnector
+from runonce.connectors.vendors import JiraConnector
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
@@ -36,18 +37,27 @@ pytestmark = pytest.mark.broker
 def approve(bootstrap: str, topic: str, tool: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:
     """Write an approved decision directly, as the stream job would, to a topic of the test's own
     (so the oracle over the real topics never sees decisions for requests that were not made)."""
+    return approve_all(bootstrap, topic, [(tool, params, key)])[0]
+
+
+def approve_all(bootstrap: str, topic: str, actions: list[tuple[str, dict[str, Any], str | None]]
+                ) -> list[dict[str, Any]]:
+    """``approve`` for many actions, through one producer."""
     codec = Codec()
-    request = build_request(tool, params, agent_id="it", idempotency_key=key)
-    decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key or "",
-                "unkeyed": key is None, "content_hash": "h", "matched_key": None, "first_action_id": None,
-                "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
-                "source_partition": 0, "source_offset": 0}
     producer = clients.producer(bootstrap)
-    k = output_key(decision)
-    producer.produce(topic, key=k, value=codec.encode("ActionDecision", decision),
-                     partition=partition_for(k, 6))
+    requests = []
+    for tool, params, key in actions:
+        request = build_request(tool, params, agent_id="it", idempotency_key=key)
+        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key or "",
+                    "unkeyed": key is None, "content_hash": "h", "matched_key": None, "first_action_id": None,
+                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
+                    "source_partition": 0, "source_offset": 0}
+        k = output_key(decision)
+        producer.produce(topic, key=k, value=codec.encode("ActionDecision", decision),
+                         partition=partition_for(k, 6))
+        requests.append(request)
     assert producer.flush(10) == 0
-    return request
+    return requests
 
 
 def own_approved_topic(bootstrap: str) -> str:
@@ -95,14 +105,14 @@ EXPECTED = {
 
 @pytest.mark.parametrize("vendor", sorted(CASES))
 @pytest.mark.parametrize("failpoint", ["before_call", "after_call", "after_commit"])
-def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
+def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandboxes: LocalVendors,
                                                         tmp_path, vendor: str, failpoint: str) -> None:
-    vendors, smtp = sandboxes
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     tool, params, ledger_vendor = CASES[vendor]
     key = f"{vendor}-{failpoint}-{uuid.uuid4().hex[:6]}"
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}", **FAST_TAKEOVER}
+    env = {**sandboxes.env(), **FAST_TAKEOVER}
     request = approve(bootstrap, source, tool, {**params, "n": key}, key)
     before = len(vendors.ledger.effects(ledger_vendor))
 
@@ -136,20 +146,20 @@ def _requests_for(vendors: VendorServer, vendor: str, request: dict[str, Any], k
 
 @pytest.mark.parametrize("vendor", sorted(CASES))
 def test_an_aborted_result_commit_never_calls_the_vendor_again(broker: Settings,
-                                                             sandboxes: tuple[VendorServer, SmtpServer],
+                                                             sandboxes: LocalVendors,
                                                              tmp_path, vendor: str) -> None:
     """The vendor answered 2xx, then the result's transaction aborted on the broker (the
     ``abort_result`` failpoint writes it and aborts it). The record is redelivered from the
     committed offset; the executor commits the outcome it saw: one request in the sandbox's
     request log, where a deduplicating vendor would hide a second one from its effects."""
-    vendors, smtp = sandboxes
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     tool, params, ledger_vendor = CASES[vendor]
     key = f"{vendor}-abort-{uuid.uuid4().hex[:6]}"
     request = approve(bootstrap, source, tool, {**params, "n": key}, key)
     before = len(vendors.ledger.effects(ledger_vendor))
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}",
+    env = {**sandboxes.env(),
            "RUNONCE_EXECUTOR_FAILPOINT": "abort_result"}
     proc = RunonceProcess(broker, f"exec-{vendor}-abort", ["executor", "--vendor", vendor, "--source-topic", source,
                                                            "--group", f"g-{key}"], tmp_path, env)
@@ -166,13 +176,13 @@ def test_an_aborted_result_commit_never_calls_the_vendor_again(broker: Settings,
 
 
 def test_a_restart_restores_an_intent_older_than_the_key_window_when_its_record_is_still_unread(
-        broker: Settings, sandboxes: tuple[VendorServer, SmtpServer], tmp_path) -> None:
+        broker: Settings, sandboxes: LocalVendors, tmp_path) -> None:
     """The executor restores only the results that can still matter: from the time the first
     approved record it has yet to read was written (or the key window, 24 h, if that is
     later). An email approved three days ago whose intent was committed then, and whose
     executor died before its result, is still unread: its intent must be found, so the email is
     in_doubt and never sent, though it is far older than the window."""
-    vendors, smtp = sandboxes
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     three_days_ago = int(time.time() * 1000) - 3 * 24 * 3600 * 1000
@@ -194,7 +204,7 @@ def test_a_restart_restores_an_intent_older_than_the_key_window_when_its_record_
     assert producer.flush(10) == 0
     proc = RunonceProcess(broker, "exec-smtp-old-intent", ["executor", "--vendor", "smtp", "--source-topic", source,
                                                            "--group", f"g-{key}"], tmp_path,
-                          {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"})
+                          sandboxes.env())
     proc.start()
     try:
         result = final_result(bootstrap, request["action_id"])
@@ -206,11 +216,11 @@ def test_a_restart_restores_an_intent_older_than_the_key_window_when_its_record_
 
 
 def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settings,
-                                                                   sandboxes: tuple[VendorServer, SmtpServer],
+                                                                   sandboxes: LocalVendors,
                                                                    tmp_path) -> None:
     """actions.approved carries the same action twice, another action with the same key, and a
     record that is no decision: one side effect, a result for each action, a dead letter."""
-    vendors, smtp = sandboxes
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     key = f"twice-{uuid.uuid4().hex[:6]}"
@@ -228,7 +238,7 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
                      partition=partition_for(key.encode(), 6))
     producer.flush(10)
     other = approve(bootstrap, source, "charge_payment", params, key)  # a second action id, same key
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}", **FAST_TAKEOVER}
+    env = {**sandboxes.env(), **FAST_TAKEOVER}
     proc = RunonceProcess(broker, "exec-payments-2nd", ["executor", "--vendor", "payments", "--source-topic", source,
                                                          "--group", f"g-{uuid.uuid4().hex[:6]}"], tmp_path, env)
     proc.start()
@@ -247,18 +257,18 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
 
 
 def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
-                                                           sandboxes: tuple[VendorServer, SmtpServer],
+                                                           sandboxes: LocalVendors,
                                                            tmp_path) -> None:
     """Jira's search hides new issues for 5 s; the executor is SIGKILLed after the vendor created
     the ticket and before its result committed. The restarted executor's first searches find
     nothing, and it does not believe them until its lag bound (8 s) has passed: one ticket."""
-    vendors, smtp = sandboxes
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     key = f"jira-lag-{uuid.uuid4().hex[:6]}"
     request = approve(bootstrap, source, "create_jira_ticket",
                       {"project": "SUP", "customer_id": "c", "description": key}, key)
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_JIRA_SEARCH_LAG_MS": "8000", **FAST_TAKEOVER}
+    env = {**sandboxes.env({"jira": {"search_lag_s": "8"}}), **FAST_TAKEOVER}
     argv = ["executor", "--vendor", "jira", "--source-topic", source, "--group", f"g-{key}"]
     vendors.state.faults.add(Fault("/jira/rest/api/2/search", index_lag_s=5.0))
     try:
@@ -283,12 +293,12 @@ def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
 
 
 def test_an_executor_never_lets_the_client_pick_a_position(broker: Settings,
-                                                          sandboxes: tuple[VendorServer, SmtpServer],
+                                                          sandboxes: LocalVendors,
                                                           tmp_path) -> None:
     """The group's committed offsets point past the log's end (a truncated or recreated topic):
     a client with auto.offset.reset=earliest would start over and send every email on the topic.
     The executor exits for a restart, naming the position, and sends nothing."""
-    vendors, smtp = sandboxes
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     run = uuid.uuid4().hex[:6]
@@ -303,7 +313,7 @@ def test_an_executor_never_lets_the_client_pick_a_position(broker: Settings,
     before = vendors.ledger.count("smtp")
     proc = RunonceProcess(broker, f"exec-beyond-{run}", ["executor", "--vendor", "smtp", "--source-topic", source,
                                                          "--group", group],
-                          tmp_path, {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"})
+                          tmp_path, sandboxes.env())
     proc.start()
     try:
         deadline = time.monotonic() + 90

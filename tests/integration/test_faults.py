@@ -22,8 +22,8 @@ import pytest
 from runonce.connectors.base import ActionCall
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.vendors import SmtpConnector
+from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.smtp import SmtpConnector
 from runonce.core.decision import Reason
 from runonce.devbroker.broker import Broker, BrokerState
 from runonce.kafka import groups, topics
@@ -92,8 +92,8 @@ def _explain_early(bootstrap: str, before: list[dict[str, Any]], sent: set[str],
 
 
 def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
-        broker: Settings, sandboxes: tuple[VendorServer, SmtpServer], tmp_path) -> None:
-    vendors, smtp = sandboxes
+        broker: Settings, sandboxes: LocalVendors, tmp_path) -> None:
+    vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     n_actions = int(os.environ.get("RUNONCE_FAULT_ACTIONS", "4000"))
     rate = float(os.environ.get("RUNONCE_FAULT_RATE", "50"))
@@ -124,7 +124,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
     finally:
         early.stop()
 
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}",
+    env = {**sandboxes.env(),
            "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS": str(TXN_TIMEOUT_MS)}
     procs: list[RunonceProcess] = [WorkerProcess(broker, f"fault-w{i}", tmp_path, loglevel="info") for i in range(2)]
     executors: dict[str, RunonceProcess] = {}

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.client import ActionClient, ActionOutcome
 from runonce.settings import Settings
@@ -27,9 +28,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow,
 @pytest.fixture(scope="module")
 def stack(broker: Settings, stream_worker: WorkerProcess, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[tuple[VendorServer, SmtpServer]]:
-    vendors = VendorServer().start()
-    smtp = SmtpServer(vendors.ledger).start()
-    env = {"RUNONCE_VENDOR_URL": vendors.url, "RUNONCE_SMTP": f"127.0.0.1:{smtp.port}"}
+    local = LocalVendors(tmp_path_factory.mktemp("sandbox")).start()
+    vendors, smtp = local.vendors, local.smtp
+    env = local.env()
     logs = tmp_path_factory.mktemp("executor-logs")
     executors = []
     run = uuid.uuid4().hex[:6]
@@ -43,8 +44,7 @@ def stack(broker: Settings, stream_worker: WorkerProcess, tmp_path_factory: pyte
     yield vendors, smtp
     for p in executors:
         p.stop()
-    smtp.stop()
-    vendors.stop()
+    local.stop()
 
 
 def _submit_many(bootstrap: str, key: str, n: int, barrier: Any, out: Any) -> None:

@@ -18,8 +18,7 @@ from typing import Any, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import free_ports
 from runonce.kafka import groups, topics
 from runonce.ops.export import rows
@@ -40,10 +39,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def observed(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
+def observed(broker: Settings, sandboxes: LocalVendors,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """A worker and the ops-webhook executor serving metrics, and a Prometheus scraping both every second."""
-    vendors, _smtp = sandboxes
     logs = tmp_path_factory.mktemp("observe-logs")
     worker_port, executor_port = free_ports(2)
     group = f"runonce-exec-observe-{uuid.uuid4().hex[:6]}"
@@ -52,7 +50,7 @@ def observed(broker: Settings, sandboxes: tuple[VendorServer, SmtpServer],
         WorkerProcess(broker, "observe-w0", logs, extra_env={"RUNONCE_METRICS_PORT": str(worker_port)}),
         RunonceProcess(broker, "observe-exec-webhook",
                        ["executor", "--vendor", "webhook", "--group", group, "--metrics-port", str(executor_port)],
-                       logs, {"RUNONCE_VENDOR_URL": vendors.url}),
+                       logs, sandboxes.env()),
     ]
     prometheus = Prometheus(broker.with_(home=tmp_path_factory.mktemp("observe-home")))
     try:

@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from runonce import tokens as token_store
 from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
 from runonce.testkit.watch import DecisionWatcher
@@ -59,10 +60,9 @@ def stream_worker(broker: Settings, decision_log: DecisionWatcher,
 @pytest.fixture(scope="module")
 def stack(broker: Settings, stream_worker: WorkerProcess,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VendorServer, SmtpServer, dict[str, str]]]:
-    vendors = VendorServer().start()
-    smtp = SmtpServer(vendors.ledger).start()
-    local = broker.with_(vendor_url=vendors.url, smtp_address=f"127.0.0.1:{smtp.port}")
-    env = local.child_env(os.environ)
+    sandbox = LocalVendors(tmp_path_factory.mktemp("sandbox")).start()
+    vendors, smtp = sandbox.vendors, sandbox.smtp
+    env = broker.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     logs = tmp_path_factory.mktemp("executor-logs")
     run = uuid.uuid4().hex[:6]
     executors = []
@@ -76,8 +76,7 @@ def stack(broker: Settings, stream_worker: WorkerProcess,
     yield vendors, smtp, env
     for p in executors:
         p.stop()
-    smtp.stop()
-    vendors.stop()
+    sandbox.stop()
 
 
 @asynccontextmanager

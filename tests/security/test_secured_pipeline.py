@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.client import ActionClient
@@ -24,18 +25,19 @@ pytestmark = pytest.mark.broker
 
 
 @pytest.fixture()
-def vendors() -> Iterator[VendorServer]:
-    server = VendorServer().start()
-    yield server
-    server.stop()
+def sandbox(tmp_path: Path) -> Iterator[LocalVendors]:
+    local = LocalVendors(tmp_path / "sandbox").start()
+    yield local
+    local.stop()
 
 
-def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, vendors: VendorServer,
-                                                     tmp_path) -> None:
+def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, sandbox: LocalVendors,
+                                                     tmp_path: Path) -> None:
+    vendors = sandbox.vendors
     settings = cluster.admin
     worker = WorkerProcess(settings, "sec-worker", tmp_path, cluster.env("stream"))
     executor = RunonceProcess(settings, "sec-exec", ["executor", "--vendor", "payments"], tmp_path,
-                              {**cluster.env("executor"), "RUNONCE_VENDOR_URL": vendors.url})
+                              {**cluster.env("executor"), **sandbox.env()})
     worker.start()
     executor.start()
     key = f"charge-{uuid.uuid4().hex[:8]}"
