@@ -91,6 +91,15 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
                                                  session_timeout_ms=settings.executor_session_timeout_ms)
 
 
+def vendor_pace(settings: Settings, vendor: str, rate: Rate | None) -> Rate:
+    """The connectors file's ``rate``, unless ``RUNONCE_VENDOR_LIMITS`` names the vendor (an
+    operator's override at start, kept from before the file existed)."""
+    override = settings.vendor_limit(vendor)
+    if override is not None:
+        return Rate(override.rate_per_s, override.burst, override.in_flight)
+    return rate or Rate()
+
+
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                     runner: ActionRunner | None = None, metrics: Any = None, rate: Rate | None = None) -> Executor:
@@ -100,10 +109,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)
     group_stall = GroupStall()
-    override = settings.vendor_limit(connector.name)
-    if override is not None:
-        rate = Rate(override.rate_per_s, override.burst, override.in_flight)
-    limit = rate or Rate()
+    limit = vendor_pace(settings, connector.name, rate)
     throttle = Throttle(connector.name, limit.per_s, limit.burst,
                         on_refusal=metrics.vendor_refusals.labels(connector.name).inc if metrics is not None else None)
     if metrics is not None:

@@ -39,12 +39,13 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest' >/dev/null 2>&1 \
+if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest, runonce_followup' >/dev/null 2>&1 \
    || [ pyproject.toml -nt .venv/.installed ]; then
   echo "setup: installing runonce and its dependencies into .venv"
   # uv (from PyPI, into the venv) resolves and installs in ~10 s what pip took ~45 s for
   .venv/bin/python -m pip install -q --upgrade pip uv
-  .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]'
+  # tests/connector_plugin: a third party's connector, found by its entry point (docs/connectors.md)
+  .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]' -e tests/connector_plugin
   touch .venv/.installed
 fi
 .venv/bin/runonce broker fetch

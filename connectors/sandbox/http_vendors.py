@@ -5,6 +5,9 @@
   bodies; ``Idempotency-Key``: a repeated key replays the saved response with
   ``Idempotent-Replayed: true``, a key in flight answers 409, a key reused with other parameters
   400 ``idempotency_error``.
+* emails    ``POST /emails`` as Resend's email API speaks it: a Bearer API key, a JSON message,
+  ``Idempotency-Key`` (a repeat replays the first answer; the key with another message is 409
+  ``invalid_idempotent_request``): the worked example of docs/connectors.md.
 * webhook   ``POST /webhook/<name>`` honours ``Idempotency-Key`` (replays, no second effect).
 * slack     ``POST /slack/<channel>`` an incoming webhook: no idempotency at all.
 * jira      ``POST /jira/rest/api/2/issue`` creates; ``GET /jira/rest/api/2/search?label=L`` finds
@@ -32,9 +35,9 @@ from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
 
 
 class VendorState:
-    def __init__(self, stripe_key: str) -> None:
-        #: the secret key Stripe's paths accept as the Bearer token
-        self.stripe_key = stripe_key
+    def __init__(self, bearer_keys: dict[str, str]) -> None:
+        #: path prefix -> the API key its vendor accepts as the Bearer token (Stripe's, the email API's)
+        self.bearer_keys = bearer_keys
         self.lock = threading.Lock()
         self.ledger = Ledger()
         self.faults = Faults()
@@ -92,7 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 st.faults.add(Fault(**body))
             return self._send(200, {"ok": True})
-        unauthorized = path.startswith("/v1/") and self.headers.get("Authorization") != f"Bearer {st.stripe_key}"
+        unauthorized = any(path.startswith(prefix) and self.headers.get("Authorization") != f"Bearer {key}"
+                           for prefix, key in st.bearer_keys.items())
         retry_after_s = None if unauthorized else st.faults.rate_limited(path)
         st.ledger.received(Request(method, self.path, self.headers.get("Idempotency-Key") or "",
                                    json.dumps(body, sort_keys=True) if body is not None else "",
@@ -121,6 +125,8 @@ class _Handler(BaseHTTPRequestHandler):
         key = self.headers.get("Idempotency-Key")
         if method == "POST" and path == "/v1/charges":
             return self._keyed("payments", key, body, lambda: self._charge(key or "", body))
+        if method == "POST" and path == "/emails":
+            return self._email(key, body)
         if method == "GET" and path == "/v1/balance":
             return 200, {"object": "balance", "available": [{"amount": 0, "currency": "usd"}], "livemode": False}
         if method == "POST" and parts[0] == "webhook" and len(parts) == 2:
@@ -157,6 +163,21 @@ class _Handler(BaseHTTPRequestHandler):
         status, answer = perform()
         with self.state.lock:
             self.state.keys[(vendor, key)] = ((status, answer), fingerprint)
+        return status, answer
+
+    def _email(self, key: str | None, body: Any) -> tuple[int, Any]:
+        """Resend's ``POST /emails``: its idempotency answers are 409s with a name."""
+        if not isinstance(body, dict) or not body.get("to") or not body.get("from"):
+            return 422, {"statusCode": 422, "name": "validation_error", "message": "from and to are required"}
+        if not key:
+            return self._effect("emails", str(body.get("to")), "email sent", body)
+        status, answer = self._keyed("emails", key, body, lambda: self._effect("emails", key, "email sent", body))
+        if status == 400:
+            return 409, {"statusCode": 409, "name": "invalid_idempotent_request",
+                         "message": "Same idempotency key used with a different request payload."}
+        if status == 409:
+            return 409, {"statusCode": 409, "name": "concurrent_idempotent_requests",
+                         "message": "Same idempotency key used while original request is still in progress."}
         return status, answer
 
     def _effect(self, vendor: str, key: str, what: str, detail: Any) -> tuple[int, Any]:
@@ -243,8 +264,9 @@ class _Server(ThreadingHTTPServer):
 class VendorServer:
     """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", stripe_key: str = "sk_test_runonce_sandbox") -> None:
-        self.state = VendorState(stripe_key)
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", stripe_key: str = "sk_test_runonce_sandbox",
+                 email_api_key: str = "re_runonce_sandbox") -> None:
+        self.state = VendorState({"/v1/": stripe_key, "/emails": email_api_key})
         handler = type("Handler", (_Handler,), {"state": self.state})
         self.httpd = _Server((host, port), handler)
         self.httpd.daemon_threads = True

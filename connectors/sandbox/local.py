@@ -44,8 +44,11 @@ class LocalVendors:
         self.stripe_key = f"sk_test_{secrets.token_hex(12)}"
         self.smtp_password = secrets.token_urlsafe(18)
         self.stripe_key_file = _private(folder / "secrets" / "stripe_api_key", self.stripe_key)
+        #: the email API's key (``POST /emails``, Resend's shape), for connectors of your own to try
+        self.email_api_key = f"re_{secrets.token_hex(12)}"
+        self.email_api_key_file = _private(folder / "secrets" / "email_api_key", self.email_api_key)
         self.smtp_password_file = _private(folder / "secrets" / "smtp_password", self.smtp_password)
-        self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key)
+        self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key, email_api_key=self.email_api_key)
         self.smtp = SmtpServer(self.vendors.ledger, smtp_port, host, tls=server_tls, implicit=implicit_tls,
                                users={SMTP_USER: self.smtp_password})
         self.implicit_tls = implicit_tls

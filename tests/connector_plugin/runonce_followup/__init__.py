@@ -1,0 +1,79 @@
+"""The seed's ``send_followup_email`` through an HTTP email API that deduplicates on an
+``Idempotency-Key`` (Resend's ``POST /emails``): a runonce connector, written as docs/connectors.md
+describes, and found by its entry point (``[project.entry-points."runonce.connectors"]``).
+
+Its connectors-file table::
+
+    [vendors.followups]
+    kind = "followup-email"
+    base_url = "https://api.resend.com"
+    api_key = { env = "RESEND_API_KEY" }
+    sender = "Sales <sales@example.com>"
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from dataclasses import dataclass
+
+from runonce.connectors.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.config import VendorFields
+from runonce.connectors.errors import PermanentVendorError
+from runonce.connectors.secrets import Secret
+from runonce.connectors.tls import client_context
+from runonce.connectors.transport import HttpResult, http_request, raise_for_status
+
+TOOLS = frozenset({"send_followup_email"})
+
+
+@dataclass
+class FollowupEmail:
+    name: str
+    base_url: str
+    api_key: Secret
+    sender: str
+    tools: frozenset[str] = TOOLS
+    timeout_s: float = 30.0
+    tls: ssl.SSLContext | None = None
+    #: the API replays the first answer to a repeated Idempotency-Key: calling again is safe
+    capability = Capability.VENDOR_KEY
+    check_lag_s = 0.0
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None  # VENDOR_KEY: the runner never asks
+
+    def headers(self, call: ActionCall) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key.reveal()}", "Content-Type": "application/json",
+                "Idempotency-Key": call.vendor_key}
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        params = call.params
+        if not params.get("recipient"):
+            raise PermanentVendorError(f"{call.tool}: params field 'recipient' is required")
+        message = {"from": self.sender, "to": [str(params["recipient"])], "subject": str(params.get("subject", "")),
+                   "text": str(params.get("body", ""))}
+        if params.get("campaign_id"):
+            message["tags"] = [{"name": "campaign", "value": str(params["campaign_id"])}]
+        url = f"{self.base_url}/emails"
+        result = http_request("POST", url, json.dumps(message).encode(), headers=self.headers(call),
+                              timeout_s=self.timeout_s, tls=self.tls)
+        _raise_for_email_api("POST", url, result)
+        return VendorResponse(str(result.body["id"]))
+
+
+def _raise_for_email_api(method: str, url: str, result: HttpResult) -> None:
+    """The API's own errors first: its key reused with another message is a 409 that will never
+    pass (the generic table would retry a 409)."""
+    name = result.body.get("name") if isinstance(result.body, dict) else None
+    if result.status == 409 and name == "invalid_idempotent_request":
+        raise PermanentVendorError(f"{method} {url}: the idempotency key was used with another message")
+    raise_for_status(method, url, result)
+
+
+def from_config(fields: VendorFields) -> FollowupEmail:
+    base_url = fields.url("base_url", "https://api.resend.com")
+    api_key = fields.secret("api_key")
+    assert api_key is not None
+    return FollowupEmail(fields.name, base_url, api_key, fields.text("sender"), fields.tools(TOOLS),
+                         fields.timeout_s, client_context(fields.ca_file))

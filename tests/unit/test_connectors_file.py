@@ -1,0 +1,85 @@
+"""The connectors file: every mistake is refused at start, naming the vendor and the field, and
+no secret's value is ever shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runonce.connectors import registry
+from runonce.connectors.config import Rate
+from runonce.connectors.secrets import Secret
+from runonce.errors import ConfigError
+
+STRIPE = '[vendors.payments]\nkind = "stripe"\napi_key = { env = "STRIPE_API_KEY" }\n'
+SMTP = ('[vendors.email]\nkind = "smtp"\nhost = "smtp.example.com"\nusername = "agent"\n'
+        'password = { env = "SMTP_PASSWORD" }\nsender = "agent@example.com"\n')
+ENV = {"STRIPE_API_KEY": "sk_live_planted", "SMTP_PASSWORD": "hunter2-planted"}
+
+
+def load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> dict[str, registry.Vendor]:
+    path = tmp_path / "connectors.toml"
+    path.write_text(text)
+    return registry.load(path, ENV if env is None else env)
+
+
+def test_the_issues_example_builds_with_tls_by_default(tmp_path: Path) -> None:
+    vendors = load(tmp_path, STRIPE + "rate = { per_s = 50, in_flight = 32 }\n\n" + SMTP)
+    payments, email = vendors["payments"], vendors["email"]
+    assert payments.connector.base_url == "https://api.stripe.com"  # type: ignore[attr-defined]
+    assert payments.rate == Rate(50.0, 1, 32) and payments.connector.tools == {"charge_payment"}
+    relay = email.connector.relay  # type: ignore[attr-defined]
+    assert (relay.port, relay.tls.value, relay.context is not None) == (587, "starttls", True)
+
+
+@pytest.mark.parametrize("text, env, message", [
+    ('[vendors.payments]\napi_key = { env = "STRIPE_API_KEY" }\n', None, r"vendors\.payments\.kind: is required"),
+    (STRIPE.replace("api_key", "api_kye"), None, r"vendors\.payments\.api_key: is required"),
+    (STRIPE + 'api_kye = "x"\n', None, r"vendors\.payments\.api_kye: unknown field for kind 'stripe'"),
+    (STRIPE.replace('{ env = "STRIPE_API_KEY" }', '"sk_live_planted"'), None,
+     r"vendors\.payments\.api_key: is a secret: write \{ env = \"VAR\" \} or \{ file = \"path\" \}, never the value"),
+    (STRIPE, {}, r"vendors\.payments\.api_key: environment variable STRIPE_API_KEY is not set"),
+    (STRIPE.replace('env = "STRIPE_API_KEY"', 'file = "/nonexistent/key"'), None,
+     r"vendors\.payments\.api_key: cannot read /nonexistent/key"),
+    (STRIPE + 'base_url = "http://api.stripe.com"\n', None,
+     r"vendors\.payments\.base_url: plain http is refused except to loopback"),
+    (SMTP + 'tls = "none"\n', None, r"vendors\.email\.tls: \"none\" sends mail and credentials in clear"),
+    (SMTP + 'tls = "ssl"\n', None, r"vendors\.email\.tls: must be one of starttls, implicit, none"),
+    (SMTP.replace("username", "user"), None, r"vendors\.email\.user: unknown field|vendors\.email\.username: "),
+    (STRIPE + "rate = { per_s = 0 }\n", None, r"vendors\.payments\.rate\.per_s: must be a positive number"),
+    (STRIPE + "rate = { speed = 5 }\n", None, r"vendors\.payments\.rate\.speed: unknown field"),
+    (STRIPE + 'ca_file = "/nonexistent/ca.pem"\n', None, r"vendors\.payments\.ca_file: no such file"),
+    (STRIPE + "\n" + SMTP.replace('host = "smtp.example.com"', 'host = "smtp.example.com"\ntools = ["charge_payment"]'),
+     None, r"tool 'charge_payment' is served by vendors\.payments and vendors\.email"),
+    ('[vendor.payments]\nkind = "stripe"\n', None, r"unknown table 'vendor'"),
+])
+def test_a_mistake_names_the_vendor_and_the_field_and_no_secret(tmp_path: Path, text: str,
+                                                                env: dict[str, str] | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        load(tmp_path, text, env)
+    assert "planted" not in str(caught.value)
+
+
+def test_plain_smtp_is_allowed_to_loopback_only(tmp_path: Path) -> None:
+    text = SMTP.replace('"smtp.example.com"', '"127.0.0.1"') + 'tls = "none"\n'
+    assert load(tmp_path, text)["email"].connector.relay.port == 25  # type: ignore[attr-defined]
+
+
+def test_a_secret_shows_where_it_came_from_never_its_value(tmp_path: Path) -> None:
+    secret = Secret("env:STRIPE_API_KEY", "sk_live_planted")
+    shown = [repr(secret), str(secret), f"{secret}", f"{secret!r}", "%s %r" % (secret, secret)]
+    assert all("planted" not in s and "STRIPE_API_KEY" in s for s in shown), shown
+    connector = load(tmp_path, STRIPE)["payments"].connector
+    assert "planted" not in repr(connector) and secret.reveal() == "sk_live_planted"
+
+
+def test_runonce_vendor_limits_still_paces_a_vendor_over_the_files_rate(tmp_path: Path) -> None:
+    from runonce.connectors.executor import vendor_pace
+    from runonce.settings import Settings
+
+    vendor = load(tmp_path, STRIPE + "rate = { per_s = 50 }\n")["payments"]
+    assert vendor_pace(Settings.from_env({}), "payments", vendor.rate) == Rate(50.0, 1, None)
+    overridden = Settings.from_env({"RUNONCE_VENDOR_LIMITS": "payments:rate=5,in_flight=2"})
+    assert vendor_pace(overridden, "payments", vendor.rate) == Rate(5.0, 1, 2)
+    assert vendor_pace(overridden, "email", None) == Rate()
