@@ -18,6 +18,7 @@ import pytest
 
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
+from runonce.connectors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter
@@ -152,6 +153,35 @@ def test_an_executor_sigkilled_during_a_burst_sends_no_second_message(
     # the kill landed mid-burst: some intents were found without results and reconciled
     assert "in_doubt" in finals.values(), (finals, successor.log_tail())
     assert sum(1 for s in finals.values() if s == "succeeded") <= len(received)
+
+
+def test_a_connector_of_your_own_runs_in_runonce_executor(broker: Settings, sandboxes: LocalVendors,
+                                                          logs: Path) -> None:
+    """tests/connector_plugin's kind, installed as a package: ``runonce executor --vendor
+    followups`` performs its action once, and a second action with the same key is never sent."""
+    bootstrap = broker.bootstrap_servers()
+    source = own_approved_topic(bootstrap)
+    SOURCES.append(source)
+    path = logs / "connectors-followups.toml"
+    path.write_text(f'[vendors.followups]\nkind = "followup-email"\nbase_url = "{sandboxes.http_url}"\n'
+                    f'api_key = {{ file = "{sandboxes.email_api_key_file}" }}\nsender = "sales@example.com"\n')
+    key = f"followup-{uuid.uuid4().hex[:6]}"
+    params = {"recipient": "john@prospect.example", "subject": "Following up", "body": "Hi John"}
+    first, repeat = approve_all(bootstrap, source, [("send_followup_email", params, key)] * 2)
+    executor = RunonceProcess(broker, "exec-followups", ["executor", "--vendor", "followups", "--source-topic",
+                                                          source, "--group", f"g-{key}"], logs,
+                              {"RUNONCE_CONNECTORS": str(path)})
+    executor.start()
+    results = ResultWatcher(bootstrap)
+    try:
+        deadline = time.monotonic() + 60
+        done = [results.wait(r["action_id"], deadline) for r in (first, repeat)]
+    finally:
+        results.close()
+        executor.stop()
+    assert done[0]["status"] == "succeeded" and done[1]["vendor_ref"] == done[0]["vendor_ref"], done
+    assert "duplicate of action" in done[1]["error"], done[1]
+    assert sandboxes.ledger.count("emails", key) == 1 and len(sandboxes.ledger.requests("/emails", key)) == 1
 
 
 def test_connectors_check_probes_each_vendor_and_a_refused_password_names_no_secret(
