@@ -27,7 +27,7 @@ from runonce.testkit.scenarios import incidents
 from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 
 from tests.integration.test_executor import approve_all, own_approved_topic
-from tests.support.vendor_servers import Mailpit, StripeMock
+from runonce.testkit.vendor_servers import Mailpit, StripeMock
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = pytest.mark.broker

@@ -1,0 +1,159 @@
+"""What one executor sustains against the vendors' own servers, not runonce's sandbox:
+N approved charges to Stripe's ``stripe-mock`` (form-encoded, a secret key, an
+Idempotency-Key each), and N approved emails to Mailpit requiring STARTTLS and AUTH (a new
+TLS session and login per message, as connectors/transport.py sends). Timed from the first
+approved record until every action has its final result on actions.results; the emails are
+also counted through Mailpit's own API (each recipient exactly once). Beside each, the
+connector alone with as many calls in flight, no Kafka.
+
+    .venv/bin/python bench/vendor_servers.py [--actions 2000] [--max-in-flight 16]
+
+Real broker; the executor is its own process; stripe-mock and Mailpit as scripts/setup.sh
+installs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from runonce.connectors import registry  # noqa: E402
+from runonce.connectors.base import ActionCall  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.partitioner import partition_for  # noqa: E402
+from runonce.sdk.submit import build_request  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.testkit.vendor_servers import Mailpit, StripeMock  # noqa: E402
+from runonce.testkit.watch import ResultWatcher  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
+
+from bench.local_broker import OUT, local_broker  # noqa: E402
+
+SECRETS = {"RUNONCE_BENCH_STRIPE_KEY": f"sk_test_{uuid.uuid4().hex}"}
+
+
+def say(msg: str) -> None:
+    print(f"vendor-servers: {msg}", file=sys.stderr, flush=True)
+
+
+def params_for(tool: str, run: str, i: int) -> dict[str, Any]:
+    if tool == "charge_payment":
+        return {"card": "tok_visa", "amount_cents": 100 + i}
+    return {"to": f"lead-{run}-{i}@prospect.example", "subject": "Quick intro", "body": f"message {i}"}
+
+
+def approve(bootstrap: str, partitions: int, tool: str, n: int, run: str) -> list[str]:
+    codec, ids = Codec(), []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        key = f"{run}-{i}"
+        request = build_request(tool, params_for(tool, run, i), agent_id="bench", idempotency_key=key)
+        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key,
+                    "unkeyed": False, "content_hash": "h", "matched_key": None, "first_action_id": None,
+                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
+                    "source_partition": 0, "source_offset": i}
+        p.produce(topics.APPROVED, key=key.encode(), value=codec.encode("ActionDecision", decision),
+                  partition=partition_for(key.encode(), partitions))
+        p.poll(0)
+        ids.append(request["action_id"])
+    p.flush(60)
+    return ids
+
+
+def alone(path: Path, vendor: str, tool: str, n: int, in_flight: int) -> float:
+    """Calls per second the connector alone makes, ``in_flight`` at once."""
+    connector = registry.load(path, {**os.environ, **SECRETS})[vendor].connector
+    run = uuid.uuid4().hex[:6]
+
+    def one(i: int) -> None:
+        key = f"alone-{run}-{i}"
+        connector.perform(ActionCall(key, tool, params_for(tool, f"alone-{run}", i), key))
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(in_flight) as pool:
+        list(pool.map(one, range(n)))
+    return n / (time.monotonic() - started)
+
+
+def through_executor(settings: Settings, path: Path, vendor: str, tool: str, n: int,
+                     in_flight: int) -> tuple[float, dict[str, int], str]:
+    env = {**settings.with_(connectors_file=path).child_env(os.environ), **SECRETS,
+           "RUNONCE_EXECUTOR_MAX_IN_FLIGHT": str(in_flight)}
+    log_path = OUT / f"vendor-servers-{vendor}.log"
+    proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor, "--group",
+                             f"bench-{vendor}-{uuid.uuid4().hex[:6]}", "--from-end", "--loglevel", "info"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    results = ResultWatcher(settings.bootstrap_servers())
+    run = uuid.uuid4().hex[:8]
+    try:
+        while "assigned" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(0.05)
+        started = time.monotonic()
+        ids = approve(settings.bootstrap_servers(), settings.partitions, tool, n, run)
+        deadline = time.monotonic() + 600
+        statuses: dict[str, int] = {}
+        for action_id in ids:
+            status = results.wait(action_id, deadline)["status"]
+            statuses[status] = statuses.get(status, 0) + 1
+        return n / (time.monotonic() - started), statuses, run
+    finally:
+        results.close()
+        proc.terminate()
+        proc.wait(60)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--actions", type=int, default=2000)
+    ap.add_argument("--max-in-flight", type=int, default=16)
+    args = ap.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="runonce-bench-vendors-"))
+    stripe = StripeMock(folder / "stripe-mock").start()
+    mailpit = Mailpit(folder / "mailpit", "starttls", "bench", uuid.uuid4().hex).start()
+    path = folder / "connectors.toml"
+    path.write_text(f'[vendors.payments]\nkind = "stripe"\nbase_url = "{stripe.url}"\n'
+                    f'api_key = {{ env = "RUNONCE_BENCH_STRIPE_KEY" }}\n\n' + mailpit.connectors_toml())
+    SECRETS.update(mailpit.secrets_env())
+    rows = []
+    try:
+        with local_broker("vendor-servers", say) as settings:
+            for vendor, tool, server in (("payments", "charge_payment", "stripe-mock"),
+                                         ("email", "send_email", "Mailpit, STARTTLS + AUTH")):
+                plain = alone(path, vendor, tool, min(args.actions, 1000), args.max_in_flight)
+                say(f"{vendor}: the connector alone, {args.max_in_flight} in flight: {plain:.0f}/s")
+                rate, statuses, run = through_executor(settings, path, vendor, tool, args.actions,
+                                                       args.max_in_flight)
+                row: dict[str, Any] = {"vendor": vendor, "server": server, "actions": args.actions,
+                                       "max_in_flight": args.max_in_flight, "actions_per_s": round(rate),
+                                       "connector_alone_per_s": round(plain), "results": statuses}
+                if vendor == "email":
+                    received = {w: k for w, k in mailpit.received_by().items() if run in w}
+                    row.update(messages_received=sum(received.values()),
+                               recipients_with_two=sum(1 for k in received.values() if k > 1))
+                    assert row["messages_received"] == args.actions and not row["recipients_with_two"], row
+                say(json.dumps(row))
+                rows.append(row)
+    finally:
+        mailpit.stop()
+        stripe.stop()
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
