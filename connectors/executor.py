@@ -404,7 +404,9 @@ class Executor:
 
     def _result_record(self, work: Work, outcome: Result) -> Out:
         assert work.call is not None and work.request is not None
-        record = result_record(work.call.action_id, work.request["idempotency_key"], work.call.tool, outcome,
+        # the vendor key when the caller gave a key (its tenant's own), as the results index reads it back
+        keyed = work.call.vendor_key if work.request["idempotency_key"] else None
+        record = result_record(work.call.action_id, keyed, work.call.tool, outcome,
                                int(time.time() * 1000))
         return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
                    result_partition(work.msg.partition()))

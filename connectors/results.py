@@ -30,7 +30,6 @@ from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_messages
 from runonce.wire.codec import Codec
-from runonce.wire.keys import request_key
 from runonce.wire.results import Result, result_of
 
 log = logging.getLogger("runonce.executor")
@@ -83,7 +82,8 @@ class ResultIndex:
                             msg.topic(), msg.partition(), msg.offset(), exc)
                 continue
             if r["tool"] in self.tools:
-                self.put(r["action_id"], request_key(r), result_of(r))
+                # the vendor key the executor wrote (a tenant's own), else the action id
+                self.put(r["action_id"], r["idempotency_key"] or r["action_id"], result_of(r))
                 applied += 1
         return applied
 

@@ -1,7 +1,8 @@
 """Bearer tokens kept as hashes: approvers' (the approvals page) and agents' (the gateway).
 
 One holder per line: ``name:sha256(token) hex``, and for an agent ``:tool,tool`` or ``:*``,
-the tools its token may call. ``add`` prints the token once; the file never holds it, and a
+the tools its token may call, then ``:tenant`` when the agent shares a tenant (without it,
+an agent is a tenant of its own, named after it: core/tenant.py). ``add`` prints the token once; the file never holds it, and a
 leaked file names holders without letting anyone act as them. The file is read on every
 check, so a revoked token stops working at once, without a restart."""
 
@@ -18,6 +19,7 @@ from runonce.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.@:-]{1,64}$")
 _TOOL = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_TENANT = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 EVERY_TOOL = "*"
 
 
@@ -27,14 +29,23 @@ class Holder:
     digest: str
     #: the tools this token may call; None: every tool (and for approvers, not asked)
     tools: frozenset[str] | None = None
+    #: whose keys and results the agent's actions are; None: a tenant of its own, its name
+    shared_tenant: str | None = None
+
+    @property
+    def tenant(self) -> str:
+        return self.shared_tenant or self.name
 
     def may_call(self, tool: str) -> bool:
         return self.tools is None or tool in self.tools
 
     def line(self) -> str:
+        tools = EVERY_TOOL if self.tools is None else ",".join(sorted(self.tools))
+        if self.shared_tenant is not None:
+            return f"{self.name}:{self.digest}:{tools}:{self.shared_tenant}"
         if self.tools is None:
             return f"{self.name}:{self.digest}"
-        return f"{self.name}:{self.digest}:{','.join(sorted(self.tools))}"
+        return f"{self.name}:{self.digest}:{tools}"
 
 
 def _digest(token: str) -> str:
@@ -43,16 +54,20 @@ def _digest(token: str) -> str:
 
 def _parse(path: Path, number: int, line: str) -> Holder:
     # the name may hold ':' (agent ids like "team:billing"): the digest is the 64-hex field
-    m = re.fullmatch(r"(?P<name>.+?):(?P<digest>[0-9a-f]{64})(?::(?P<tools>[^:]*))?", line.strip())
+    m = re.fullmatch(r"(?P<name>.+?):(?P<digest>[0-9a-f]{64})(?::(?P<tools>[^:]*)(?::(?P<tenant>[^:]+))?)?",
+                     line.strip())
     if m is None or not _NAME.match(m["name"]):
-        raise ConfigError(f"{path}:{number}: expected name:sha256-hex[:tools], got {line[:40]!r}")
+        raise ConfigError(f"{path}:{number}: expected name:sha256-hex[:tools[:tenant]], got {line[:40]!r}")
+    tenant = m["tenant"]
+    if tenant is not None and not _TENANT.match(tenant):
+        raise ConfigError(f"{path}:{number}: tenant must be letters, digits and _ . @ - only, got {tenant[:40]!r}")
     tools = m["tools"]
     if tools is None or tools == EVERY_TOOL:
-        return Holder(m["name"], m["digest"])
+        return Holder(m["name"], m["digest"], None, tenant)
     names = frozenset(t for t in tools.split(",") if t)
     if not all(_TOOL.match(t) for t in names):
         raise ConfigError(f"{path}:{number}: tools must be names separated by ',' or '*', got {tools[:40]!r}")
-    return Holder(m["name"], m["digest"], names)
+    return Holder(m["name"], m["digest"], names, tenant)
 
 
 def read(path: Path) -> dict[str, Holder]:
@@ -79,16 +94,18 @@ def _write(path: Path, holders: dict[str, Holder]) -> None:
     tmp.replace(path)  # a reader never sees half a file
 
 
-def add(path: Path, name: str, tools: frozenset[str] | None = None) -> str:
-    """A new token for ``name`` (replacing any it had), allowed ``tools`` (None: every tool);
-    returns the token, which is never stored."""
+def add(path: Path, name: str, tools: frozenset[str] | None = None, tenant: str | None = None) -> str:
+    """A new token for ``name`` (replacing any it had), allowed ``tools`` (None: every tool), in
+    ``tenant`` (None: a tenant of its own); returns the token, which is never stored."""
     if not _NAME.match(name):
         raise ConfigError(f"name {name!r}: letters, digits and _ . @ : - only, at most 64")
     if tools is not None and not all(_TOOL.match(t) for t in tools):
         raise ConfigError(f"tools {sorted(tools)}: names of letters, digits and _ . - only")
+    if tenant is not None and not _TENANT.match(tenant):
+        raise ConfigError(f"tenant {tenant!r}: letters, digits and _ . @ - only, at most 64")
     token = secrets.token_urlsafe(24)
     known = read(path)
-    known[name] = Holder(name, _digest(token), tools)
+    known[name] = Holder(name, _digest(token), tools, None if tenant in (None, name) else tenant)
     _write(path, known)
     return token
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from runonce.core import limits
 from runonce.core.action import Action
-from runonce.core.decide import decide_key, decide_scope, dedup_key
+from runonce.core.decide import decide_key, decide_scope, dedup_key, scope_of
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
 from runonce.errors import (
@@ -218,7 +218,7 @@ class KeyStage(_Stage):
         _, record = self.codec.decode(inbound.value, expect="ActionRequested")
         action = Action.from_record(record, self.policies)
         policy = self.policies.for_tool(action.tool)
-        scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)  # before any state
+        scope, natural_id = scope_of(action, policy)  # before any state
         key = dedup_key(action, policy)
         if key is not None and routing.needs_rekey(key, inbound.partition, self.partitions):
             return self._rekey(inbound, key, origin)
@@ -285,7 +285,7 @@ class ScopeStage(_Stage):
         try:
             policy = self.policies.for_tool(action.tool)
             # InvalidAction here: the policy file changed between the stages
-            scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)
+            scope, natural_id = scope_of(action, policy)
             if scope is None:  # the policy lost its scope rules between the stages: nothing to decide here
                 record.update(outcome=Outcome.APPROVE.value)
                 return self.conclude(record, Outcome.APPROVE, Reason(record["reason"]), action, policy,

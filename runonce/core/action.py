@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from runonce.core import limits
+from runonce.core.tenant import DEFAULT_TENANT, check_tenant
 from runonce.core.content import canonical_json, content_hash
 from runonce.core.normal import nfc
 from runonce.errors import InvalidAction
@@ -94,6 +95,8 @@ class Action:
     requested_at_ms: int
     #: sha256 of tool + canonical normal-form params; computed once at construction
     content_hash: str
+    #: whose keys, windows and results these are (core/tenant.py)
+    tenant: str = DEFAULT_TENANT
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], policies: PolicyBook | None = None) -> Action:
@@ -114,6 +117,7 @@ class Action:
         if not tool.isprintable():
             raise InvalidAction(f"action {action_id}: tool {tool[:80]!r} has control characters")
         agent_id = _bounded(record, "agent_id", limits.MAX_AGENT_ID_CHARS, action_id) or ""
+        tenant = check_tenant(record.get("tenant") or DEFAULT_TENANT, action_id)
         natural_id = _bounded(record, "natural_id", limits.MAX_NATURAL_ID_CHARS, action_id)
         key = record.get("idempotency_key")
         if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > limits.MAX_KEY_CHARS):
@@ -137,6 +141,7 @@ class Action:
             natural_id=unicodedata.normalize("NFC", natural_id) if natural_id else natural_id,
             requested_at_ms=int(record.get("requested_at_ms") or 0),
             content_hash=chash,
+            tenant=tenant,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -148,4 +153,5 @@ class Action:
             "idempotency_key": self.idempotency_key,
             "natural_id": self.natural_id,
             "requested_at_ms": self.requested_at_ms,
+            "tenant": self.tenant,
         }

@@ -18,17 +18,26 @@ from __future__ import annotations
 from runonce.core.action import Action
 from runonce.core.decision import Claim, Decision, KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import KeyMode, Policy, WindowMode
+from runonce.core.tenant import scoped
 
 CONTENT_KEY_PREFIX = "content:"
 
 
 def dedup_key(action: Action, policy: Policy) -> str | None:
-    """The stage-1 key: the caller's idempotency key, else one derived from content (policy permitting)."""
+    """The stage-1 key, the tenant's own: the caller's idempotency key, else one derived from
+    content (policy permitting)."""
     if action.idempotency_key is not None:
-        return action.idempotency_key
+        return scoped(action.tenant, action.idempotency_key)
     if policy.key_mode is KeyMode.DERIVE:
-        return CONTENT_KEY_PREFIX + action.content_hash
+        return scoped(action.tenant, CONTENT_KEY_PREFIX + action.content_hash)
     return None
+
+
+def scope_of(action: Action, policy: Policy) -> tuple[str | None, str | None]:
+    """(scope key, natural id) of an action, the scope the tenant's own: the resource it touches
+    (its natural ids, content windows and budget live there); (None, None) without scope rules."""
+    scope, natural_id = policy.scope_of(action.params, action.natural_id, action.action_id)
+    return (scoped(action.tenant, scope) if scope is not None else None), natural_id
 
 
 def _claim(action: Action, origin: Origin, ttl_ms: int) -> Claim:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 MAX_ACTION_ID_CHARS = 128
 MAX_AGENT_ID_CHARS = 256
+#: a tenant's name (core/tenant.py)
+MAX_TENANT_CHARS = 128
 MAX_TOOL_CHARS = 128
 #: the caller's idempotency key
 MAX_KEY_CHARS = 512

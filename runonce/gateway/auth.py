@@ -17,6 +17,8 @@ from runonce.gateway.calls import Caller
 
 #: the scope a token carries for each tool it may call (every tool: ``tool:*``)
 SCOPE_PREFIX = "tool:"
+#: the scope that names the token's tenant
+TENANT_PREFIX = "tenant:"
 
 
 class TokenFileVerifier:
@@ -31,7 +33,7 @@ class TokenFileVerifier:
             return None
         scopes = [SCOPE_PREFIX + t for t in sorted(holder.tools)] if holder.tools is not None else [
             SCOPE_PREFIX + tokens.EVERY_TOOL]
-        return AccessToken(token=token, client_id=holder.name, scopes=scopes)
+        return AccessToken(token=token, client_id=holder.name, scopes=[*scopes, TENANT_PREFIX + holder.tenant])
 
 
 def caller_of(conn: HTTPConnection | None) -> Caller | None:
@@ -40,4 +42,7 @@ def caller_of(conn: HTTPConnection | None) -> Caller | None:
     if not isinstance(user, AuthenticatedUser):
         return None
     allowed = [s.removeprefix(SCOPE_PREFIX) for s in user.scopes if s.startswith(SCOPE_PREFIX)]
-    return Caller(user.access_token.client_id, None if tokens.EVERY_TOOL in allowed else frozenset(allowed))
+    tenant = next((s.removeprefix(TENANT_PREFIX) for s in user.scopes if s.startswith(TENANT_PREFIX)), None)
+    if tenant is None:  # every token the verifier passes names one; an AccessToken without is not ours
+        return None
+    return Caller(user.access_token.client_id, None if tokens.EVERY_TOOL in allowed else frozenset(allowed), tenant)

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import anyio
 
+from runonce.core.tenant import DEFAULT_TENANT
 from runonce.errors import ResultTimeout
 from runonce.gateway.metrics import GatewayMetrics
 from runonce.gateway.tools import Refusal
@@ -26,11 +27,13 @@ log = logging.getLogger("runonce.gateway")
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is calling: the agent id actions carry, and the tools it may call."""
+    """Who is calling: the agent id actions carry, the tools it may call, and its tenant (whose
+    keys and results are its own: another tenant's action is not found, not forbidden)."""
 
     agent_id: str
     #: None: every tool (a token for ``*``, or a local stdio gateway)
     tools: frozenset[str] | None = None
+    tenant: str = DEFAULT_TENANT
 
     def may_call(self, tool: str) -> bool:
         return self.tools is None or tool in self.tools
@@ -53,7 +56,8 @@ class Calls:
                  max_remembered: int = 10_000) -> None:
         self.client = client
         self.metrics = metrics or GatewayMetrics()
-        self._handles: OrderedDict[str, Handle] = OrderedDict()
+        #: action id -> (its handle, the tenant that took it)
+        self._handles: OrderedDict[str, tuple[Handle, str]] = OrderedDict()
         self._max = max_remembered
 
     def refusal(self, caller: Caller, tool: str) -> Refusal | None:
@@ -70,27 +74,31 @@ class Calls:
         """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome.
         Raises what the SDK raises for a call it cannot take (InvalidAction, BrokerUnavailable)."""
         handle = await anyio.to_thread.run_sync(
-            lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id))
-        self._remember(handle)
-        taken = await self.wait(handle, wait_s)
+            lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id,
+                                       tenant=caller.tenant))
+        self._remember(handle, caller.tenant)
+        taken = await self.wait(handle, wait_s, caller.tenant)
         status = (taken.outcome.status if taken.outcome is not None
                   else CallStatus.HELD if taken.held is not None else CallStatus.PENDING)
         self.metrics.answered.labels(tool, status.value).inc()
         return taken
 
-    def handle(self, action_id: str) -> Handle | None:
-        return self._handles.get(action_id)
+    def handle(self, action_id: str, caller: Caller) -> Handle | None:
+        """The handle of an action ``caller``'s tenant took; another tenant's is not found."""
+        found = self._handles.get(action_id)
+        return found[0] if found is not None and found[1] == caller.tenant else None
 
-    async def wait(self, handle: Handle, wait_s: float) -> Taken:
+    async def wait(self, handle: Handle, wait_s: float, tenant: str) -> Taken:
         try:
             outcome = await anyio.to_thread.run_sync(handle.result, wait_s)
         except ResultTimeout:
             return Taken(handle.action_id, None, handle.held)
         if outcome.result_of != handle.action_id and outcome.result_of not in self._handles:
-            self._handles[outcome.result_of] = handle  # the original is asked for by its id too
+            # the original is asked for by its id too: a repeat's original is its tenant's own
+            self._handles[outcome.result_of] = (handle, tenant)
         return Taken(handle.action_id, outcome)
 
-    def _remember(self, handle: Handle) -> None:
-        self._handles[handle.action_id] = handle
+    def _remember(self, handle: Handle, tenant: str) -> None:
+        self._handles[handle.action_id] = (handle, tenant)
         while len(self._handles) > self._max:
             self._handles.popitem(last=False)

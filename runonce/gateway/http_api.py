@@ -88,16 +88,18 @@ class HttpApi:
         return _answer(tool, taken)
 
     async def get_action(self, request: Request) -> Response:
-        if caller_of(request) is None:
+        caller = caller_of(request)
+        if caller is None:
             return _error(HTTPStatus.UNAUTHORIZED, "no valid bearer token")
         action_id = request.path_params["action_id"]
-        handle = self.calls.handle(action_id)
-        if handle is None:
-            return _error(HTTPStatus.NOT_FOUND, f"action {action_id} was not taken by this gateway (or is forgotten)")
+        handle = self.calls.handle(action_id, caller)
+        if handle is None:  # another tenant's action is not found either: 404, never 403
+            return _error(HTTPStatus.NOT_FOUND, f"action {action_id} was not taken by this gateway for your tenant "
+                                                f"(or is forgotten)")
         wait_s = self._wait_s(request)
         if isinstance(wait_s, Response):
             return wait_s
-        return _answer(None, await self.calls.wait(handle, wait_s))
+        return _answer(None, await self.calls.wait(handle, wait_s, caller.tenant))
 
     def _wait_s(self, request: Request) -> float | Response:
         raw = request.query_params.get("wait")

@@ -39,7 +39,7 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     policies = PolicyBook.load(settings.policy_file)
     with ActionClient(settings.kafka_access(), agent_id=agent, policies=policies,
                       outcomes=settings.outcomes_access()) as client:
-        gateway = server.create_gateway(Calls(client), policies, timeout_s=args.timeout_s, local=Caller(agent))
+        gateway = server.create_gateway(Calls(client), policies, timeout_s=args.timeout_s, local=Caller(agent, None, args.tenant))
         _say(f"MCP gateway on stdio for agent {agent} (Kafka at {settings.kafka_access()})")
         anyio.run(server.serve_stdio, gateway)
     return 0
@@ -53,7 +53,8 @@ def cmd_gateway(settings: Settings, args: argparse.Namespace) -> int:
         raise ConfigError("runonce gateway token add NAME [--tools a,b] | list | revoke NAME")
     if args.token_action == "list":
         for name, holder in sorted(tokens.read(path).items()):
-            print(f"{name}\t{','.join(sorted(holder.tools)) if holder.tools is not None else tokens.EVERY_TOOL}")
+            tools = ",".join(sorted(holder.tools)) if holder.tools is not None else tokens.EVERY_TOOL
+            print(f"{name}\t{tools}\ttenant {holder.tenant}")
         return 0
     if not args.name:
         raise ConfigError(f"runonce gateway token {args.token_action} NAME: name the agent")
@@ -63,8 +64,9 @@ def cmd_gateway(settings: Settings, args: argparse.Namespace) -> int:
         return 0 if found else 1
     allowed = None if args.tools in (None, tokens.EVERY_TOOL) else frozenset(
         t.strip() for t in args.tools.split(",") if t.strip())
-    token = tokens.add(path, args.name, allowed)
-    _say(f"token for agent {args.name} ({args.tools or 'every tool'}); shown once, its hash is in {path}")
+    token = tokens.add(path, args.name, allowed, args.tenant)
+    _say(f"token for agent {args.name} ({args.tools or 'every tool'}; tenant {args.tenant or args.name}); shown once, "
+         f"its hash is in {path}")
     print(token)
     return 0
 
@@ -103,6 +105,7 @@ def add_commands(add: Adder) -> None:
                                    "name is never used")
     p.add_argument("--timeout-s", type=float, default=30.0,
                    help="answer a call still without an outcome after this long (calling again is safe)")
+    p.add_argument("--tenant", default="default", help="whose keys and results the agent's actions are (default: default)")
     p.add_argument("--http", type=int, metavar="PORT", help=argparse.SUPPRESS)  # = gateway serve --port
     p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
     p.add_argument("--tokens", help=argparse.SUPPRESS)
@@ -115,6 +118,8 @@ def add_commands(add: Adder) -> None:
                    help="token add NAME [--tools a,b]: a new token, printed once; list; revoke NAME")
     p.add_argument("name", nargs="?", help="token add / revoke: the agent id")
     p.add_argument("--tools", help="token add: the tools this agent may call, comma-separated (default *: all)")
+    p.add_argument("--tenant", help="token add: whose keys and results its actions are (default: a tenant of its "
+                                    "own, named after the agent; agents that are one caller share one)")
     p.add_argument("--tokens", help="the agent tokens file (default RUNONCE_HOME/gateway.tokens; hashes only)")
     p.add_argument("--port", type=int, default=8765, help="serve: the port (default 8765)")
     p.add_argument("--host", default="127.0.0.1", help="serve: the address to listen on")

@@ -24,6 +24,7 @@ from typing import Any, Callable, Generator, Mapping
 from confluent_kafka import KafkaException
 
 from runonce.core.policy import PolicyBook
+from runonce.core.tenant import DEFAULT_TENANT, check_tenant
 from runonce.errors import InvariantViolation, ResultTimeout, RunonceError
 from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
@@ -101,11 +102,15 @@ class Handle:
 
 class ActionClient:
     def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", policies: PolicyBook | None = None,
-                 outcomes: KafkaTarget | None = None, connect_timeout_s: float = 10.0) -> None:
+                 outcomes: KafkaTarget | None = None, connect_timeout_s: float = 10.0,
+                 tenant: str = DEFAULT_TENANT) -> None:
         """``bootstrap``: where (and as whom) to publish actions. ``outcomes``: where and as whom
         to read their outcomes, when that is another principal (``agent-reader`` on a secured
         broker: the ``agent`` principal may write requests and read nothing).
-        ``connect_timeout_s``: how long to wait for the broker before BrokerUnavailable."""
+        ``connect_timeout_s``: how long to wait for the broker before BrokerUnavailable.
+        ``tenant``: whose keys and results this client's actions are (agents that are one
+        logical caller share one; core/tenant.py)."""
+        self.tenant = check_tenant(tenant)
         self.policies = policies or PolicyBook.load()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
@@ -118,14 +123,15 @@ class ActionClient:
         self._warned: set[str] = set()
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
-               natural_id: str | None = None, agent_id: str | None = None) -> Handle:
-        """Publish the action and return a handle on its outcome. ``agent_id`` overrides the
-        client's own (a gateway serving several agents)."""
+               natural_id: str | None = None, agent_id: str | None = None, tenant: str | None = None) -> Handle:
+        """Publish the action and return a handle on its outcome. ``agent_id`` and ``tenant``
+        override the client's own (a gateway serving several agents)."""
         if not self.policies.for_tool(tool).named and tool not in self._warned:
             self._warned.add(tool)
             warnings.warn(f"no runonce policy names tool {tool!r}: it gets the [default] policy", stacklevel=2)
         record = build_request(tool, params, agent_id=agent_id or self._submitter.agent_id,
-                               idempotency_key=idempotency_key, natural_id=natural_id)
+                               idempotency_key=idempotency_key, natural_id=natural_id,
+                               tenant=self.tenant if tenant is None else tenant)
         self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
         self._submitter.send(record)
         self._submitter.flush()

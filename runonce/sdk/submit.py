@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from runonce.core.content import canonical_json
 from runonce.core.policy import PolicyBook
+from runonce.core.tenant import DEFAULT_TENANT
 from runonce.errors import BrokerUnavailable, InvalidAction
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
@@ -24,7 +25,7 @@ from runonce.wire.keys import routing_key
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
                   natural_id: str | None = None, action_id: str | None = None,
-                  requested_at_ms: int | None = None) -> dict[str, Any]:
+                  requested_at_ms: int | None = None, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
     try:
         params_json = canonical_json(dict(params))
     except (TypeError, ValueError) as exc:
@@ -37,13 +38,15 @@ def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempo
         "idempotency_key": idempotency_key,
         "natural_id": natural_id,
         "requested_at_ms": requested_at_ms if requested_at_ms is not None else int(time.time() * 1000),
+        "tenant": tenant,
     }
 
 
 class Submitter:
     def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", codec: Codec | None = None,
-                 timeout_s: float = 30.0, policies: PolicyBook | None = None) -> None:
+                 timeout_s: float = 30.0, policies: PolicyBook | None = None, tenant: str = DEFAULT_TENANT) -> None:
         self.agent_id = agent_id
+        self.tenant = tenant
         #: with policies, unkeyed actions are keyed by their content key (no re-key hop)
         self.policies = policies
         self.codec = codec or Codec()
@@ -56,7 +59,7 @@ class Submitter:
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
                natural_id: str | None = None, action_id: str | None = None, agent_id: str | None = None) -> str:
         record = build_request(tool, params, agent_id=agent_id or self.agent_id, idempotency_key=idempotency_key,
-                               natural_id=natural_id, action_id=action_id)
+                               natural_id=natural_id, action_id=action_id, tenant=self.tenant)
         self.send(record)
         return str(record["action_id"])
 

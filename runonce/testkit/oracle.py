@@ -30,6 +30,7 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.kafka.record import Record
 from runonce.wire.codec import Codec
+from runonce.wire.keys import request_key
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 
 APPROVED, DROPPED = Outcome.APPROVE.value, Outcome.DROP.value
@@ -138,7 +139,7 @@ def account(requested: Iterable[Record], approved: Iterable[Record], dropped: It
         where[pos].append(f"{d['outcome']} {d['reason']} (action {action_id}{repeat}) "
                           f"at {r.topic}[{r.partition}]@{r.offset}")
         if d["outcome"] == APPROVED and d["request"]["idempotency_key"]:
-            approved_by_key[d["request"]["idempotency_key"]].add(action_id)
+            approved_by_key[request_key(d["request"])].add(action_id)  # a key is its tenant's own
     for r in dlq:
         topic = r.header(H_ORIGIN_TOPIC)
         if topic is not None and topic.decode("utf-8", "replace") != topics.REQUESTED:

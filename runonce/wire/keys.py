@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from runonce.core.action import Action
 from runonce.core.decide import dedup_key
 from runonce.core.policy import PolicyBook
+from runonce.core.tenant import DEFAULT_TENANT, scoped
 from runonce.errors import InvalidInput
 
 
@@ -26,7 +27,10 @@ def decision_key(dedup_key: str | None, action_id: str) -> str:
 
 
 def request_key(request: Mapping[str, Any]) -> str:
-    return str(request["idempotency_key"] or request["action_id"])
+    """The action's key on actions.requested and its vendor key: the caller's idempotency key as
+    its tenant's own (two tenants' equal keys are two charges at Stripe), else the action id."""
+    key = request["idempotency_key"]
+    return scoped(str(request.get("tenant") or DEFAULT_TENANT), str(key)) if key else str(request["action_id"])
 
 
 def routing_key(request: Mapping[str, Any], policies: PolicyBook | None) -> str:

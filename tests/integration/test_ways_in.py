@@ -219,6 +219,13 @@ def gateway(broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, s
     process.stop()
 
 
+def charges(vendors: VendorServer, key: str) -> int:
+    """Charges the sandbox made for ``key``: its vendor key is the caller's key as its tenant's
+    own (``tenant/billing-agent/<key>`` for a gateway token's agent, the key itself for the SDK's
+    default tenant)."""
+    return sum(1 for e in vendors.ledger.effects("payments") if e.key == key or e.key.endswith(f"/{key}"))
+
+
 def http(method: str, url: str, token: str | None = None, body: Any = None,
          headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
     """One request with a plain HTTP client: (status, headers, JSON body)."""
@@ -305,7 +312,7 @@ def test_over_mcp_on_http_the_agent_is_its_token_whatever_the_client_calls_itsel
     assert first[1]["status"] == "succeeded" and first[0].startswith("Done")
     assert all(r[1]["vendor_ref"] == first[1]["vendor_ref"] and r[1]["result_of"] == first[1]["action_id"]
                and r[0].startswith("Not performed again") for r in retries)
-    assert vendors.ledger.count("payments", key) == 1
+    assert charges(vendors, key) == 1
     decided = decision_log.wait([a[1]["action_id"] for a in (first, *retries)], timeout_s=30)
     assert {d["request"]["agent_id"] for d in decided.values()} == {"billing-agent"}
 
@@ -332,7 +339,7 @@ def test_a_node_agent_retrying_a_slow_charge_four_times_is_charged_once(
     assert body["status"] == "succeeded" and body["advice"].startswith("done")
     assert [a["replayed"] for a in answers].count(None) == 1  # ... one of them the original's own
     assert len({a["action"] for a in answers}) == 4  # four calls, four actions published ...
-    assert vendors.ledger.count("payments", key) == 1  # ... one charge
+    assert charges(vendors, key) == 1  # ... one charge
     assert len(vendors.ledger.requests("/v1/charges", containing=key)) == 1  # asked once, not deduplicated
 
 
@@ -356,12 +363,40 @@ def test_the_http_api_answers_a_retry_a_misused_key_and_a_late_outcome_as_stripe
     status, _, misused = http("POST", f"{url}?wait=30", token, {"card": "tok_visa", "amount_cents": 99_900},
                               {"Idempotency-Key": key})
     assert status == 422 and misused["reason"] == "key_payload_mismatch"
-    assert vendors.ledger.count("payments", key) == 1
+    assert charges(vendors, key) == 1
     assert http("POST", f"{gateway.url}/v1/actions/no_such_tool", token, {})[0] == 404
     assert http("POST", f"{url}?wait=forever", token, {})[0] == 400
     status, _, spec = http("GET", f"{gateway.url}/openapi.json")  # a description: no token needed
     assert status == 200 and "/v1/actions/charge_payment" in spec["paths"]
     validate(spec)  # raises on an invalid OpenAPI document
+
+
+def test_a_key_belongs_to_its_tenant_another_can_neither_read_nor_block_the_action(
+        gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """Agent B, with its own token (its own tenant), reuses agent A's key: B gets its own
+    action and its own charge, never A's answer (nor a 422 confirming A used the key), cannot
+    read A's action by id (404, not 403), and B using a key first never gets A's charge dropped
+    as B's repeat."""
+    vendors, _, _ = stack
+    a = token_store.add(gateway.tokens_file, "tenant-a-agent", frozenset({"charge_payment"}))
+    b = token_store.add(gateway.tokens_file, "tenant-b-agent", frozenset({"charge_payment"}))
+    url = f"{gateway.url}/v1/actions/charge_payment?wait=30"
+    charge = {"card": "tok_visa", "amount_cents": 1200}
+    key = f"order-{uuid.uuid4().hex[:8]}"
+    status, _, first = http("POST", url, a, charge, {"Idempotency-Key": key})
+    assert status == 200 and first["status"] == "succeeded", first
+    status, headers, other = http("POST", url, b, charge, {"Idempotency-Key": key})
+    assert status == 200 and other["status"] == "succeeded" and "idempotent-replayed" not in headers, other
+    assert (other["action_id"], other["vendor_ref"]) != (first["action_id"], first["vendor_ref"])
+    status, _, mismatch = http("POST", url, b, {**charge, "amount_cents": 999}, {"Idempotency-Key": key})
+    assert status == 422 and mismatch["reason"] == "key_payload_mismatch"  # B's own key use, not A's
+    assert http("GET", f"{gateway.url}/v1/actions/{first['action_id']}?wait=0", b)[0] == 404
+    assert http("GET", f"{gateway.url}/v1/actions/{first['action_id']}?wait=0", a)[0] == 200
+    assert charges(vendors, key) == 2  # one charge each, at the vendor too: the vendor key is the tenant's
+    later = f"order-{uuid.uuid4().hex[:8]}"  # B first: A's real charge is not B's repeat
+    assert http("POST", url, b, charge, {"Idempotency-Key": later})[2]["status"] == "succeeded"
+    status, _, own = http("POST", url, a, charge, {"Idempotency-Key": later})
+    assert status == 200 and own["status"] == "succeeded" and charges(vendors, later) == 2, own
 
 
 # -- agent frameworks: their own retries, made harmless ------------------------------------
@@ -461,5 +496,5 @@ def test_every_snippet_in_the_agents_page_runs(gateway: Gateway, stack: tuple[Ve
         ran = subprocess.run(_RUNNERS[lang], input=code, env=run_env, capture_output=True, text=True, timeout=120)
         assert ran.returncode == 0, f"{lang} snippet failed:\n{code}\n--- stderr\n{ran.stderr[-2000:]}"
         assert "succeeded" in ran.stdout, (code, ran.stdout)
-    assert vendors.ledger.count("payments", "order-1001") == 1 and vendors.ledger.count("payments", "order-1002") == 1
+    assert charges(vendors, "order-1001") == 1 and charges(vendors, "order-1002") == 1
     assert len([e for e in vendors.ledger.effects("smtp") if e.detail["to"] == "ada@example.com"]) == 1

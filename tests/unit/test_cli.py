@@ -39,7 +39,7 @@ def test_gateway_tokens_are_added_listed_and_revoked_and_never_stored(
     token = capsys.readouterr().out.strip()
     assert len(token) >= 32 and token not in path.read_text()
     assert main(["gateway", "token", "list", "--tokens", str(path)]) == 0
-    assert capsys.readouterr().out == "billing-agent\tcharge_payment,send_email\n"
+    assert capsys.readouterr().out == "billing-agent\tcharge_payment,send_email\ttenant billing-agent\n"
     assert main(["gateway", "token", "revoke", "billing-agent", "--tokens", str(path)]) == 0
     assert main(["gateway", "token", "revoke", "billing-agent", "--tokens", str(path)]) == 1
     assert main(["gateway", "token", "--tokens", str(path)]) == 2  # which token action: a clear error
