@@ -20,6 +20,9 @@ MAX_KEY_CHARS = 512
 MAX_NATURAL_ID_CHARS = 512
 #: params_json, UTF-8 encoded
 MAX_PARAMS_BYTES = 256 * 1024
+#: an HTTP request body at the gateway (params as JSON, whitespace and all): refused with 413
+#: from its Content-Length, or once reading passes it, never read whole
+MAX_REQUEST_BODY_BYTES = 2 * MAX_PARAMS_BYTES
 #: objects and arrays nested in params_json (``{"a": [1]}`` is 2 deep)
 MAX_JSON_DEPTH = 32
 #: the largest state one scope may hold (its live natural ids, contents and budget slots, ~150

@@ -14,12 +14,15 @@ Statuses: 200 a final outcome (``status`` succeeded, failed, in_doubt, or droppe
 ``reason``); 202 no outcome yet (pending, or held for a person's approval), with a Location
 to GET; 400 a call that cannot be an action (not JSON, a missing key the policy requires);
 401 no valid token; 403 a tool the token may not call, or one runonce's policy denies; 404 an
-unknown tool or action; 422 an Idempotency-Key already used with other params; 503 Kafka
-unreachable (retrying is safe)."""
+unknown tool or action (or another tenant's); 413 a body over ``MAX_REQUEST_BODY_BYTES``
+(refused from its Content-Length or while reading, never read whole); 422 an Idempotency-Key
+already used with other params; 503 with Retry-After: Kafka unreachable or refusing (retrying
+is safe). Never a 500 with a trace: the log has it, the answer says what to do."""
 
 from __future__ import annotations
 
 import json
+import logging
 from http import HTTPStatus
 from typing import Any
 
@@ -27,13 +30,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from runonce.core.decision import Reason
-from runonce.errors import BrokerUnavailable, InvalidInput
+from runonce.core import limits
+from runonce.errors import InvalidInput, RunonceError
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Calls, Taken
 from runonce.gateway.tools import Refusal
 from runonce.wire.results import CallStatus
 
+log = logging.getLogger("runonce.gateway")
+
 IDEMPOTENCY_KEY = "Idempotency-Key"
+#: what a 503 asks the agent to wait, in seconds
+RETRY_AFTER_S = "2"
 REPLAYED = "Idempotent-Replayed"
 ACTION_ID = "Runonce-Action-Id"
 
@@ -72,8 +80,13 @@ class HttpApi:
         wait_s = self._wait_s(request)
         if isinstance(wait_s, Response):
             return wait_s
+        body = await _bounded_body(request)
+        if body is None:
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                          f"the body is over {limits.MAX_REQUEST_BODY_BYTES} bytes (params_json may hold "
+                          f"{limits.MAX_PARAMS_BYTES})")
         try:
-            params = json.loads(await request.body() or b"{}")
+            params = json.loads(body or b"{}")
         except ValueError as exc:
             return _error(HTTPStatus.BAD_REQUEST, f"the body must be a JSON object of params: {exc}")
         if not isinstance(params, dict):
@@ -83,8 +96,10 @@ class HttpApi:
             taken = await self.calls.take(caller, tool, params, key, wait_s)
         except InvalidInput as exc:
             return _error(HTTPStatus.BAD_REQUEST, str(exc))
-        except BrokerUnavailable as exc:
-            return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"{exc}; retrying with the same Idempotency-Key is safe")
+        except RunonceError as exc:  # BrokerUnavailable, or Kafka refusing the record
+            log.warning("agent %s, %s: not published: %s", caller.agent_id, tool, exc)
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"not published: {exc}; retrying with the same "
+                                                          f"Idempotency-Key is safe", {"Retry-After": RETRY_AFTER_S})
         return _answer(tool, taken)
 
     async def get_action(self, request: Request) -> Response:
@@ -146,5 +161,19 @@ def _answer(tool: str | None, taken: Taken) -> Response:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _error(status: HTTPStatus, message: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: HTTPStatus, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def _bounded_body(request: Request) -> bytes | None:
+    """The body, or None once it is over ``MAX_REQUEST_BODY_BYTES``: by its Content-Length
+    before anything is read, else while reading (a chunked body states no length)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limits.MAX_REQUEST_BODY_BYTES):
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limits.MAX_REQUEST_BODY_BYTES:
+            return None
+    return bytes(body)

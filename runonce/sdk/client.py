@@ -23,6 +23,7 @@ from typing import Any, Callable, Generator, Mapping
 
 from confluent_kafka import KafkaException
 
+from runonce.core.action import Action
 from runonce.core.policy import PolicyBook
 from runonce.core.tenant import DEFAULT_TENANT, check_tenant
 from runonce.errors import InvariantViolation, ResultTimeout, RunonceError
@@ -132,6 +133,10 @@ class ActionClient:
         record = build_request(tool, params, agent_id=agent_id or self._submitter.agent_id,
                                idempotency_key=idempotency_key, natural_id=natural_id,
                                tenant=self.tenant if tenant is None else tenant)
+        # The door: the stream job's own checks (core/limits.py, the policy's fields), before
+        # anything is published; InvalidAction names the field and the bound. The stream job
+        # keeps them for producers that bypass this client.
+        Action.from_record(record, self.policies)
         self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
         self._submitter.send(record)
         self._submitter.flush()

@@ -1,0 +1,126 @@
+"""The gateway's HTTP door over an ASGI test client, with the real app (routes, the mcp
+package's bearer middleware, the tokens file) and a recording stand-in for the SDK client
+(no Kafka in a unit test): who the caller is, what reaches the client, and every refusal's
+status."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from runonce import tokens
+from runonce.core import limits
+from runonce.core.policy import PolicyBook
+from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
+from runonce.gateway import server
+from runonce.gateway.app import create_app
+from runonce.gateway.calls import Calls
+from runonce.gateway.http_api import HttpApi
+from runonce.sdk.client import ActionOutcome
+from runonce.wire.results import CallStatus
+
+BOOK = PolicyBook.load()
+
+
+class _Handle:
+    def __init__(self, action_id: str, outcome: ActionOutcome | None) -> None:
+        self.action_id, self.outcome, self.held = action_id, outcome, None
+
+    def result(self, timeout: float = 60.0) -> ActionOutcome:
+        if self.outcome is None:
+            raise ResultTimeout("no outcome yet")
+        return self.outcome
+
+
+class RecordingClient:
+    """What Calls needs of ActionClient: records each submit; answers succeeded, or raises."""
+
+    def __init__(self) -> None:
+        self.policies = BOOK
+        self.submitted: list[dict[str, Any]] = []
+        self.raises: RunonceError | None = None
+
+    def submit(self, tool: str, params: Any, **kwargs: Any) -> _Handle:
+        if self.raises is not None:
+            raise self.raises
+        action_id = str(uuid.uuid4())
+        self.submitted.append({"tool": tool, "params": params, **kwargs})
+        return _Handle(action_id, ActionOutcome(action_id, CallStatus.SUCCEEDED, action_id, "ch_1"))
+
+
+@pytest.fixture()
+def door(tmp_path: Path) -> tuple[TestClient, RecordingClient, dict[str, str]]:
+    path = tmp_path / "gateway.tokens"
+    issued = {"billing": tokens.add(path, "billing", frozenset({"charge_payment"})),
+              "dispatch-1": tokens.add(path, "dispatch-1", None, "outreach")}
+    client = RecordingClient()
+    calls = Calls(client)  # type: ignore[arg-type]
+    app = create_app(server.create_gateway(calls, BOOK), HttpApi(calls, default_wait_s=0.1, max_wait_s=5), BOOK, path)
+    return TestClient(app, raise_server_exceptions=False), client, issued
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_the_key_reaches_the_client_and_the_agent_and_tenant_come_from_the_token(door: Any) -> None:
+    http, client, issued = door
+    ok = http.post("/v1/actions/charge_payment", json={"card": "tok", "amount_cents": 5},
+                   headers={**_auth(issued["billing"]), "Idempotency-Key": "order-7"})
+    shared = http.post("/v1/actions/send_email", json={"to": "j@example.com"},
+                       headers={**_auth(issued["dispatch-1"]), "X-Agent": "someone-else"})
+    assert (ok.status_code, shared.status_code) == (200, 200), (ok.text, shared.text)
+    first, second = client.submitted
+    assert (first["idempotency_key"], first["agent_id"], first["tenant"]) == ("order-7", "billing", "billing")
+    assert (second["idempotency_key"], second["agent_id"], second["tenant"]) == (None, "dispatch-1", "outreach")
+
+
+def test_each_refusal_has_its_status_and_none_is_a_500(door: Any) -> None:
+    http, client, issued = door
+    billing = _auth(issued["billing"])
+    assert http.post("/v1/actions/charge_payment", json={}).status_code == 401
+    assert http.post("/v1/actions/charge_payment", json={}, headers=_auth("forged")).status_code == 401
+    assert http.post("/v1/actions/send_email", json={}, headers=billing).status_code == 403
+    assert http.post("/v1/actions/no_such_tool", json={}, headers=billing).status_code == 404
+    assert http.post("/v1/actions/charge_payment", content=b"[1, 2", headers=billing).status_code == 400
+    assert http.post("/v1/actions/charge_payment?wait=99", json={}, headers=billing).status_code == 400
+    assert http.get(f"/v1/actions/{uuid.uuid4()}", headers=billing).status_code == 404
+    client.raises = BrokerUnavailable("cannot reach Kafka")
+    down = http.post("/v1/actions/charge_payment", json={}, headers=billing)
+    assert down.status_code == 503 and down.headers["retry-after"] and "Traceback" not in down.text
+    assert client.submitted == []  # nothing refused reached the client
+
+
+def test_an_oversize_body_is_refused_by_its_length_and_while_reading(door: Any) -> None:
+    http, client, issued = door
+    billing = _auth(issued["billing"])
+    big = b'{"pad": "' + b"x" * limits.MAX_REQUEST_BODY_BYTES + b'"}'
+    declared = http.post("/v1/actions/charge_payment", content=big, headers=billing)
+    chunked = http.post("/v1/actions/charge_payment", content=iter([big[:1000], big[1000:]]), headers=billing)
+    assert (declared.status_code, chunked.status_code) == (413, 413), (declared.text, chunked.text)
+    assert client.submitted == []
+
+
+def test_another_tenants_action_is_not_found(door: Any) -> None:
+    http, _, issued = door
+    taken = http.post("/v1/actions/charge_payment", json={"card": "tok", "amount_cents": 5},
+                      headers=_auth(issued["billing"])).json()
+    assert http.get(f"/v1/actions/{taken['action_id']}?wait=0", headers=_auth(issued["billing"])).status_code == 200
+    assert http.get(f"/v1/actions/{taken['action_id']}?wait=0", headers=_auth(issued["dispatch-1"])).status_code == 404
+
+
+def test_the_tokens_file_holds_a_sha256_no_one_can_turn_back_into_the_token(tmp_path: Path) -> None:
+    """Known SHA-256 vectors, and the file holds nothing from which the token follows."""
+    assert tokens._digest("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert tokens._digest("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    path = tmp_path / "gateway.tokens"
+    token = tokens.add(path, "billing", None)
+    text = path.read_text()
+    assert hashlib.sha256(token.encode()).hexdigest() in text
+    assert token not in text and token.encode().hex() not in text and len(text.split(":")[1].strip()) == 64
+    assert tokens.who(path, token) is not None and tokens.who(path, token + "x") is None
