@@ -399,6 +399,25 @@ def test_a_key_belongs_to_its_tenant_another_can_neither_read_nor_block_the_acti
     assert status == 200 and own["status"] == "succeeded" and charges(vendors, later) == 2, own
 
 
+def test_a_field_over_its_bound_is_refused_at_the_door_naming_it(
+        gateway: Gateway, decision_log: DecisionWatcher) -> None:
+    """A 5,000-character Idempotency-Key was taken with 202 and dead-lettered later, so the
+    agent polled for ever: now a 400 naming the field and its bound, and nothing published."""
+    token = gateway.tokens["ops-agent"]
+    status, headers, refused = http("POST", f"{gateway.url}/v1/actions/charge_payment?wait=5", token,
+                                    {"card": "tok_visa", "amount_cents": 5}, {"Idempotency-Key": "k" * 5000})
+    assert status == 400 and "idempotency_key" in refused["error"] and "512" in refused["error"], refused
+    assert "runonce-action-id" not in headers
+    status, _, big = http("POST", f"{gateway.url}/v1/actions/charge_payment", token,
+                          {"card": "tok_visa", "pad": "x" * (600 * 1024)})
+    assert status == 413 and "bytes" in big["error"], big
+    time.sleep(2)  # a published action would be decided (or dead-lettered) by now
+    with decision_log._lock:
+        seen = [d for ds in decision_log.by_action.values() for d in ds
+                if len(d["request"]["idempotency_key"] or "") == 5000 or "xxxxxxxx" in d["request"]["params_json"]]
+    assert seen == []
+
+
 # -- agent frameworks: their own retries, made harmless ------------------------------------
 
 def _attempts(decision_log: DecisionWatcher, agent_id: str) -> int:

@@ -94,3 +94,17 @@ def test_the_rule_holds_exactly_what_passes_a_threshold(amount: int, to: list[st
     assert (why is not None) == (amount > 50_000 or len(to) > 5)
     assert ApprovalRule(expires_ms=HOUR, always=True).why({}) == "always"
     assert RULE.why({"amount_cents": True, "to": "x"}) is None  # a boolean is not an amount, a string no list
+
+
+def test_the_expiry_is_exact_a_verdict_one_ms_before_decides_one_at_expires_at_ms_is_too_late() -> None:
+    """The boundary itself, not expiry + 1: a hold lives for ``[held_at, expires_at_ms)``."""
+    held = hold("a1", RULE, "why", 0)
+    assert held.expires_at_ms == 24 * HOUR
+
+    def verdict(at_ms: int) -> Change:
+        return decide_verdict(held, VerdictRecord("v", "a1", Verdict.APPROVE, "alice", at_ms)).change
+
+    assert verdict(held.expires_at_ms - 1) is Change.RELEASE
+    assert verdict(held.expires_at_ms) is Change.EXPIRE
+    assert sweep(held, held.expires_at_ms - 1).change is Change.NONE
+    assert sweep(held, held.expires_at_ms).change is Change.EXPIRE
