@@ -190,7 +190,7 @@ def test_connectors_check_probes_each_vendor_and_a_refused_password_names_no_sec
     ok = _cli(["connectors", "check", "--probe", "--file", str(path)], env, logs / f"check-{mailpit.tls}.out")
     assert ok.returncode == 0, ok.stdout
     assert "payments: kind stripe" in ok.stdout and "probe: ok, GET /v1/balance answered 200" in ok.stdout
-    assert f"email: kind smtp" in ok.stdout and f"{mailpit.tls} TLS, AUTH as" in ok.stdout, ok.stdout
+    assert "email: kind smtp" in ok.stdout and f"{mailpit.tls} TLS, AUTH as" in ok.stdout, ok.stdout
     wrong = _cli(["connectors", "check", "--probe", "--file", str(path)],
                  {**env, "RUNONCE_TEST_SMTP_PASSWORD": WRONG_PASSWORD}, logs / f"check-wrong-{mailpit.tls}.out")
     assert wrong.returncode == 1 and "email:" in wrong.stdout and "probe: FAILED" in wrong.stdout, wrong.stdout
