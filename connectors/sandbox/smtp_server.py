@@ -36,11 +36,12 @@ class _Handler:
         msg = message_from_bytes(envelope.content)
         self.ledger.received(Request("SMTP", "DATA", str(msg.get("Message-ID", "")),
                                      ",".join(envelope.rcpt_tos)))
-        # The relay accepts and delivers before it answers: a slow answer hides a success.
-        for rcpt in envelope.rcpt_tos:
-            self.ledger.record(Effect("smtp", str(msg.get("Message-ID", "")), f"delivered to {rcpt}",
-                                      {"to": rcpt, "subject": str(msg.get("Subject", "")),
-                                       "from": envelope.mail_from}))
+        # The relay accepts and delivers before it answers: a slow answer hides a success. One
+        # message is one effect, however many recipients (Cc and Bcc) it reaches.
+        self.ledger.record(Effect("smtp", str(msg.get("Message-ID", "")),
+                                  f"delivered to {len(envelope.rcpt_tos)} recipient(s)",
+                                  {"to": str(msg.get("To", "")), "recipients": list(envelope.rcpt_tos),
+                                   "subject": str(msg.get("Subject", "")), "from": envelope.mail_from}))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.drop_after_data > 0:  # delivered; the client never hears so
