@@ -341,7 +341,7 @@ def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
     since_ms = broker_time_ms(args.since, now_ms) if args.since else None
     until_ms = broker_time_ms(args.until, now_ms) if args.until else None
     tail(settings.kafka_access(), args.topic, follow=args.follow, limit=args.limit, as_json=args.json,
-         keep=Filter(tool=args.tool, reason=args.reason, agent=args.agent), since_ms=since_ms, until_ms=until_ms)
+         keep=Filter(tool=args.tool, reason=args.reason, agent=args.agent, tenant=args.tenant), since_ms=since_ms, until_ms=until_ms)
     return 0
 
 
@@ -353,7 +353,7 @@ def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
 
     now_ms = int(time.time() * 1000)
     export(settings.kafka_access(), args.topic, Path(args.out), fmt=args.format,
-           keep=Filter(tool=args.tool, reason=args.reason, agent=args.agent),
+           keep=Filter(tool=args.tool, reason=args.reason, agent=args.agent, tenant=args.tenant),
            since_ms=broker_time_ms(args.since, now_ms) if args.since else None,
            until_ms=broker_time_ms(args.until, now_ms) if args.until else None, progress=_say)
     return 0
@@ -501,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool", help="only this tool's records")
     p.add_argument("--reason", help="only decisions with this reason (e.g. duplicate_key, budget_exhausted)")
     p.add_argument("--agent", help="only this agent's decisions and requests")
+    p.add_argument("--tenant", help="only this tenant's decisions and requests (docs/security.md)")
     p.add_argument("--since", help="from this broker time: ISO 8601 (2026-11-30T14:00:00Z) or a duration ago "
                                    "(15m, 2h, 7d); looked up in the broker's time index, not scanned")
     p.add_argument("--until", help="up to this broker time (same forms as --since)")
@@ -513,6 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool", help="only this tool's records")
     p.add_argument("--reason", help="only decisions with this reason")
     p.add_argument("--agent", help="only this agent's records")
+    p.add_argument("--tenant", help="only this tenant's records")
     p.add_argument("--since", help="from this broker time: ISO 8601 or a duration ago (24h); via the time index")
     p.add_argument("--until", help="up to this broker time (same forms)")
     p = add("report", cmd_report, "Write one self-contained HTML page for a time range: drops by reason and tool "

@@ -23,6 +23,7 @@ _COMMON = [("topic", "string"), ("partition", "int32"), ("offset", "int64"), ("b
 #: the columns of each topic's rows, after the common ones
 COLUMNS: dict[str, list[tuple[str, str]]] = {
     "decision": [("decision", "string"), ("reason", "string"), ("tool", "string"), ("agent", "string"),
+                 ("tenant", "string"),
                  ("action_id", "string"), ("idempotency_key", "string"), ("key", "string"), ("matched", "string"),
                  ("window_ms", "int64"), ("unkeyed", "bool"), ("repeats_action_id", "string"),
                  ("repeats_partition", "int32"), ("repeats_offset", "int64"), ("hold_why", "string"),
@@ -34,7 +35,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
                ("vendor_ref", "string"), ("attempts", "int32")],
     "dead_letter": [("error_type", "string"), ("origin_topic", "string"), ("origin_partition", "int32"),
                     ("origin_offset", "int64")],
-    "request": [("tool", "string"), ("agent", "string"), ("action_id", "string"), ("idempotency_key", "string"),
+    "request": [("tool", "string"), ("agent", "string"), ("tenant", "string"), ("action_id", "string"),
+                ("idempotency_key", "string"),
                 ("natural_id", "string"), ("params", "string")],
 }
 KIND_OF_TOPIC = {"dropped": "decision", "approved": "decision", "results": "result", "dlq": "dead_letter",

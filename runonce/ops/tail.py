@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from runonce.errors import InvalidInput
+from runonce.core.tenant import DEFAULT_TENANT
 from runonce.kafka import topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
@@ -28,10 +29,12 @@ class Filter:
     tool: str | None = None
     reason: str | None = None
     agent: str | None = None
+    tenant: str | None = None
 
     def keeps(self, view: dict[str, Any]) -> bool:
         return all(want is None or view.get(field) == want
-                   for field, want in (("tool", self.tool), ("reason", self.reason), ("agent", self.agent)))
+                   for field, want in (("tool", self.tool), ("reason", self.reason), ("agent", self.agent),
+                                       ("tenant", self.tenant)))
 
 
 def view(codec: Codec, record: Record, *, dead_letters: bool | None = None) -> dict[str, Any]:
@@ -55,8 +58,8 @@ def view(codec: Codec, record: Record, *, dead_letters: bool | None = None) -> d
     if name == "ActionDecision":
         req = rec["request"]
         out = {**base, "kind": "decision", "decision": rec["outcome"], "reason": rec["reason"], "tool": req["tool"],
-               "agent": req["agent_id"], "action_id": req["action_id"], "idempotency_key": req["idempotency_key"],
-               "key": rec["dedup_key"], "matched": rec["matched_key"], "window_ms": rec["window_ms"],
+               "agent": req["agent_id"], "tenant": req.get("tenant") or DEFAULT_TENANT, "action_id": req["action_id"],
+               "idempotency_key": req["idempotency_key"], "key": rec["dedup_key"], "matched": rec["matched_key"], "window_ms": rec["window_ms"],
                "unkeyed": rec["unkeyed"], "repeats": None,
                # held for approval (and what was released, denied or expired): why, until when, by whom
                "hold_why": rec.get("hold_why"), "hold_expires_at_ms": rec.get("hold_expires_at_ms"),
@@ -74,7 +77,8 @@ def view(codec: Codec, record: Record, *, dead_letters: bool | None = None) -> d
         return {**base, "kind": "result", "status": rec["status"], "tool": rec["tool"], "action_id": rec["action_id"],
                 "idempotency_key": rec["idempotency_key"], "vendor_ref": rec["vendor_ref"], "error": rec["error"],
                 "attempts": rec["attempts"]}
-    return {**base, "kind": "request", "tool": rec["tool"], "agent": rec["agent_id"], "action_id": rec["action_id"],
+    return {**base, "kind": "request", "tool": rec["tool"], "agent": rec["agent_id"],
+            "tenant": rec.get("tenant") or DEFAULT_TENANT, "action_id": rec["action_id"],
             "idempotency_key": rec["idempotency_key"], "natural_id": rec["natural_id"],
             "params": _params(rec["params_json"])}
 

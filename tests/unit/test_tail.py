@@ -53,6 +53,7 @@ def test_filters_keep_only_what_matches_every_field_given() -> None:
     assert not Filter(reason="content_window").keeps(v)
     assert not Filter(agent="agent-8").keeps(v)
     assert not Filter(tool="charge_payment", reason="duplicate_key").keeps(v)
+    assert Filter(tenant="default").keeps(v) and not Filter(tenant="acme").keeps(v)  # a record's tenant, or default
 
 
 def test_dead_letters_and_unreadable_records_still_show() -> None:
