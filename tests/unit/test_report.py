@@ -73,6 +73,15 @@ def test_every_decision_is_counted_once_and_the_page_agrees(items: list[tuple[in
     assert {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("drops_by_reason:")} == s.drops_by_reason
 
 
+def test_drops_are_grouped_by_tenant_a_row_without_one_the_default_tenants() -> None:
+    rows = [{**decision(T0 + i, "DROPPED", "duplicate_key", "send_email", "m"), "tenant": t}
+            for i, t in enumerate(["acme", "acme", "globex"])] + [decision(T0 + 9, "DROPPED", "unique", "send_email")]
+    s = summarize(rows, [], [], T0, T0 + HOUR)
+    assert s.drops_by_tenant == {"acme": 2, "globex": 1, "default": 1}
+    counts = page_counts(render(s, "x")).counts
+    assert {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("drops_by_tenant:")} == s.drops_by_tenant
+
+
 def test_buckets_are_round_widths_and_at_least_24_bars() -> None:
     from runonce.ops.report.summary import bucket_ms
     assert bucket_ms(0, 8_000) == 1_000  # shorter than 24 s: seconds

@@ -123,6 +123,8 @@ svg text {{ font-size: 13px; }} code {{ font-size: .9em; word-break: break-all; 
 {_bars(s.drops_by_reason, "drops_by_reason", colours)}
 <h2>Drops by tool</h2>
 {_bars(s.drops_by_tool, "drops_by_tool")}
+<h2>Drops by tenant</h2>
+{_bars(s.drops_by_tenant, "drops_by_tenant")}
 <h2>Most repeated keys and scopes (top {TOP})</h2>
 <table><tr><th>tool</th><th>key or scope</th><th>repeats dropped</th></tr>{repeated or none}</table>
 <h2>Budgets exhausted: the scope each stopped</h2>

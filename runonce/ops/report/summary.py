@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from runonce.core.decision import Outcome, Reason
+from runonce.core.tenant import DEFAULT_TENANT
 from runonce.wire.results import Status
 
 #: a chart's time axis has at least this many buckets, each of one of the STEPS
@@ -44,6 +45,8 @@ class Summary:
     unreadable: int = 0
     drops_by_reason: Counter[str] = field(default_factory=Counter)
     drops_by_tool: Counter[str] = field(default_factory=Counter)
+    #: drops by the tenant whose action was dropped (a row without one is the default tenant's)
+    drops_by_tenant: Counter[str] = field(default_factory=Counter)
     #: bucket start (ms) -> reason -> drops
     drops_over_time: dict[int, Counter[str]] = field(default_factory=dict)
     #: (tool, key or scope matched) -> repeats dropped
@@ -88,6 +91,7 @@ def summarize(decisions: Iterable[dict[str, Any]], results: Iterable[dict[str, A
         reason, tool, at = r["reason"], r["tool"], int(r["broker_time"])
         s.drops_by_reason[reason] += 1
         s.drops_by_tool[tool] += 1
+        s.drops_by_tenant[r.get("tenant") or DEFAULT_TENANT] += 1
         start = since_ms + (at - since_ms) // s.bucket_ms * s.bucket_ms
         s.drops_over_time.setdefault(start, Counter())[reason] += 1
         matched = r.get("matched") or r.get("key") or ""
