@@ -213,6 +213,7 @@ def _params_json() -> st.SearchStrategy[str]:
         "to": _json, "channel": _json, "service": _json, "calendar_id": _json, "project": _json,
         "customer_id": _json, "description": _json, "start": _json, "attendees": _json, "amount": _json})
     valid = st.sampled_from(['{"to": "a@x", "subject": "s"}', '{"channel": "#c", "text": "t"}', '{"service": "api"}',
+                             _HELD_EMAIL, _HELD_CHARGE,
                              '{"record_id": "r", "field": "f", "value": 1}', '{"card": "tok", "amount": 100}',
                              '{"project": "P", "customer_id": "c", "description": "d"}'])
     return st.one_of(
@@ -227,6 +228,9 @@ def _params_json() -> st.SearchStrategy[str]:
     )
 
 
+#: requests a person must approve first (policies.toml: more than 10 blind copies; over $10,000)
+_HELD_EMAIL = json.dumps({"to": "a@x", "subject": "s", "bcc": [f"b{i}@x" for i in range(11)]})
+_HELD_CHARGE = '{"card": "tok", "amount_cents": 2000000}'
 _VALID = {  # a request each tool decides, hostile fields put into it below
     "send_email": '{"to": "a@x", "subject": "s"}', "post_slack_message": '{"channel": "#c", "text": "t"}',
     "restart_service": '{"service": "api"}', "update_salesforce_field": '{"record_id": "r", "field": "f"}',
@@ -251,7 +255,9 @@ _hostile_fields = {
 def _requests(draw: st.DrawFn) -> dict[str, Any]:
     """A valid request for some tool with one to three of its fields made hostile."""
     tool = draw(st.sampled_from(sorted(_VALID)))
-    record = {**_record(tool, _VALID[tool]), "idempotency_key": draw(st.sampled_from([None, "k1", "k2"]))}
+    params = draw(st.sampled_from([_VALID[tool], *{"send_email": [_HELD_EMAIL], "charge_payment": [_HELD_CHARGE]}.get(
+        tool, [])]))
+    record = {**_record(tool, params), "idempotency_key": draw(st.sampled_from([None, "k1", "k2"]))}
     for name in draw(st.sets(st.sampled_from(sorted(_hostile_fields)), min_size=1, max_size=3)):
         record[name] = draw(_hostile_fields[name])
     return record
@@ -265,9 +271,15 @@ def test_fuzz_every_record_is_decided_or_dead_lettered_once_and_every_output_fit
     written: list[tuple[str, int]] = []
     process = pipe.pipeline.process
 
+    dead: list[dict[str, bytes]] = []
+
     def recording(inbound: Inbound) -> Any:
         out = process(inbound)  # never raises: a raise fails the test here
-        written.append((out.topic, len(out.value) + len(out.key or b"")))
+        # the broker counts a record's headers toward max.message.bytes too
+        written.append((out.topic, len(out.value) + len(out.key or b"")
+                        + sum(len(k.encode()) + len(v or b"") for k, v in out.headers)))
+        if out.topic == topics.DLQ:
+            dead.append(dict(out.headers))
         return out
 
     pipe.pipeline.process = recording  # type: ignore[method-assign]
@@ -275,11 +287,13 @@ def test_fuzz_every_record_is_decided_or_dead_lettered_once_and_every_output_fit
     assume(all(len(v) <= topics.MAX_RECORD_BYTES for v in values))  # the broker refuses bigger ones at produce
     for i, value in enumerate(values):
         pipe.feed_raw(value, key=None, timestamp_ms=T0 + i, partition=i % 3)
-    finals = [t for t, _ in written if t in (topics.APPROVED, topics.DROPPED, topics.DLQ)]
-    assert len(finals) == len(batch)  # exactly one decision or dead letter per record
+    finals = [t for t, _ in written if t in (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.HELD)]
+    assert len(finals) == len(batch)  # exactly one decision, hold or dead letter per record
     for topic, size in written:
         assert size <= TOPIC_LIMIT[topic], (topic, size)
-    for store in (pipe.keys, pipe.scopes):
+    for headers in dead:  # where someone can find why: the error's type and message, in headers
+        assert headers.get(H_ERROR_TYPE) and headers.get(H_ERROR_MESSAGE), headers
+    for store in (pipe.keys, pipe.scopes, pipe.holds):
         for part in store.parts.values():
             for key, value in part.items():
                 assert len(key) + len(value) <= CHANGELOG_LIMIT  # each changelog record fits
