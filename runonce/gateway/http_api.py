@@ -117,6 +117,9 @@ class HttpApi:
         return _answer(None, await self.calls.wait(handle, wait_s, caller.tenant))
 
     def _wait_s(self, request: Request) -> float | Response:
+        unknown = sorted(set(request.query_params) - {"wait"})
+        if unknown:  # a misspelt ?wiat=30 must not silently mean the default wait
+            return _error(HTTPStatus.BAD_REQUEST, f"unknown query parameter {unknown[0]!r}; the one known is wait")
         raw = request.query_params.get("wait")
         if raw is None:
             return self.default_wait_s

@@ -50,6 +50,9 @@ class RecordingClient:
             raise self.raises
         action_id = str(uuid.uuid4())
         self.submitted.append({"tool": tool, "params": params, **kwargs})
+        if params.get("amount_cents") == 999:  # the stream job's answer to a key reused with other params
+            return _Handle(action_id, ActionOutcome(action_id, CallStatus.DROPPED, action_id,
+                                                    drop_reason="key_payload_mismatch"))
         return _Handle(action_id, ActionOutcome(action_id, CallStatus.SUCCEEDED, action_id, "ch_1"))
 
 
@@ -89,7 +92,12 @@ def test_each_refusal_has_its_status_and_none_is_a_500(door: Any) -> None:
     assert http.post("/v1/actions/no_such_tool", json={}, headers=billing).status_code == 404
     assert http.post("/v1/actions/charge_payment", content=b"[1, 2", headers=billing).status_code == 400
     assert http.post("/v1/actions/charge_payment?wait=99", json={}, headers=billing).status_code == 400
+    assert http.post("/v1/actions/charge_payment?wiat=1", json={}, headers=billing).status_code == 400
     assert http.get(f"/v1/actions/{uuid.uuid4()}", headers=billing).status_code == 404
+    misused = http.post("/v1/actions/charge_payment", json={"amount_cents": 999},
+                        headers={**billing, "Idempotency-Key": "order-7"})
+    assert misused.status_code == 422 and misused.json()["reason"] == "key_payload_mismatch"
+    client.submitted.clear()
     client.raises = BrokerUnavailable("cannot reach Kafka")
     down = http.post("/v1/actions/charge_payment", json={}, headers=billing)
     assert down.status_code == 503 and down.headers["retry-after"] and "Traceback" not in down.text
