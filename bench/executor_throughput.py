@@ -22,7 +22,6 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,19 +34,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Producer  # noqa: E402
 
 from runonce.connectors.sandbox.faults import Fault  # noqa: E402
 from runonce.connectors import registry  # noqa: E402
 from runonce.connectors.base import ActionCall  # noqa: E402
 from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
-from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.partitioner import partition_for  # noqa: E402
-from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
-from runonce.wire.codec import Codec  # noqa: E402
 
-from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
+from bench.vendor_servers import approve as approve_many  # noqa: E402
 
 CHARGES = "/v1/charges"
 
@@ -71,20 +66,8 @@ def sandbox_alone(sandbox: LocalVendors, n: int, in_flight: int) -> float:
 
 
 def approve(bootstrap: str, partitions: int, n: int, run: str) -> None:
-    codec = Codec()
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(n):
-        key = f"{run}-{i}"
-        request = build_request("charge_payment", {"card": "tok", "amount_cents": 100 + i}, agent_id="bench",
-                                idempotency_key=key)
-        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key,
-                    "unkeyed": False, "content_hash": "h", "matched_key": None, "first_action_id": None,
-                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
-                    "source_partition": 0, "source_offset": i}
-        p.produce(topics.APPROVED, key=key.encode(), value=codec.encode("ActionDecision", decision),
-                  partition=partition_for(key.encode(), partitions))
-        p.poll(0)
-    p.flush(60)
+    """N approved charges straight to actions.approved, as the stream job writes them."""
+    approve_many(bootstrap, partitions, "charge_payment", n, run)
 
 
 def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: int, max_in_flight: int,
@@ -96,14 +79,9 @@ def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: i
         env["RUNONCE_VENDOR_LIMITS"] = f"payments:rate={our_rate}"
     log_path = OUT / f"executor-throughput-{max_batch}-{max_in_flight}.log"
     group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
-    proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", "payments", "--group", group,
-                             "--from-end", "--loglevel", "info"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    proc = assigned_executor(env, "payments", group, log_path)
     run = uuid.uuid4().hex[:8]
     try:
-        while "assigned" not in log_path.read_text(errors="replace"):
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            time.sleep(0.05)
         started = time.monotonic()
         producer = threading.Thread(target=approve, args=(settings.bootstrap_servers(), settings.partitions, n, run))
         producer.start()

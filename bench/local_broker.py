@@ -3,10 +3,13 @@ under bench/out, stopped however the run ends."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from runonce.devbroker.broker import Broker
 from runonce.kafka.topics import create_topics
@@ -26,3 +29,15 @@ def local_broker(name: str, say: Callable[[str], None]) -> Iterator[Settings]:
         yield settings
     finally:
         broker.stop()
+
+
+def assigned_executor(env: Mapping[str, str], vendor: str, group: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """``runonce executor --vendor VENDOR`` from the end of actions.approved, once its consumer
+    has its partitions (its log says ``assigned``)."""
+    proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor, "--group", group,
+                             "--from-end", "--loglevel", "info"],
+                            env=dict(env), stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    while "assigned" not in log_path.read_text(errors="replace"):
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        time.sleep(0.05)
+    return proc

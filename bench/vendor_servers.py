@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from runonce.testkit.vendor_servers import Mailpit, StripeMock  # noqa: E402
 from runonce.testkit.watch import ResultWatcher  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 
-from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
 
 SECRETS = {"RUNONCE_BENCH_STRIPE_KEY": f"sk_test_{uuid.uuid4().hex}"}
 
@@ -94,15 +93,10 @@ def through_executor(settings: Settings, path: Path, vendor: str, tool: str, n: 
     env = {**settings.with_(connectors_file=path).child_env(os.environ), **SECRETS,
            "RUNONCE_EXECUTOR_MAX_IN_FLIGHT": str(in_flight)}
     log_path = OUT / f"vendor-servers-{vendor}.log"
-    proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor, "--group",
-                             f"bench-{vendor}-{uuid.uuid4().hex[:6]}", "--from-end", "--loglevel", "info"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    proc = assigned_executor(env, vendor, f"bench-{vendor}-{uuid.uuid4().hex[:6]}", log_path)
     results = ResultWatcher(settings.bootstrap_servers())
     run = uuid.uuid4().hex[:8]
     try:
-        while "assigned" not in log_path.read_text(errors="replace"):
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            time.sleep(0.05)
         started = time.monotonic()
         ids = approve(settings.bootstrap_servers(), settings.partitions, tool, n, run)
         deadline = time.monotonic() + 600
