@@ -103,8 +103,14 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("vendor", sorted(CASES))
-@pytest.mark.parametrize("failpoint", ["before_call", "after_call", "after_commit"])
+#: a kill after the result's commit leaves a final result, and the redelivery is planned DONE
+#: before any connector is consulted: one vendor proves it for all (the others' two cases cost
+#: ~25 s of the suite and proved the same plan)
+KILLS = [(vendor, failpoint) for vendor in sorted(CASES) for failpoint in ("before_call", "after_call", "after_commit")
+         if failpoint != "after_commit" or vendor == "payments"]
+
+
+@pytest.mark.parametrize("vendor, failpoint", KILLS)
 def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandboxes: LocalVendors,
                                                         tmp_path, vendor: str, failpoint: str) -> None:
     vendors = sandboxes.vendors
@@ -144,7 +150,9 @@ def _requests_for(vendors: VendorServer, vendor: str, request: dict[str, Any], k
     return len(vendors.ledger.requests("/v1/charges", key))
 
 
-@pytest.mark.parametrize("vendor", sorted(CASES))
+#: the recommit after an abort is planned before any connector is consulted (RECOMMIT): a vendor
+#: that deduplicates (its second request visible in the log) and one that cannot (a second email)
+@pytest.mark.parametrize("vendor", ["payments", "smtp"])
 def test_an_aborted_result_commit_never_calls_the_vendor_again(broker: Settings,
                                                              sandboxes: LocalVendors,
                                                              tmp_path, vendor: str) -> None:
