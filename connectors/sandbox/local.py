@@ -15,17 +15,11 @@ import trustme
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.ledger import Ledger
 from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.devbroker.users import write_private
 
 SMTP_USER = "runonce-sandbox"
 SANDBOX_KINDS = {"webhook": "sandbox-webhook", "slack": "sandbox-slack", "jira": "sandbox-jira",
                  "calendar": "sandbox-calendar", "salesforce": "sandbox-salesforce"}
-
-
-def _private(path: Path, text: str) -> Path:
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 class LocalVendors:
@@ -43,11 +37,14 @@ class LocalVendors:
         ca.issue_cert(self.advertise, "127.0.0.1", "localhost").configure_cert(server_tls)
         self.stripe_key = f"sk_test_{secrets.token_hex(12)}"
         self.smtp_password = secrets.token_urlsafe(18)
-        self.stripe_key_file = _private(folder / "secrets" / "stripe_api_key", self.stripe_key)
+        self.stripe_key_file = folder / "secrets" / "stripe_api_key"
+        write_private(self.stripe_key_file, self.stripe_key)
         #: the email API's key (``POST /emails``, Resend's shape), for connectors of your own to try
         self.email_api_key = f"re_{secrets.token_hex(12)}"
-        self.email_api_key_file = _private(folder / "secrets" / "email_api_key", self.email_api_key)
-        self.smtp_password_file = _private(folder / "secrets" / "smtp_password", self.smtp_password)
+        self.email_api_key_file = folder / "secrets" / "email_api_key"
+        write_private(self.email_api_key_file, self.email_api_key)
+        self.smtp_password_file = folder / "secrets" / "smtp_password"
+        write_private(self.smtp_password_file, self.smtp_password)
         self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key, email_api_key=self.email_api_key)
         self.smtp = SmtpServer(self.vendors.ledger, smtp_port, host, tls=server_tls, implicit=implicit_tls,
                                users={SMTP_USER: self.smtp_password})
