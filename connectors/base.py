@@ -12,6 +12,9 @@ class Capability(enum.Enum):
     VENDOR_KEY = "vendor_key"
     #: we can ask the vendor whether the effect already happened
     STATE_CHECK = "state_check"
+    #: the effect and a marker of it commit in one transaction of the vendor's (your database):
+    #: performing again finds the marker first, so an outcome is never in doubt while it answers
+    ATOMIC = "atomic"
     #: neither: after an unknown outcome the action is marked in_doubt, never re-run
     NONE = "none"
 

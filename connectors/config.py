@@ -139,15 +139,31 @@ class VendorFields:
     def tools(self, default: frozenset[str]) -> frozenset[str]:
         return self._tools if self._tools is not None else default
 
+    def tool_tables(self) -> dict[str, dict[str, object]]:
+        """``[vendors.NAME.tools.TOOL]`` tables, for kinds whose tools are declared one by one
+        (a ``postgres`` tool is a statement); empty when ``tools`` is a list or absent."""
+        value = self._table.get("tools")
+        self._tool_tables_read = True
+        if not isinstance(value, dict):
+            return {}
+        return {tool: dict(table) for tool, table in value.items()}
+
     def unknown(self) -> list[str]:
-        return sorted(set(self._table) - self._read)
+        unread = set(self._table) - self._read
+        if isinstance(self._table.get("tools"), dict) and not self._tool_tables_read:
+            unread.add("tools")  # a table of tools given to a kind that takes a list
+        return sorted(unread)
 
     def _tool_list(self) -> frozenset[str] | None:
         value = self._table.get("tools")
+        self._tool_tables_read = False
         if value is None:
             return None
+        if isinstance(value, dict) and value and all(isinstance(t, dict) for t in value.values()):
+            return frozenset(value)
         if not isinstance(value, list) or not value or not all(isinstance(t, str) and t for t in value):
-            raise self.error("tools", "must be a non-empty list of tool names")
+            raise self.error("tools", "must be a non-empty list of tool names (or, for a kind that declares "
+                                      "each tool, a [vendors.NAME.tools.TOOL] table each)")
         return frozenset(value)
 
     def _rate(self) -> Rate | None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Protocol
@@ -47,6 +48,7 @@ from typing import Any, Callable, Protocol
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
+from runonce.connectors.errors import ConnectorError
 from runonce.connectors.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
 from runonce.connectors.config import Rate
 from runonce.core.action import parse_params
@@ -75,6 +77,9 @@ log = logging.getLogger("runonce.executor")
 
 #: how long a lookup of committed offsets or log bounds may take before the position is unknown
 LOOKUP_TIMEOUT_S = 10.0
+#: how often an idle executor asks a connector that keeps markers (``prune``) to drop those
+#: older than the key window
+PRUNE_EVERY_S = 600.0
 
 
 class Results(Protocol):
@@ -119,12 +124,13 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
     producer_config = transactional_config(access, transactional_id, **{
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
+    window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
     transactions = Checkpoint(transactional_id, lambda: init_producer(producer_config, transactional_id),
                               consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0),
                               txn_timeout_s=settings.executor_txn_timeout_ms / 1000)
     return Executor(connector, consumer=consumer, transactions=transactions,
                     index=ResultIndex(access, connector.tools, source_topic=source_topic,
-                                      window_ms=PolicyBook.load(settings.policy_file).longest_key_ttl_ms()),
+                                      window_ms=window_ms), prune_window_ms=window_ms,
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
                     failpoint=settings.executor_failpoint, stall=stall, group_stall=group_stall,
@@ -138,8 +144,11 @@ class Executor:
                  runner: ActionRunner | None = None, metrics: Any = None, failpoint: str | None = None,
                  clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
                  group_stall: GroupStall | None = None,
-                 max_batch: int = 500, max_in_flight: int = 16) -> None:
+                 max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None) -> None:
         self.connector = connector
+        #: a connector with ``prune`` (markers of its own) drops those older than this, when idle
+        self.prune_window_ms = prune_window_ms
+        self._pruned_at: float | None = None
         self.consumer = consumer
         self.transactions = transactions
         self.index = index
@@ -148,7 +157,15 @@ class Executor:
         self.start = start
         self.runner = runner or ActionRunner(connector)
         self.metrics = metrics
-        self.failpoint = failpoint
+        #: crash tests: the point to SIGKILL at, at its ``_failpoint_nth`` pass
+        point, _, nth = (failpoint or "").partition(":")
+        self.failpoint = point or None
+        self._failpoint_nth = int(nth or 1)
+        self._failpoint_passes = 0
+        self._failpoint_lock = threading.Lock()
+        if self.failpoint == "before_vendor_commit" and hasattr(connector, "before_commit"):
+            # a connector committing in the vendor's own transaction calls it before that COMMIT
+            connector.before_commit = lambda call: self._failpoint("before_vendor_commit")
         self.clock = clock
         #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
         self.stall = stall
@@ -230,6 +247,7 @@ class Executor:
         if not msgs:
             self._flush_pending(force=False)
             self._check_stall()
+            self._prune()
             return
         batch: list[Work] = []
         action_ids: set[str] = set()
@@ -270,6 +288,20 @@ class Executor:
         if stuck is not None:
             log.critical("%s: consumer stopped fetching: %s; exiting for a restart", self.who, stuck)
             raise ConsumerStuck(f"{self.who}: {stuck}")
+
+    def _prune(self) -> None:
+        """Idle, every ``PRUNE_EVERY_S``: markers older than the key window go (the stream job
+        forgot those keys too). A failure is logged and tried at the next turn."""
+        prune = getattr(self.connector, "prune", None)
+        now = self.clock()
+        if prune is None or self.prune_window_ms is None or (
+                self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S):
+            return
+        self._pruned_at = now
+        try:
+            prune(self.prune_window_ms)
+        except ConnectorError as exc:
+            log.warning("%s: pruning %s's markers: %s", self.who, self.connector.name, exc)
 
     def _plan(self, msg: Any) -> Work:
         try:
@@ -424,9 +456,13 @@ class Executor:
 
     # -- hooks -----------------------------------------------------------------------
     def _failpoint(self, where: str) -> None:
-        if self.failpoint == where:
-            log.warning("failpoint %s: SIGKILL", where)
-            os.kill(os.getpid(), signal.SIGKILL)
+        if self.failpoint != where:
+            return
+        with self._failpoint_lock:
+            self._failpoint_passes += 1
+            if self._failpoint_passes == self._failpoint_nth:
+                log.warning("failpoint %s (pass %d): SIGKILL", where, self._failpoint_passes)
+                os.kill(os.getpid(), signal.SIGKILL)
 
     def _count(self, status: str, tool: str) -> None:
         if self.metrics is not None:

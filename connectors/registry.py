@@ -20,10 +20,20 @@ Factory = Callable[[VendorFields], Connector]
 
 ENTRY_POINT_GROUP = "runonce.connectors"
 
+def _postgres(fields: VendorFields) -> Connector:
+    """Imported when used: psycopg is the ``postgres`` extra's."""
+    try:
+        from runonce.connectors import postgres
+    except ImportError as exc:
+        raise fields.error("kind", f"needs psycopg: pip install 'runonce[postgres]' ({exc})") from None
+    return postgres.from_config(fields)
+
+
 #: the kinds runonce ships; ``sandbox-*`` speak only runonce's own sandbox
 SHIPPED: dict[str, Factory] = {
     "stripe": stripe.from_config,
     "smtp": smtp.from_config,
+    "postgres": _postgres,
     "sandbox-webhook": vendors.webhook,
     "sandbox-slack": vendors.slack,
     "sandbox-jira": vendors.jira,

@@ -92,6 +92,8 @@ class Settings:
     #: the environment the connectors file's ``{ env = "VAR" }`` secrets are read from (only those)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: executors only, for crash tests: SIGKILL itself at before_call | after_call | after_commit
+    #: | before_vendor_commit (a connector whose effect commits in the vendor's transaction: after
+    #: the effect, before that COMMIT); ``POINT:N``: at the Nth time this process passes it
     executor_failpoint: str | None = None
     #: faust workers only, for tests: ``kill_after_state[:ACTION_ID]``: SIGKILL itself once a
     #: record's state change is written locally and its decision is an approval (of that action,
@@ -264,8 +266,9 @@ class Settings:
                 raise ConfigError(f"{attr} must be >= 1, got {value}")
         if not 128 <= self.broker_heap_mb <= 4096:
             raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
-        if self.executor_failpoint not in (None, "before_call", "after_call", "after_commit", "abort_result"):
-            raise ConfigError(f"executor_failpoint must be before_call, after_call, after_commit or abort_result, "
+        if self.executor_failpoint is not None and not _executor_failpoint_ok(self.executor_failpoint):
+            raise ConfigError(f"executor_failpoint must be before_call, after_call, after_commit, "
+                              f"before_vendor_commit or abort_result, each optionally :N (the Nth pass), "
                               f"got {self.executor_failpoint!r}")
         if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
             raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
@@ -302,6 +305,14 @@ _PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER
 
 #: the stream job's runtimes; the first is the default
 RUNTIMES = ("transactional", "faust")
+
+
+EXECUTOR_FAILPOINTS = ("before_call", "after_call", "after_commit", "before_vendor_commit", "abort_result")
+
+
+def _executor_failpoint_ok(value: str) -> bool:
+    point, _, nth = value.partition(":")
+    return point in EXECUTOR_FAILPOINTS and (not nth or (nth.isdigit() and int(nth) >= 1))
 
 
 def _stream_failpoint_ok(value: str) -> bool:

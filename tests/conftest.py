@@ -12,6 +12,7 @@ import pytest
 from runonce.devbroker.broker import Broker
 from runonce.kafka.topics import create_topics
 from runonce.settings import Settings
+from runonce.testkit.postgres import LocalPostgres
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,3 +42,13 @@ def broker(base_settings: Settings) -> Iterator[Settings]:
         yield settings
     finally:
         b.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPostgres]:
+    """One real PostgreSQL (Debian's) per session, started on first use, stopped whatever happens."""
+    server = LocalPostgres(tmp_path_factory.mktemp("postgres"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()
