@@ -18,7 +18,6 @@ from typing import Callable
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.errors import ConnectorError
 from runonce.connectors import registry
-from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.approvals.client import Approvals
 from runonce.core.approval import Verdict
@@ -29,7 +28,9 @@ from runonce.kafka import groups, topics
 from runonce.sdk.submit import Submitter
 from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from runonce.settings import Settings
-from runonce.testkit.scenarios import Incident, approval_race, incidents
+from runonce.testkit.postgres import LocalPostgres
+from runonce.testkit.scenarios import Incident, approval_race, incidents, refund_race
+from runonce.devbroker.users import write_private
 from runonce.wire.decisions import DecisionView
 
 Progress = Callable[[str], None]
@@ -54,28 +55,64 @@ class Row:
         return None
 
 
+#: the demo database's table, the team's own: the refund row counts its rows, not runonce's answers
+REFUNDS_TABLE = ("CREATE TABLE IF NOT EXISTS refunds (id bigserial PRIMARY KEY, order_id text NOT NULL, "
+                 "amount_cents integer NOT NULL)")
+REFUND_SQL = "INSERT INTO refunds (order_id, amount_cents) VALUES (%(order_id)s, %(amount_cents)s) RETURNING id"
+
+
+def _orders_db(postgres: LocalPostgres, folder: Path) -> str:
+    """The connectors file's table for the demo database, its DSN in a file only we can read."""
+    import psycopg
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(REFUNDS_TABLE)
+    dsn_file = folder / "orders-dsn"
+    write_private(dsn_file, postgres.dsn)
+    return (f'\n[vendors.orders_db]\nkind = "postgres"\ndsn = {{ file = "{dsn_file}" }}\n'
+            f'[vendors.orders_db.tools.issue_refund]\nsql = "{REFUND_SQL}"\n')
+
+
+def _refund_rows(postgres: LocalPostgres) -> Callable[[], int]:
+    def count() -> int:
+        import psycopg
+
+        with psycopg.connect(postgres.dsn) as conn:
+            row = conn.execute("SELECT count(*) FROM refunds").fetchone()
+        return int(row[0]) if row else 0
+    return count
+
+
 def run_demo(settings: Settings, progress: Progress) -> list[Row]:
     sandbox = LocalVendors(settings.home / "demo-sandbox").start()
-    vendors = sandbox.vendors
-    local = settings.with_(connectors_file=sandbox.write_connectors())
-    built = registry.load(local.connectors_path, local.environ)
-    connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
-    run_id = uuid.uuid4().hex[:8]
-    executors = _start_executors(local, sorted(built), run_id, progress)
+    postgres = LocalPostgres(settings.home / "demo-postgres")
+    executors: list[subprocess.Popen[bytes]] = []
     rows = []
     try:
+        postgres.start()
+        progress(f"started PostgreSQL on 127.0.0.1:{postgres.port} (the refund row's database)")
+        path = sandbox.write_connectors()
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(_orders_db(postgres, sandbox.folder))
+        local = settings.with_(connectors_file=path)
+        built = registry.load(local.connectors_path, local.environ)
+        connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
+        run_id = uuid.uuid4().hex[:8]
+        executors = _start_executors(local, sorted(built), run_id, progress)
+        ledger, refunds = sandbox.vendors.ledger.count, _refund_rows(postgres)
         bootstrap = settings.kafka_access()
         with DecisionWatcher(bootstrap) as decisions, Submitter(bootstrap, agent_id="demo") as sub:
             results = ResultWatcher(bootstrap)
             try:
-                for incident in incidents(run_id):
-                    without = _straight(incident, connectors, vendors)
-                    with_runonce, reasons = _through_runonce(incident, sub, decisions, results, vendors)
+                for incident in [*incidents(run_id), refund_race(run_id)]:
+                    count = refunds if incident.name == "refund_race" else ledger
+                    without = _straight(incident, connectors, count)
+                    with_runonce, reasons = _through_runonce(incident, sub, decisions, results, count)
                     progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
                     rows.append(Row(incident, without, with_runonce, reasons))
                 incident = approval_race(run_id)
-                without = _straight(incident, connectors, vendors)
-                with_runonce, reasons = _through_approvals(incident, bootstrap, sub, decisions, results, vendors)
+                without = _straight(incident, connectors, ledger)
+                with_runonce, reasons = _through_approvals(incident, bootstrap, sub, decisions, results, ledger)
                 progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
                 rows.append(Row(incident, without, with_runonce, reasons))
             finally:
@@ -86,6 +123,7 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
         for proc in executors:
             proc.wait(20)
         sandbox.stop()
+        postgres.stop()
     return rows
 
 
@@ -107,21 +145,21 @@ def _start_executors(settings: Settings, vendors: list[str], run_id: str,
     return procs
 
 
-def _straight(incident: Incident, connectors: dict[str, Connector], vendors: VendorServer) -> int:
+def _straight(incident: Incident, connectors: dict[str, Connector], count: Callable[[], int]) -> int:
     """As the agents did: every request is a fresh call to the vendor."""
-    before = vendors.ledger.count()
+    before = count()
     for r in incident.requests:
         fresh = str(uuid.uuid4())
         try:
             connectors[r.tool].perform(ActionCall(fresh, r.tool, r.params, vendor_key=fresh))
         except ConnectorError:
             pass
-    return vendors.ledger.count() - before
+    return count() - before
 
 
 def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatcher, results: ResultWatcher,
-                     vendors: VendorServer) -> tuple[int, Counter[str]]:
-    before = vendors.ledger.count()
+                     count: Callable[[], int]) -> tuple[int, Counter[str]]:
+    before = count()
     ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
     sub.flush()
     decided = decisions.wait(ids, timeout_s=180)
@@ -132,13 +170,13 @@ def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatc
             results.wait(v.action_id, deadline)
     reasons = Counter(v.reason.value if v.dropped else f"flagged {v.reason.value}"
                       for v in views if v.dropped or v.reason is not Reason.UNIQUE)
-    return vendors.ledger.count() - before, reasons
+    return count() - before, reasons
 
 
 def _through_approvals(incident: Incident, bootstrap: KafkaTarget, sub: Submitter, decisions: DecisionWatcher,
-                       results: ResultWatcher, vendors: VendorServer) -> tuple[int, Counter[str]]:
+                       results: ResultWatcher, count: Callable[[], int]) -> tuple[int, Counter[str]]:
     """Both workers submit the held action, then both approve it at the same moment."""
-    before = vendors.ledger.count()
+    before = count()
     ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
     sub.flush()
     views = [DecisionView.of(d) for d in decisions.wait(ids, timeout_s=180).values()]
@@ -161,7 +199,7 @@ def _through_approvals(incident: Incident, bootstrap: KafkaTarget, sub: Submitte
     results.wait(held[0], time.monotonic() + 180)
     reasons = Counter(v.reason.value for v in views if v.dropped)
     reasons.update(f"approval {c}" for c in changes)
-    return vendors.ledger.count() - before, reasons
+    return count() - before, reasons
 
 
 def format_table(rows: list[Row]) -> str:
@@ -175,6 +213,6 @@ def format_table(rows: list[Row]) -> str:
                          f"({rest}): {row.incident.notes}")
             continue
         out.append(f"{row.incident.story:<54}{row.without:>9}{row.with_runonce:>6}  {rest}")
-    out.append("(side effects counted from the sandbox vendors' ledgers)")
+    out.append("(side effects counted from the sandbox vendors' ledgers; refunds with SELECT count(*) on the table)")
     out.extend(notes)
     return "\n".join(out)

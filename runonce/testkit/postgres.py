@@ -56,6 +56,7 @@ class LocalPostgres:
 
     def start(self) -> LocalPostgres:
         self.folder.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.data, ignore_errors=True)  # a cluster of an earlier run, ours: made anew
         pwfile = self.folder / "pw"
         pwfile.write_text(self.password + "\n")
         if self._as_root:

@@ -100,3 +100,18 @@ def approval_race(run_id: str | None = None) -> Incident:
                     1, Reason.CONTENT_WINDOW.value,
                     "held for approval (25 blind copies); both workers' approvals are verdicts: the first "
                     "releases it, the second changes nothing")
+
+
+def refund_race(run_id: str | None = None) -> Incident:
+    """The seed's refund: an agent retries one order's refund 3 times on slow answers (one key),
+    and a second worker, reading the order as still pending, refunds it twice more (its own
+    key). Without runonce each is a row in the team's own ``refunds`` table."""
+    r = run_id or _run_id()
+    order = {"order_id": f"order-{r}", "amount_cents": 4999}
+    retries = tuple(Request("issue_refund", order, idempotency_key=f"refund-{r}-a", agent_id="support-agent")
+                    for _ in range(3))
+    racing = tuple(Request("issue_refund", order, idempotency_key=f"refund-{r}-b", agent_id="billing-worker")
+                   for _ in range(2))
+    return Incident("refund_race", "a refund retried 5 times by two workers (your database)",
+                    retries + racing, 1, Reason.NATURAL_ID_TAKEN.value,
+                    "counted with SELECT count(*) on the refunds table of a real PostgreSQL")

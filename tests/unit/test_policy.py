@@ -6,11 +6,12 @@ from runonce.core.policy import KeyMode, PolicyBook, WindowMode
 from runonce.errors import ConfigError, InvalidAction
 
 
-def test_shipped_policies_cover_the_seven_tools_and_restart() -> None:
+def test_shipped_policies_cover_the_seven_tools_restart_and_the_refund() -> None:
     book = PolicyBook.load()
     assert set(book.tools) == {"send_email", "charge_payment", "create_jira_ticket", "update_salesforce_field",
                                "post_slack_message", "schedule_calendar_event", "execute_database_write",
-                               "restart_service"}
+                               "restart_service", "issue_refund"}
+    assert book.tools["issue_refund"].natural_id is not None
     assert book.tools["send_email"].content_window.window_ms == 24 * 3_600_000
     assert book.tools["send_email"].content_window.mode is WindowMode.STRICT
     assert book.tools["charge_payment"].key_mode is KeyMode.REQUIRE
