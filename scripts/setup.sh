@@ -5,6 +5,7 @@
 #   - the Kafka broker's jars, resolved from Maven Central into ~/.cache/runonce
 #   - prometheus and promtool, unpacked from Debian's prometheus package into ~/.cache/runonce
 #   - Chromium (Debian's package), which the report test opens its page in
+#   - PostgreSQL (Debian's package), which the database connector's tests and the demo start
 #   - the vendors' own servers the connector tests run against, pinned, with `go install` into
 #     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH)
 set -euo pipefail
@@ -29,6 +30,18 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
   else
     echo "setup: chromium missing: install Debian's chromium package (the report test needs it), then run this again" >&2
+    exit 2
+  fi
+fi
+
+# PostgreSQL (Debian's package): the postgres connector's tests and the demo's refund row start
+# a cluster of their own with its initdb and pg_ctl (runonce/testkit/postgres.py)
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing postgresql (Debian package; the database connector's tests run against it)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  else
+    echo "setup: PostgreSQL missing: install Debian's postgresql package (its tests need it), then run this again" >&2
     exit 2
   fi
 fi
