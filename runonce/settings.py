@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Mapping
 
 from runonce.errors import ConfigError
+from runonce.kafka import client_config
 from runonce.kafka.access import MECHANISMS, KafkaAccess
+from runonce.kafka.client_config import ClientConfig
 
 DEFAULT_KAFKA_VERSION = "3.9.1"
 
@@ -130,7 +132,11 @@ class Settings:
     #: this component's SASL principal on a secured broker (None: connect unauthenticated)
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
-    sasl_mechanism: str = "PLAIN"
+    #: None: the client settings' sasl.mechanism, else PLAIN
+    sasl_mechanism: str | None = None
+    #: the deployment's librdkafka settings (``RUNONCE_KAFKA_CONFIG``, ``RUNONCE_KAFKA_CONFIG_<KEY>``):
+    #: TLS, SASL mechanism, OIDC; merged into every Kafka client (runonce/kafka/client_config.py)
+    kafka_config: ClientConfig = field(default_factory=ClientConfig)
     #: the principal that reads outcomes for agents (the SDK's awaits, ``runonce mcp``), when it
     #: is not this component's own: ``agent-reader`` beside ``agent`` on a secured broker
     reader_sasl_username: str | None = None
@@ -165,14 +171,15 @@ class Settings:
 
     def kafka_access(self) -> KafkaAccess:
         """Address and principal every Kafka client of this component connects with."""
-        return KafkaAccess(self.bootstrap_servers(), self.sasl_username, self.sasl_password, self.sasl_mechanism)
+        return KafkaAccess(self.bootstrap_servers(), self.sasl_username, self.sasl_password, self.sasl_mechanism,
+                           self.kafka_config)
 
     def outcomes_access(self) -> KafkaAccess:
         """Address and principal an agent reads outcomes with: the reader principal if set."""
         if self.reader_sasl_username is None:
             return self.kafka_access()
         return KafkaAccess(self.bootstrap_servers(), self.reader_sasl_username, self.reader_sasl_password,
-                           self.sasl_mechanism)
+                           self.sasl_mechanism, self.kafka_config)
 
     @property
     def connectors_path(self) -> Path:
@@ -233,6 +240,7 @@ class Settings:
             kwargs["reader_sasl_password"] = _password(env, "RUNONCE_READER_SASL")
         if env.get("RUNONCE_SASL_MECHANISM"):
             kwargs["sasl_mechanism"] = env["RUNONCE_SASL_MECHANISM"]
+        kwargs["kafka_config"] = client_config.from_env(env)
         if env.get("RUNONCE_VENDOR_LIMITS"):
             kwargs["vendor_limits"] = VendorLimit.parse_all(env["RUNONCE_VENDOR_LIMITS"])
         if env.get("RUNONCE_BROKER_USERS"):
@@ -291,7 +299,7 @@ class Settings:
             raise ConfigError(f"txn_max_wait_ms must be within 1..10000, got {self.txn_max_wait_ms}")
         if not 0 <= self.fetch_wait_ms <= 500:
             raise ConfigError(f"fetch_wait_ms must be within 0..500, got {self.fetch_wait_ms}")
-        if self.sasl_mechanism not in MECHANISMS:
+        if self.sasl_mechanism is not None and self.sasl_mechanism not in MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
         if self.processing_guarantee not in ("at_least_once", "exactly_once"):
             raise ConfigError(

@@ -33,6 +33,7 @@ from mode.supervisors import CrashingSupervisor
 from runonce.core.policy import PolicyBook
 from runonce.errors import InvariantViolation
 from runonce.kafka import topics
+from runonce.streams.faust_runtime import kafka_config
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.drain import drain_before_commit
 from runonce.streams.faust_runtime.failpoints import PassOver
@@ -157,8 +158,7 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
     datadir = state_dir(settings)
     datadir.mkdir(parents=True, exist_ok=True)
     access = settings.kafka_access()
-    credentials = (faust.SASLCredentials(username=access.username, password=access.password,
-                                         mechanism=access.mechanism) if access.secured else None)
+    credentials = kafka_config.credentials(access)  # the deployment's client settings, for aiokafka
     app = _App(
         APP_ID,
         broker=f"kafka://{access.bootstrap}",
