@@ -35,7 +35,6 @@ from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.ops.demo import REFUND_SQL, REFUNDS_TABLE  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
-from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.postgres import LocalPostgres  # noqa: E402
 from runonce.testkit.watch import ResultWatcher  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
