@@ -25,7 +25,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from runonce.devbroker.users import admin_access, format_users, read_users, secured_properties, write_private
+from runonce.devbroker.tls import Pki, ensure_pki
+from runonce.devbroker.users import (SUPER_USER, admin_access, client_config, format_users, read_users, scram_arguments,
+                                     secured_properties, upsert_scram, write_private)
 from runonce.errors import BrokerSetupError
 from runonce.kafka.access import KafkaAccess
 from runonce.settings import Settings
@@ -223,11 +225,12 @@ class Broker:
             return None
 
     # -- start -----------------------------------------------------------------------
-    def _ports(self) -> tuple[int, int]:
-        """Reuse the ports of the last start when free (clients keep their address), else pick new ones."""
+    def _ports(self) -> tuple[int, int, int]:
+        """Reuse the ports of the last start when free (clients keep their address), else pick new
+        ones: the client listener's, the controller's, and the mTLS listener's (secured only)."""
         try:
             saved = json.loads(self._ports_file.read_text())
-            ports = (int(saved["broker"]), int(saved["controller"]))
+            ports = (int(saved["broker"]), int(saved["controller"]), int(saved["mtls"]))
             for port in ports:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                     # As the JVM binds: connections of a killed broker linger in TIME_WAIT for a
@@ -237,10 +240,24 @@ class Broker:
                     sock.bind(("127.0.0.1", port))
             return ports
         except (FileNotFoundError, ValueError, KeyError, OSError):
-            broker_port, controller_port = free_ports(2)
-            ports = (broker_port, controller_port)
-            self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1]}))
+            broker_port, controller_port, mtls_port = free_ports(3)
+            ports = (broker_port, controller_port, mtls_port)
+            self._ports_file.write_text(json.dumps({"broker": ports[0], "controller": ports[1], "mtls": ports[2]}))
             return ports
+
+    @property
+    def pki(self) -> Pki:
+        """The secured broker's private CA and certificates (runonce/devbroker/tls.py)."""
+        return Pki(self.dir / "tls")
+
+    @property
+    def client_properties(self) -> Path:
+        """What a client of the secured broker sets (``RUNONCE_KAFKA_CONFIG``): SASL_SSL, SCRAM, the CA."""
+        return self.dir / "client.properties"
+
+    def mtls_bootstrap(self) -> str:
+        """The address of the secured broker's mTLS listener (a client certificate is the principal)."""
+        return f"127.0.0.1:{json.loads(self._ports_file.read_text())['mtls']}"
 
     @property
     def users_file(self) -> Path:
@@ -261,9 +278,9 @@ class Broker:
 
     def _health_access(self, bootstrap: str) -> KafkaAccess:
         users = self._users()
-        return admin_access(bootstrap, users) if users else KafkaAccess(bootstrap)
+        return admin_access(bootstrap, users, self.pki) if users else KafkaAccess(bootstrap)
 
-    def _write_properties(self, broker_port: int, controller_port: int) -> Path:
+    def _write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
         props = dict(SERVER_DEFAULTS)
         props.update({
             "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
@@ -273,8 +290,11 @@ class Broker:
         })
         users = self._users()
         if users:
-            props.update(secured_properties(users, broker_port, controller_port))
+            pki = ensure_pki(self.dir / "tls", list(users))
+            props.update(secured_properties(users, broker_port, controller_port, mtls_port, pki))
             write_private(self.users_file, format_users(users))
+            self.client_properties.write_text("# a client of this broker: RUNONCE_KAFKA_CONFIG=<this file>\n" + "".join(
+                f"{k}={v}\n" for k, v in client_config(pki).items()))
         path = self.dir / "server.properties"
         write_private(path, "".join(f"{k}={v}\n" for k, v in props.items()))  # it may hold passwords
         return path
@@ -296,21 +316,26 @@ class Broker:
             return self._wait_ready(current.pid, timeout_s)
         self.fetch()
         self.dir.mkdir(parents=True, exist_ok=True)
-        broker_port, controller_port = self._ports()
-        props = self._write_properties(broker_port, controller_port)
+        broker_port, controller_port, mtls_port = self._ports()
+        props = self._write_properties(broker_port, controller_port, mtls_port)
+        users = self._users()
         if not (self.dir / "data" / "meta.properties").exists():
             self.progress("formatting KRaft storage ...")
-            self._format(props, _cluster_id())
+            # admin's SCRAM credential before the first start: the broker authenticates to itself with it
+            self._format(props, _cluster_id(), scram_arguments({SUPER_USER: users[SUPER_USER]}) if users else [])
         self.progress(f"starting Kafka {self.settings.kafka_version} on 127.0.0.1:{broker_port} ...")
         self.settings.bootstrap_file.write_text(f"127.0.0.1:{broker_port}\n")
         pid = self._spawn(props, self.settings.broker_heap_mb)
-        return self._wait_ready(pid, timeout_s)
+        status = self._wait_ready(pid, timeout_s)
+        if users:
+            upsert_scram(self._health_access(status.bootstrap or ""), users)
+        return status
 
-    def _format(self, props: Path, cluster_id: str) -> None:
+    def _format(self, props: Path, cluster_id: str, extra: list[str]) -> None:
         """KRaft's storage format, once per data folder."""
         # "--cluster-id=ID" as one word: a base64 id may start with "-".
         cmd = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-                         f"--config={props}", "--ignore-formatted", heap_mb=256)
+                         f"--config={props}", "--ignore-formatted", *extra, heap_mb=256)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -51,13 +51,13 @@ class Node(Broker):
     def address(self) -> str:
         return f"127.0.0.1:{self.ports[0]}"
 
-    def _ports(self) -> tuple[int, int]:
-        return self.ports
+    def _ports(self) -> tuple[int, int, int]:
+        return (*self.ports, 0)  # no mTLS listener: the cluster runs plaintext
 
     def _users(self) -> dict[str, str] | None:
         return None  # the cluster runs plaintext: it is for failover, not for ACL tests
 
-    def _write_properties(self, broker_port: int, controller_port: int) -> Path:
+    def _write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
         replicas = min(3, self.cluster.size)
         props = dict(SERVER_DEFAULTS)
         props.update({
@@ -86,7 +86,7 @@ class Node(Broker):
         self.dir.mkdir(parents=True, exist_ok=True)
         props = self._write_properties(*self.ports)
         if not (self.dir / "data" / "meta.properties").exists():
-            self._format(props, self.cluster.cluster_id)
+            self._format(props, self.cluster.cluster_id, [])
         return self._spawn(props, NODE_HEAP_MB)
 
     def status(self) -> BrokerStatus:

@@ -2,8 +2,9 @@
 
 One file names every principal the broker accepts (``RUNONCE_BROKER_USERS``). ``admin``
 is the broker's own identity (broker <-> controller) and its only super user; every
-other principal gets exactly the ACLs in ``acls.toml``. Passwords travel over
-SASL_PLAINTEXT on 127.0.0.1 here; a deployment on a network uses SASL_SSL.
+other principal gets exactly the ACLs in ``acls.toml``. Clients authenticate with
+SCRAM-SHA-512 over TLS (SASL_SSL), or with a client certificate (mTLS); no password
+crosses a socket in clear.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import secrets
 from pathlib import Path
 
 from runonce.errors import ConfigError
+from runonce.devbroker.tls import Pki
 from runonce.kafka.access import KafkaAccess
+from runonce.kafka.client_config import ClientConfig
 
 SUPER_USER = "admin"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -61,30 +64,87 @@ def write_users(path: Path, names: list[str]) -> dict[str, str]:
     return users
 
 
-def admin_access(bootstrap: str, users: dict[str, str]) -> KafkaAccess:
-    return KafkaAccess(bootstrap, SUPER_USER, users[SUPER_USER])
+#: the SCRAM mechanism of the broker's client listener (and of its own inter-broker traffic)
+SCRAM = "SCRAM-SHA-512"
 
 
-def secured_properties(users: dict[str, str], broker_port: int, controller_port: int) -> dict[str, str]:
-    """SASL/PLAIN on every listener (the controller's too), StandardAuthorizer, deny by default."""
-    def jaas(accepted: dict[str, str]) -> str:
-        entries = " ".join(f'user_{name}="{pw}"' for name, pw in accepted.items())
-        return (f"org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'username="{SUPER_USER}" password="{users[SUPER_USER]}" {entries};')
+def client_config(pki: Pki) -> ClientConfig:
+    """What a client of the secured dev broker's SASL_SSL listener sets (the CA it trusts, SCRAM)."""
+    return ClientConfig((("security.protocol", "SASL_SSL"), ("sasl.mechanism", SCRAM),
+                         ("ssl.ca.location", str(pki.ca))), "the local broker")
 
+
+def mtls_config(pki: Pki, name: str) -> ClientConfig:
+    """A client of the mTLS listener, as principal ``name`` (its certificate's CN)."""
+    return ClientConfig((("security.protocol", "SSL"), ("ssl.ca.location", str(pki.ca)),
+                         ("ssl.certificate.location", str(pki.client_cert(name))),
+                         ("ssl.key.location", str(pki.client_key(name)))), "the local broker")
+
+
+def admin_access(bootstrap: str, users: dict[str, str], pki: Pki) -> KafkaAccess:
+    return KafkaAccess(bootstrap, SUPER_USER, users[SUPER_USER], SCRAM, client_config(pki))
+
+
+def scram_arguments(users: dict[str, str]) -> list[str]:
+    """``kafka-storage format --add-scram`` for every user: the credentials exist before the
+    broker's first start (it authenticates to itself with admin's)."""
+    out = []
+    for name, password in users.items():
+        out += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
+    return out
+
+
+def secured_properties(users: dict[str, str], broker_port: int, controller_port: int, mtls_port: int,
+                       pki: Pki) -> dict[str, str]:
+    """SASL_SSL with SCRAM-SHA-512 for clients and the broker itself; an SSL listener that requires
+    a client certificate, its CN the principal; the controller's listener SASL/PLAIN for admin
+    alone (KRaft's controller cannot check SCRAM: the credentials live in the metadata it
+    serves). StandardAuthorizer, deny by default."""
+    controller_jaas = (f"org.apache.kafka.common.security.plain.PlainLoginModule required "
+                       f'username="{SUPER_USER}" password="{users[SUPER_USER]}" '
+                       f'user_{SUPER_USER}="{users[SUPER_USER]}";')
     return {
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker_port}",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listeners": (f"SASL_SSL://127.0.0.1:{broker_port},SSL://127.0.0.1:{mtls_port},"
+                      f"CONTROLLER://127.0.0.1:{controller_port}"),
+        "advertised.listeners": f"SASL_SSL://127.0.0.1:{broker_port},SSL://127.0.0.1:{mtls_port}",
+        "inter.broker.listener.name": "SASL_SSL",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": SCRAM,
+        "sasl.mechanism.inter.broker.protocol": SCRAM,
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": SCRAM,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            f"org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{SUPER_USER}" password="{users[SUPER_USER]}";'),
         "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
-        # Only the broker itself talks to the controller.
-        "listener.name.controller.plain.sasl.jaas.config": jaas({SUPER_USER: users[SUPER_USER]}),
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(users),
+        "listener.name.controller.plain.sasl.jaas.config": controller_jaas,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.broker_keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found": "false",
         "super.users": f"User:{SUPER_USER}",
     }
+
+
+def upsert_scram(admin: KafkaAccess, users: dict[str, str]) -> None:
+    """Every user's SCRAM credential, as admin (users added to the file after the first start
+    included); written through the Admin API, so no password is on a command line."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+
+    from runonce.errors import BrokerSetupError
+    from runonce.kafka.clients import base_config
+
+    client = AdminClient(base_config(admin))
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    futures = client.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(name, info, password.encode()) for name, password in users.items()])
+    for name, future in futures.items():
+        try:
+            future.result(30)
+        except Exception as exc:  # confluent-kafka raises KafkaException: say which user
+            raise BrokerSetupError(f"cannot set the SCRAM credential of {name}: {exc}") from exc

@@ -19,7 +19,7 @@ from typing import Callable
 from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import Broker, BrokerStatus, free_ports, pid_alive, stop_group
 from runonce.errors import ConfigError
-from runonce.devbroker.users import SUPER_USER, read_users, write_private, write_users
+from runonce.devbroker.users import SUPER_USER, client_config, read_users, write_private, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.topics import create_topics
@@ -120,10 +120,12 @@ class Stack:
         return admin, users
 
     def env(self, svc: Service, secure: bool) -> dict[str, str]:
-        """A service's environment: on a secured broker its own principal, its password in a file."""
+        """A service's environment: on a secured broker the broker's client settings (SASL_SSL,
+        SCRAM, its CA) and its own principal, its password in a file."""
         env = self.settings.child_env(os.environ)  # never the caller's principal
         if secure and svc.principal:
             env = self.settings.with_principal(env, svc.principal, self.credentials / svc.principal)
+            env["RUNONCE_KAFKA_CONFIG"] = str(Broker(self.settings).client_properties)
         return env
 
     def up(self, with_executors: bool = True, secure: bool = False, observe: bool = False) -> BrokerStatus:
@@ -132,15 +134,21 @@ class Stack:
         ``observe`` starts a Prometheus scraping every component, with runonce's alert rules."""
         secure = secure or Broker(self.settings).secured
         admin, users = self._secure() if secure else (self.settings, {})
-        status = Broker(admin, progress=self.progress).start()
-        self.progress(status.describe() + (" (SASL + ACLs)" if secure else ""))
+        broker = Broker(admin, progress=self.progress)
+        status = broker.start()
+        self.progress(status.describe() + (" (SASL_SSL with SCRAM-SHA-512, mTLS, ACLs)" if secure else ""))
+        if secure:
+            admin = admin.with_(bootstrap=status.bootstrap, kafka_config=client_config(broker.pki))
         create_topics(admin.kafka_access(), self.settings.partitions)
         if secure:
             acls.apply(admin.kafka_access(), acls.load(), prune=True)
-            executor = KafkaAccess(admin.bootstrap_servers(), "executor", users["executor"])
+            executor = KafkaAccess(admin.bootstrap_servers(), "executor", users["executor"], None,
+                                   admin.kafka_config)
             acls.wait_until_granted(executor, topics.APPROVED)  # before any component connects
-            self.progress(f"ACLs applied; clients connect as a principal from {self.credentials}, e.g. "
-                          f"RUNONCE_SASL_USERNAME=agent RUNONCE_SASL_PASSWORD_FILE={self.credentials / 'agent'}")
+            self.progress(f"ACLs applied; clients connect with the broker's client settings and a principal "
+                          f"from {self.credentials}, e.g. RUNONCE_KAFKA_CONFIG={broker.client_properties} "
+                          f"RUNONCE_SASL_USERNAME=agent RUNONCE_SASL_PASSWORD_FILE={self.credentials / 'agent'}; "
+                          f"or a client certificate from {broker.pki.folder / 'clients'} on {broker.mtls_bootstrap()}")
         self.pids.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         ports = self.metrics_ports()

@@ -1,5 +1,7 @@
-"""A secured broker for this folder: SASL/PLAIN on every listener (the controller's too),
-StandardAuthorizer, deny by default, and the ACLs of runonce/kafka/acls.toml.
+"""A secured broker for this folder, as production runs one: SASL_SSL with SCRAM-SHA-512 on
+its client listener, an SSL listener that requires a client certificate (its CN the
+principal), a private CA (runonce/devbroker/tls.py), StandardAuthorizer, deny by default, and
+the ACLs of runonce/kafka/acls.toml.
 
 scripts/test.sh runs this folder as a pytest session of its own, so each session still
 runs exactly one broker. Here ``broker`` is the admin principal's settings; every
@@ -10,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from runonce.devbroker.broker import Broker
-from runonce.devbroker.users import write_users
+from runonce.devbroker.users import client_config, mtls_config, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.topics import create_topics
@@ -27,13 +29,22 @@ class SecuredCluster:
     admin: Settings
     users: dict[str, str]
     secrets: Path
+    broker: Broker
 
     def access(self, name: str, password: str | None = None) -> KafkaAccess:
-        return KafkaAccess(self.admin.bootstrap_servers(), name, password or self.users[name])
+        """``name`` over SASL_SSL with SCRAM-SHA-512, trusting the broker's CA."""
+        return KafkaAccess(self.admin.bootstrap_servers(), name, password or self.users[name], None,
+                           client_config(self.broker.pki))
+
+    def mtls(self, name: str) -> KafkaAccess:
+        """``name`` over the mTLS listener: its client certificate is its principal, no password."""
+        return KafkaAccess(self.broker.mtls_bootstrap(), config=mtls_config(self.broker.pki, name))
 
     def env(self, name: str) -> dict[str, str]:
-        """A component's environment: its username, and its password in a file (not on a command line)."""
-        return {"RUNONCE_SASL_USERNAME": name, "RUNONCE_SASL_PASSWORD_FILE": str(self.secrets / name)}
+        """A component's environment: the broker's client settings (TLS, SCRAM, its CA), its
+        username, and its password in a file (not on a command line)."""
+        return {"RUNONCE_KAFKA_CONFIG": str(self.broker.client_properties),
+                "RUNONCE_SASL_USERNAME": name, "RUNONCE_SASL_PASSWORD_FILE": str(self.secrets / name)}
 
 
 @pytest.fixture(scope="session")
@@ -50,14 +61,24 @@ def cluster(base_settings: Settings) -> Iterator[SecuredCluster]:
     b = Broker(settings)
     try:
         status = b.start()
-        admin = settings.with_(bootstrap=status.bootstrap)
+        admin = settings.with_(bootstrap=status.bootstrap, kafka_config=client_config(b.pki))
         create_topics(admin.kafka_access(), admin.partitions)
         acls.apply(admin.kafka_access(), grants, prune=True)
-        cluster = SecuredCluster(admin, users, secrets)
+        cluster = SecuredCluster(admin, users, secrets, b)
         acls.wait_until_granted(cluster.access("agent"), topics.REQUESTED)
         yield cluster
     finally:
         b.stop()
+
+
+#: how a test connects as a principal: ``connect("agent")``
+Connect = Callable[[str], KafkaAccess]
+
+
+@pytest.fixture(params=["sasl_ssl-scram", "mtls"])
+def connect(request: pytest.FixtureRequest, cluster: SecuredCluster) -> Connect:
+    """A principal over SASL_SSL with SCRAM-SHA-512, or over mTLS (its certificate's CN)."""
+    return cluster.access if request.param == "sasl_ssl-scram" else cluster.mtls
 
 
 @pytest.fixture(scope="session")

@@ -64,3 +64,11 @@ def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, sa
     assert len(ours) == 3 and {d["reason"] for d in ours} == {"duplicate_key"}
     report = verify(settings.kafka_access())
     assert report.ok, report.summary()
+    # Planted: every principal's password, and the private keys of the CA and the client
+    # certificates. None may appear in a log of the run, the broker's included.
+    planted = [*cluster.users.values()] + [
+        "".join(line for line in path.read_text().splitlines() if "PRIVATE KEY" not in line)[:64]
+        for path in (cluster.broker.pki.folder / "ca.key", cluster.broker.pki.client_key("agent"))]
+    logs = {p.name: p.read_text(errors="replace") for p in [*tmp_path.glob("*.log"), cluster.broker.log_file]}
+    leaked = [(name, secret[:4] + "...") for name, text in logs.items() for secret in planted if secret in text]
+    assert not leaked and len(logs) >= 3, leaked

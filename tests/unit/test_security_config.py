@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from runonce.devbroker.tls import Pki
 from runonce.devbroker.users import read_users, secured_properties, write_users
 from runonce.errors import ConfigError
 from runonce.kafka import acls
@@ -45,10 +46,14 @@ def test_users_file_round_trip_and_errors(tmp_path: Path) -> None:
 
 
 def test_secured_broker_properties_cover_every_listener_and_deny_by_default() -> None:
-    props = secured_properties({"admin": "a", "agent": "b"}, 9092, 9093)
-    assert props["listener.security.protocol.map"] == "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+    props = secured_properties({"admin": "a", "agent": "b"}, 9092, 9093, 9094, Pki(Path("/tls")))
+    # clients only over TLS: SCRAM on one listener, a client certificate on the other
+    assert props["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SASL_PLAINTEXT"
+    assert props["advertised.listeners"] == "SASL_SSL://127.0.0.1:9092,SSL://127.0.0.1:9094"
+    assert props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["listener.name.ssl.ssl.client.auth"] == "required"
     assert props["allow.everyone.if.no.acl.found"] == "false" and props["super.users"] == "User:admin"
-    assert 'user_agent="b"' in props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    assert '"b"' not in "".join(props.values())  # an agent's password is a SCRAM credential, not in a file
     assert "user_agent" not in props["listener.name.controller.plain.sasl.jaas.config"]  # only the broker
 
 
