@@ -144,6 +144,9 @@ class Settings:
     #: local broker only: a users file (``name=password`` lines) turns on SASL on every
     #: listener, StandardAuthorizer and deny-by-default; ``admin`` is its super user
     broker_users_file: Path | None = None
+    #: local secured broker only: also accept OAUTHBEARER tokens on its SASL_SSL listener, checked
+    #: against this JWKS (an OIDC provider's; the token's ``sub`` is the principal)
+    broker_oidc_jwks_url: str | None = None
 
     @property
     def broker_dir(self) -> Path:
@@ -245,6 +248,8 @@ class Settings:
             kwargs["vendor_limits"] = VendorLimit.parse_all(env["RUNONCE_VENDOR_LIMITS"])
         if env.get("RUNONCE_BROKER_USERS"):
             kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
+        if env.get("RUNONCE_BROKER_OIDC_JWKS_URL"):
+            kwargs["broker_oidc_jwks_url"] = env["RUNONCE_BROKER_OIDC_JWKS_URL"]
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),

@@ -27,7 +27,7 @@ from typing import Callable
 
 from runonce.devbroker.tls import Pki, ensure_pki
 from runonce.devbroker.users import (SUPER_USER, admin_access, client_config, format_users, read_users, scram_arguments,
-                                     secured_properties, upsert_scram, write_private)
+                                     oidc_properties, secured_properties, upsert_scram, write_private)
 from runonce.errors import BrokerSetupError
 from runonce.kafka.access import KafkaAccess
 from runonce.settings import Settings
@@ -292,6 +292,8 @@ class Broker:
         if users:
             pki = ensure_pki(self.dir / "tls", list(users))
             props.update(secured_properties(users, broker_port, controller_port, mtls_port, pki))
+            if self.settings.broker_oidc_jwks_url:
+                props.update(oidc_properties(self.settings.broker_oidc_jwks_url))
             write_private(self.users_file, format_users(users))
             self.client_properties.write_text("# a client of this broker: RUNONCE_KAFKA_CONFIG=<this file>\n" + "".join(
                 f"{k}={v}\n" for k, v in client_config(pki).items()))
@@ -303,6 +305,9 @@ class Broker:
         log4j = resources.files("runonce.devbroker") / "log4j.properties"
         return [
             "java", f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 256)}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            # Kafka 3.9.1+ reaches only the OAuth URLs listed here (CVE-2025-27817)
+            *([f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.settings.broker_oidc_jwks_url}"]
+              if self.settings.broker_oidc_jwks_url else []),
             f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{self.jar_dir}/*", main, *args,
         ]
 

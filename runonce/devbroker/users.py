@@ -94,6 +94,20 @@ def scram_arguments(users: dict[str, str]) -> list[str]:
     return out
 
 
+def oidc_properties(jwks_url: str) -> dict[str, str]:
+    """OAUTHBEARER beside SCRAM on the SASL_SSL listener: a token from an OIDC provider, checked
+    against its JWKS by Kafka's own validator; the token's ``sub`` is the principal."""
+    prefix = "listener.name.sasl_ssl.oauthbearer."
+    return {
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": f"{SCRAM},OAUTHBEARER",
+        f"{prefix}sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+        f"{prefix}sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        f"{prefix}sasl.oauthbearer.jwks.endpoint.url": jwks_url,
+        "sasl.oauthbearer.jwks.endpoint.url": jwks_url,
+    }
+
+
 def secured_properties(users: dict[str, str], broker_port: int, controller_port: int, mtls_port: int,
                        pki: Pki) -> dict[str, str]:
     """SASL_SSL with SCRAM-SHA-512 for clients and the broker itself; an SSL listener that requires

@@ -10,6 +10,7 @@ component under test connects with its own principal from ``cluster.env(name)``.
 
 from __future__ import annotations
 
+import secrets as secrets_module
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -20,8 +21,10 @@ from runonce.devbroker.broker import Broker
 from runonce.devbroker.users import client_config, mtls_config, write_users
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
+from runonce.kafka.client_config import ClientConfig
 from runonce.kafka.topics import create_topics
 from runonce.settings import Settings
+from runonce.testkit.oidc import LocalIdentityProvider, OidcClient
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class SecuredCluster:
     users: dict[str, str]
     secrets: Path
     broker: Broker
+    identity: LocalIdentityProvider | None = None
 
     def access(self, name: str, password: str | None = None) -> KafkaAccess:
         """``name`` over SASL_SSL with SCRAM-SHA-512, trusting the broker's CA."""
@@ -39,6 +43,17 @@ class SecuredCluster:
     def mtls(self, name: str) -> KafkaAccess:
         """``name`` over the mTLS listener: its client certificate is its principal, no password."""
         return KafkaAccess(self.broker.mtls_bootstrap(), config=mtls_config(self.broker.pki, name))
+
+    def oidc(self, client_id: str, secret: str | None = None) -> KafkaAccess:
+        """A client of the identity provider over SASL_SSL with OAUTHBEARER (librdkafka's OIDC
+        client-credentials flow); its token's ``sub`` is its principal."""
+        assert self.identity is not None
+        return KafkaAccess(self.admin.bootstrap_servers(), config=ClientConfig((
+            ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "OAUTHBEARER"), ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.client.id", client_id),
+            ("sasl.oauthbearer.client.secret", secret or self.identity.clients[client_id].secret),
+            ("sasl.oauthbearer.token.endpoint.url", self.identity.token_endpoint),
+            ("ssl.ca.location", str(self.broker.pki.ca))), "the test"))
 
     def env(self, name: str) -> dict[str, str]:
         """A component's environment: the broker's client settings (TLS, SCRAM, its CA), its
@@ -56,19 +71,22 @@ def cluster(base_settings: Settings) -> Iterator[SecuredCluster]:
     secrets.mkdir()
     for name, password in users.items():
         (secrets / name).write_text(password + "\n")
+    # An OIDC provider of the session's own: the broker checks OAUTHBEARER tokens against its JWKS.
+    identity = LocalIdentityProvider([OidcClient("agent-oidc", secrets_module.token_hex(16), "agent")])
     settings = base_settings.with_(broker_users_file=users_file, sasl_username="admin",
-                                   sasl_password=users["admin"])
+                                   sasl_password=users["admin"], broker_oidc_jwks_url=identity.jwks_endpoint)
     b = Broker(settings)
     try:
         status = b.start()
         admin = settings.with_(bootstrap=status.bootstrap, kafka_config=client_config(b.pki))
         create_topics(admin.kafka_access(), admin.partitions)
         acls.apply(admin.kafka_access(), grants, prune=True)
-        cluster = SecuredCluster(admin, users, secrets, b)
+        cluster = SecuredCluster(admin, users, secrets, b, identity)
         acls.wait_until_granted(cluster.access("agent"), topics.REQUESTED)
         yield cluster
     finally:
         b.stop()
+        identity.stop()
 
 
 #: how a test connects as a principal: ``connect("agent")``
