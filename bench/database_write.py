@@ -27,42 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
-from confluent_kafka import Producer  # noqa: E402
 
 from runonce.connectors import registry  # noqa: E402
 from runonce.connectors.base import ActionCall  # noqa: E402
-from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.ops.demo import REFUND_SQL, REFUNDS_TABLE  # noqa: E402
-from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.testkit.postgres import LocalPostgres  # noqa: E402
 from runonce.testkit.watch import ResultWatcher  # noqa: E402
-from runonce.wire.codec import Codec  # noqa: E402
 
-from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
+from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
 
 
 def say(msg: str) -> None:
     print(f"database-write: {msg}", file=sys.stderr, flush=True)
-
-
-def approve(bootstrap: str, partitions: int, n: int, run: str) -> list[str]:
-    codec, ids = Codec(), []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(n):
-        key = f"refund-{run}-{i}"
-        request = build_request("issue_refund", {"order_id": f"{run}-{i}", "amount_cents": 100 + i},
-                                agent_id="bench", idempotency_key=key)
-        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key,
-                    "unkeyed": False, "content_hash": "h", "matched_key": None, "first_action_id": None,
-                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
-                    "source_partition": 0, "source_offset": i}
-        p.produce(topics.APPROVED, key=key.encode(), value=codec.encode("ActionDecision", decision),
-                  partition=partition_for(key.encode(), partitions))
-        p.poll(0)
-        ids.append(request["action_id"])
-    p.flush(60)
-    return ids
 
 
 def alone(path: Path, env: dict[str, str], n: int, in_flight: int) -> float:
@@ -104,7 +80,9 @@ def main() -> int:
             run = uuid.uuid4().hex[:8]
             try:
                 started = time.monotonic()
-                ids = approve(settings.bootstrap_servers(), settings.partitions, args.actions, run)
+                ids = approve_many(settings.bootstrap_servers(), settings.partitions,
+                                   (("issue_refund", {"order_id": f"{run}-{i}", "amount_cents": 100 + i},
+                                     f"refund-{run}-{i}") for i in range(args.actions)))
                 deadline = time.monotonic() + 600
                 statuses: dict[str, int] = {}
                 for action_id in ids:

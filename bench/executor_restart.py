@@ -34,6 +34,7 @@ from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
+from runonce.testkit.decisions import approved_decision  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.results import Result, Status, result_record  # noqa: E402
 
@@ -73,10 +74,7 @@ def approve_one(bootstrap: str, partitions: int) -> str:
     key = f"new-{uuid.uuid4().hex}"
     request = build_request("charge_payment", {"card": "tok", "amount_cents": 4200}, agent_id="bench",
                             idempotency_key=key)
-    decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
-                "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
-                "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0,
-                "source_offset": 0}
+    decision = approved_decision(request, key)
     p = Producer({"bootstrap.servers": bootstrap})
     p.produce(topics.APPROVED, key=key.encode(), value=Codec().encode("ActionDecision", decision),
               partition=partition_for(key.encode(), partitions))

@@ -28,19 +28,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Producer  # noqa: E402
 
 from runonce.connectors import registry  # noqa: E402
 from runonce.connectors.base import ActionCall  # noqa: E402
-from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.partitioner import partition_for  # noqa: E402
-from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.vendor_servers import Mailpit, StripeMock  # noqa: E402
 from runonce.testkit.watch import ResultWatcher  # noqa: E402
-from runonce.wire.codec import Codec  # noqa: E402
 
-from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
+from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
 
 SECRETS = {"RUNONCE_BENCH_STRIPE_KEY": f"sk_test_{uuid.uuid4().hex}"}
 
@@ -53,24 +48,6 @@ def params_for(tool: str, run: str, i: int) -> dict[str, Any]:
     if tool == "charge_payment":
         return {"card": "tok_visa", "amount_cents": 100 + i}
     return {"to": f"lead-{run}-{i}@prospect.example", "subject": "Quick intro", "body": f"message {i}"}
-
-
-def approve(bootstrap: str, partitions: int, tool: str, n: int, run: str) -> list[str]:
-    codec, ids = Codec(), []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(n):
-        key = f"{run}-{i}"
-        request = build_request(tool, params_for(tool, run, i), agent_id="bench", idempotency_key=key)
-        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key,
-                    "unkeyed": False, "content_hash": "h", "matched_key": None, "first_action_id": None,
-                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
-                    "source_partition": 0, "source_offset": i}
-        p.produce(topics.APPROVED, key=key.encode(), value=codec.encode("ActionDecision", decision),
-                  partition=partition_for(key.encode(), partitions))
-        p.poll(0)
-        ids.append(request["action_id"])
-    p.flush(60)
-    return ids
 
 
 def alone(path: Path, vendor: str, tool: str, n: int, in_flight: int) -> float:
@@ -98,7 +75,8 @@ def through_executor(settings: Settings, path: Path, vendor: str, tool: str, n: 
     run = uuid.uuid4().hex[:8]
     try:
         started = time.monotonic()
-        ids = approve(settings.bootstrap_servers(), settings.partitions, tool, n, run)
+        ids = approve_many(settings.bootstrap_servers(), settings.partitions,
+                           ((tool, params_for(tool, run, i), f"{run}-{i}") for i in range(n)))
         deadline = time.monotonic() + 600
         statuses: dict[str, int] = {}
         for action_id in ids:

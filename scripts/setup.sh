@@ -11,40 +11,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+apt_install() {  # WHY PACKAGE...: Debian packages, as root; else say what to install and stop
+  local why=$1; shift
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing $* (Debian packages; $why)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  else
+    echo "setup: missing $*: install them ($why), then run this again" >&2
+    exit 2
+  fi
+}
+
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${need_apt[*]} (Debian packages)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
-  else
-    echo "setup: missing ${need_apt[*]}: install Java 17+ and Maven, then run this again" >&2
-    exit 2
-  fi
-fi
-
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing chromium (Debian package; the report test opens its page in it)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-  else
-    echo "setup: chromium missing: install Debian's chromium package (the report test needs it), then run this again" >&2
-    exit 2
-  fi
-fi
-
-# PostgreSQL (Debian's package): the postgres connector's tests and the demo's refund row start
-# a cluster of their own with its initdb and pg_ctl (runonce/testkit/postgres.py)
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing postgresql (Debian package; the database connector's tests run against it)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
-  else
-    echo "setup: PostgreSQL missing: install Debian's postgresql package (its tests need it), then run this again" >&2
-    exit 2
-  fi
-fi
+[ ${#need_apt[@]} -eq 0 ] || apt_install "the Kafka broker runs on Java 17+; Maven fetches its jars" "${need_apt[@]}"
+command -v chromium >/dev/null 2>&1 || apt_install "the report test opens its page in it" chromium
+# PostgreSQL: the postgres connector's tests and the demo's refund row start a cluster of their
+# own with its initdb and pg_ctl (runonce/testkit/postgres.py)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
+  || apt_install "the database connector's tests run against it" postgresql
 
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: Python >= 3.11 required" >&2; exit 2; }

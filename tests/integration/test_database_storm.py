@@ -22,6 +22,7 @@ from runonce.kafka.reader import read_all
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.streams.records import output_key
+from runonce.testkit.decisions import approved_decision
 from runonce.testkit.postgres import LocalPostgres
 from runonce.wire.codec import Codec
 
@@ -38,20 +39,14 @@ KILLS = ("before_call:2", "before_vendor_commit:40", "after_call:2", "after_comm
 SQL = "INSERT INTO refunds (order_id, amount_cents) VALUES (%(order_id)s, %(amount_cents)s) RETURNING id"
 
 
-def decision(request: dict[str, Any], key: str) -> dict[str, Any]:
-    return {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
-            "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
-            "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0, "source_offset": 0}
-
-
 def publish(bootstrap: str, topic: str, run: str) -> list[dict[str, Any]]:
     """The 2,000 records, in order: each order's first action; then, among them, the repeats."""
     codec = Codec()
     producer = clients.producer(bootstrap)
-    firsts = [decision(build_request("issue_refund", {"order_id": f"{run}-{i}", "amount_cents": 100 + i},
+    firsts = [approved_decision(build_request("issue_refund", {"order_id": f"{run}-{i}", "amount_cents": 100 + i},
                                      agent_id="refunds", idempotency_key=f"refund-{run}-{i}"), f"refund-{run}-{i}")
               for i in range(ORDERS)]
-    seconds = [decision(build_request("issue_refund", {"order_id": f"{run}-{i}", "amount_cents": 100 + i},
+    seconds = [approved_decision(build_request("issue_refund", {"order_id": f"{run}-{i}", "amount_cents": 100 + i},
                                       agent_id="refunds", idempotency_key=f"refund-{run}-{i}"), f"refund-{run}-{i}")
                for i in range(ORDERS - SAME_KEY, ORDERS)]
     records = firsts[:ORDERS // 2] + firsts[:DOUBLED] + firsts[ORDERS // 2:] + seconds

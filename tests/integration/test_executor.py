@@ -25,6 +25,7 @@ from runonce.kafka.topics import admin_client
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.streams.records import output_key
+from runonce.testkit.decisions import approved_decision
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_TOPIC
 from runonce.wire.results import Result, Status, result_record
@@ -48,10 +49,7 @@ def approve_all(bootstrap: str, topic: str, actions: list[tuple[str, dict[str, A
     requests = []
     for tool, params, key in actions:
         request = build_request(tool, params, agent_id="it", idempotency_key=key)
-        decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key or "",
-                    "unkeyed": key is None, "content_hash": "h", "matched_key": None, "first_action_id": None,
-                    "first_partition": None, "first_offset": None, "window_ms": None, "event_time_ms": 0,
-                    "source_partition": 0, "source_offset": 0}
+        decision = approved_decision(request, key)
         k = output_key(decision)
         producer.produce(topic, key=k, value=codec.encode("ActionDecision", decision),
                          partition=partition_for(k, 6))
@@ -198,10 +196,7 @@ def test_a_restart_restores_an_intent_older_than_the_key_window_when_its_record_
     request = build_request("send_email", {"to": f"{key}@example.com", "subject": "s"}, agent_id="it",
                             idempotency_key=key)
     codec = Codec()
-    decision = {"request": request, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
-                "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
-                "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0,
-                "source_offset": 0}
+    decision = approved_decision(request, key)
     partition = partition_for(key.encode(), 6)
     intent = result_record(request["action_id"], key, "send_email", Result(Status.ATTEMPTING), three_days_ago)
     producer = clients.producer(bootstrap)
@@ -239,9 +234,7 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     first = approve(bootstrap, source, "charge_payment", params, key)
     codec = Codec()
     producer = clients.producer(bootstrap)
-    again = {"request": first, "outcome": "APPROVED", "reason": "unique", "dedup_key": key, "unkeyed": False,
-             "content_hash": "h", "matched_key": None, "first_action_id": None, "first_partition": None,
-             "first_offset": None, "window_ms": None, "event_time_ms": 0, "source_partition": 0, "source_offset": 0}
+    again = approved_decision(first, key)
     producer.produce(source, key=key.encode(), value=codec.encode("ActionDecision", again),
                      partition=partition_for(key.encode(), 6))
     producer.flush(10)
