@@ -331,3 +331,33 @@ def test_vendor_calls_of_a_batch_are_in_flight_together() -> None:
     consumer.messages = [Msg(0, i, approved(f"a{i}")) for i in range(3)]
     ex.step()
     assert sorted(vendor.calls) == ["a0", "a1", "a2"]
+
+
+# -- the marker table's bound ------------------------------------------------------------
+
+@dataclass
+class MarkedMailer(Mailer):
+    """A connector keeping markers of its own (as the postgres kind does)."""
+
+    pruned: list[int] | None = None
+
+    def prune(self, older_than_ms: int) -> int:
+        assert self.pruned is not None
+        self.pruned.append(older_than_ms)
+        return 0
+
+
+def test_an_idle_executor_prunes_markers_older_than_the_window_every_ten_minutes() -> None:
+    from runonce.connectors.executor import PRUNE_EVERY_S
+
+    connector = MarkedMailer(pruned=[])
+    now = [1000.0]
+    ex = Executor(connector, consumer=FakeConsumer([]), transactions=FakeTransactions(), index=FakeIndex(),
+                  runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
+                  clock=lambda: now[0], prune_window_ms=86_400_000)
+    ex.step()  # idle: the first turn prunes
+    now[0] += PRUNE_EVERY_S - 1
+    ex.step()  # too soon
+    now[0] += 2
+    ex.step()
+    assert connector.pruned == [86_400_000, 86_400_000]
