@@ -85,12 +85,23 @@ def test_two_workers_racing_on_one_action_leave_one_row(tmp_path: Path, postgres
     transaction open before COMMIT; the second's marker waits on the first's key, fails when it
     commits, and rolls its own statement back: one row, one answer."""
     first, second = build(tmp_path, postgres.dsn), build(tmp_path, postgres.dsn)
+    for connector in (first, second):  # connected, the marker table made: nothing but the key orders them
+        connector.perform(refund(f"order-warm-up-{uuid.uuid4().hex[:4]}"))
     call = refund("order-race")
     inside = threading.Event()
+    waited: list[bool] = []
 
     def hold(_: ActionCall) -> None:
+        """Commit only once the second is seen waiting on a lock (the marker's key): the race
+        is then the one the test names, however slow the machine."""
         inside.set()
-        time.sleep(1.0)  # the second performs meanwhile, and waits on the marker's key
+        with psycopg.connect(postgres.dsn, autocommit=True) as watch:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not waited:
+                row = watch.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").fetchone()
+                if row and row[0]:
+                    waited.append(True)
+                time.sleep(0.05)
 
     first.before_commit = hold
     answers: list[str] = []
@@ -99,6 +110,7 @@ def test_two_workers_racing_on_one_action_leave_one_row(tmp_path: Path, postgres
     assert inside.wait(10)
     answers.append(second.perform(call).vendor_ref)
     t.join(10)
+    assert waited, "the second never waited on the first's marker: no race happened"
     assert rows(db, "order-race") == 1
     assert len(answers) == 2 and answers[0] == answers[1]
 
