@@ -12,6 +12,7 @@ This module is the seam where subprocess/OS errors become ``BrokerSetupError``.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import os
 import shutil
@@ -175,7 +176,10 @@ class Broker:
     def fetch(self) -> Path:
         """Resolve the broker's jars with Maven into the cache (once); return the folder."""
         marker = self.jar_dir / ".complete"
-        if marker.exists():
+        pom = resources.files("runonce.devbroker") / "pom.xml"
+        # the version and the POM it was resolved with: a POM that gains a jar resolves again
+        resolved = f"{self.settings.kafka_version} {hashlib.sha256(pom.read_bytes()).hexdigest()[:16]}"
+        if marker.exists() and marker.read_text().strip() == resolved:
             return self.jar_dir
         missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
         if missing:
@@ -183,8 +187,8 @@ class Broker:
                 f"{' and '.join(missing)} not found on PATH; the broker needs Java 17+ and Maven "
                 f"(Debian: apt-get install -y openjdk-17-jre-headless maven, which scripts/setup.sh does)"
             )
+        shutil.rmtree(self.jar_dir, ignore_errors=True)  # no jar of an earlier resolution stays on the classpath
         self.jar_dir.mkdir(parents=True, exist_ok=True)
-        pom = resources.files("runonce.devbroker") / "pom.xml"
         self.progress(f"resolving org.apache.kafka:kafka_2.13:{self.settings.kafka_version} from Maven Central ...")
         with resources.as_file(pom) as pom_path:
             cmd = [
@@ -203,7 +207,7 @@ class Broker:
             )
         if not any(self.jar_dir.glob("kafka_2.13-*.jar")):
             raise BrokerSetupError(f"maven finished but no kafka_2.13 jar is in {self.jar_dir}")
-        marker.write_text(self.settings.kafka_version)
+        marker.write_text(resolved)
         return self.jar_dir
 
     # -- status ----------------------------------------------------------------------
