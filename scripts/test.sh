@@ -15,7 +15,7 @@ phase "mkdocs build --strict: the docs build, and a broken link fails"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 phase "pytest: main suite (plaintext broker)"
 .venv/bin/pytest --ignore=tests/security "$@"
-phase "pytest: security suite (SASL/PLAIN + StandardAuthorizer broker)"
+phase "pytest: security suite (SASL_SSL + SCRAM, mTLS, OIDC, StandardAuthorizer broker)"
 .venv/bin/pytest tests/security "$@"
 phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"
 bash scripts/wheel_check.sh
