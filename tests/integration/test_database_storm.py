@@ -103,3 +103,6 @@ def test_a_kill_storm_on_database_executors_leaves_one_row_per_order_and_nothing
     assert per_order == {f"{run}-{i}": 1 for i in range(ORDERS)}  # one row per approved order, none twice
     for request in requests:  # every action's answer is its order's row
         assert final[request["action_id"]]["vendor_ref"] == ids[json.loads(request["params_json"])["order_id"]]
+    # The DSN is a secret: its password never reaches an executor's log, whatever it went through.
+    logs = [p.read_text(errors="replace") for p in tmp_path.glob("*.log")]
+    assert len(logs) == len(KILLS) + 1 and not any(postgres.password in text for text in logs)
