@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import socket
 import statistics
 import subprocess
@@ -55,13 +54,15 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
-from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.local_broker import OUT, child_env, local_broker  # noqa: E402
 from bench.txn_floor import HOPS, PARTITIONS, SIDE_TOPICS, passthrough  # noqa: E402
 from runonce.core.policy import PolicyBook  # noqa: E402
 from runonce.kafka.checkpoint import Step  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_messages  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
+from runonce.kafka.access import KafkaTarget  # noqa: E402
+from runonce.kafka.clients import base_config  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.streams.transactional.worker import DECIDE  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
@@ -98,12 +99,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 # -- the offered load: (key, value) records, produced in one of the two patterns ---------------
-def offer(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], rate: float, pattern: str,
+def offer(bootstrap: KafkaTarget, topic: str, records: list[tuple[bytes | None, bytes]], rate: float, pattern: str,
           stamp_header: bool) -> None:
     """Produce ``records`` at ``rate``/s. ``stamp_header``: carry the produce time in a ``t0``
     header (the floor's passthrough keeps it), as runonce's records carry it in CreateTime."""
     batched = pattern == "batched"
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+    p = Producer({**base_config(bootstrap), "acks": "all", "enable.idempotence": True,
                   "partitioner": "murmur2_random",  # the partition of a key as the stream job expects
                   "linger.ms": 5 if batched else 0, **({"batch.num.messages": 2000} if batched else {})})
     started = time.monotonic()
@@ -149,10 +150,10 @@ class Reader:
     """A read_committed consumer from the current end of ``names``, noting when each record
     arrives (taking what has arrived at once: a batch wait would count as latency)."""
 
-    def __init__(self, bootstrap: str, names: tuple[str, ...], ident: Callable[[Any], str | None]) -> None:
+    def __init__(self, bootstrap: KafkaTarget, names: tuple[str, ...], ident: Callable[[Any], str | None]) -> None:
         self.seen: dict[str, tuple[str, float]] = {}
         self._ident = ident
-        self._c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
+        self._c = Consumer({**base_config(bootstrap), "group.id": f"lat-{uuid.uuid4().hex[:6]}",
                             "isolation.level": "read_committed", "enable.auto.commit": False,
                             "fetch.wait.max.ms": 5})
         parts = []
@@ -184,7 +185,7 @@ class Reader:
 
 
 # -- the two systems -----------------------------------------------------------------------------
-def floor_run(bootstrap: str, n: int, rate: float, pattern: str, hop: tuple[str, str] = (HOPS[0], HOPS[1]),
+def floor_run(bootstrap: KafkaTarget, n: int, rate: float, pattern: str, hop: tuple[str, str] = (HOPS[0], HOPS[1]),
               label: str = "floor") -> list[float]:
     """The latencies (ms), by record index, of the passthrough from ``hop[0]`` to ``hop[1]``."""
     src, dst = hop
@@ -205,7 +206,7 @@ def floor_run(bootstrap: str, n: int, rate: float, pattern: str, hop: tuple[str,
     return [seen[1] - t0[f"{dst}:{i:012d}"] if seen else float("nan") for i, seen in enumerate(found)]
 
 
-def turn_run(ctx: Any, bootstrap: str, hop: tuple[str, str], also: tuple[str, ...], label: str, n: int,
+def turn_run(ctx: Any, bootstrap: KafkaTarget, hop: tuple[str, str], also: tuple[str, ...], label: str, n: int,
              rate: float, pattern: str) -> list[float]:
     """The latencies of a passthrough from ``hop[0]`` to ``hop[1]`` (copying each record to
     ``also`` too) that runs only for its own turn: an idle consumer's fetches cost the broker
@@ -223,12 +224,12 @@ def turn_run(ctx: Any, bootstrap: str, hop: tuple[str, str], also: tuple[str, ..
             proc.kill()
 
 
-def wide_floor_run(ctx: Any, bootstrap: str, n: int, rate: float, pattern: str) -> list[float]:
+def wide_floor_run(ctx: Any, bootstrap: KafkaTarget, n: int, rate: float, pattern: str) -> list[float]:
     """The wide floor's latencies: the passthrough writing three topics a transaction."""
     return turn_run(ctx, bootstrap, WIDE, SIDE_TOPICS, "wide_floor", n, rate, pattern)
 
 
-def runonce_run(bootstrap: str, requests: list[dict[str, Any]], rate: float, pattern: str) -> list[float]:
+def runonce_run(bootstrap: KafkaTarget, requests: list[dict[str, Any]], rate: float, pattern: str) -> list[float]:
     """Each action's latency (ms), by index: its CreateTime to its decision seen."""
     codec = Codec()
 
@@ -283,14 +284,14 @@ def transactions(before: dict[str, float], after: dict[str, float], seconds: flo
 
 
 def start_worker(settings: Any, metrics_port: int, profile: Path | None = None) -> subprocess.Popen[bytes]:
-    env = settings.child_env(os.environ)
+    env = child_env(settings)
     env["RUNONCE_METRICS_PORT"] = str(metrics_port)
     prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
     proc = subprocess.Popen([sys.executable, *prof, "-m", "runonce", "worker", "--name", "latency"], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(OUT / "decision-latency-worker.log", "wb"))
     # Warm-up: a few actions decided end to end before anything is timed.
     warm = runonce_load("steady", 40, f"warm{uuid.uuid4().hex[:4]}")
-    runonce_run(settings.bootstrap_servers(), warm, 20.0, "steady")
+    runonce_run(settings.kafka_access(), warm, 20.0, "steady")
     return proc
 
 
@@ -305,12 +306,15 @@ def main() -> int:
                     help="untimed load through the floor and runonce before the first round (default 10)")
     ap.add_argument("--profile", type=Path, default=None,
                     help="run the worker under cProfile and write its stats here (its latencies then mean nothing)")
+    ap.add_argument("--secure", action="store_true",
+                    help="the secured dev broker: SASL_SSL with SCRAM-SHA-512 for the floor, runonce and the "
+                         "load alike (the cost of TLS: compare with a run without it)")
     args = ap.parse_args()
     n = int(args.rate * args.seconds)
     warm = int(args.rate * WARM_S)
     rows = []
-    with local_broker("decision-latency", say) as settings:
-        bootstrap = settings.bootstrap_servers()
+    with local_broker("decision-latency", say, secure=args.secure) as settings:
+        bootstrap = settings.kafka_access()
         admin = admin_client(bootstrap)
         specs = [NewTopic(t, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"})
                  for t in (*HOPS[:2], *WIDE, *SIDE_TOPICS)]
@@ -378,7 +382,7 @@ def main() -> int:
             f"{q}_ratio": {"median": round(statistics.median(r[f"{q}_ratio"] for r in mine), 2),
                            "min": min(r[f"{q}_ratio"] for r in mine), "max": max(r[f"{q}_ratio"] for r in mine)}
             for q in ("p50", "p99", "p50_wide", "p99_wide")}})
-    print(json.dumps({"rounds": rows, "summary": summary}, indent=2))
+    print(json.dumps({"secure": args.secure, "rounds": rows, "summary": summary}, indent=2))
     return 0
 
 

@@ -3,6 +3,7 @@ under bench/out, stopped however the run ends."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from confluent_kafka import Producer
 
 from runonce.devbroker.broker import Broker
+from runonce.devbroker.users import SUPER_USER, client_config, write_private, write_users
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.topics import create_topics
@@ -26,16 +28,41 @@ OUT = Path(__file__).resolve().parent / "out"
 
 
 @contextmanager
-def local_broker(name: str, say: Callable[[str], None]) -> Iterator[Settings]:
-    """Settings pointing at a started broker whose topics exist."""
+def local_broker(name: str, say: Callable[[str], None], *, secure: bool = False) -> Iterator[Settings]:
+    """Settings pointing at a started broker whose topics exist. ``secure``: the secured dev
+    broker (SASL_SSL with SCRAM-SHA-512, its private CA), every client the admin principal,
+    so what a run measures beside a plain one is the cost of TLS and SASL (a superuser's
+    requests skip the ACL checks)."""
     settings = Settings.from_env({"RUNONCE_HOME": str(OUT / f"{name}-{uuid.uuid4().hex[:6]}")})
+    if secure:
+        users_file = settings.home / "users.properties"
+        users = write_users(users_file, [])
+        settings = settings.with_(broker_users_file=users_file, sasl_username=SUPER_USER,
+                                  sasl_password=users[SUPER_USER])
     broker = Broker(settings, progress=say)
     settings = settings.with_(bootstrap=broker.start().bootstrap)
+    if secure:
+        settings = settings.with_(kafka_config=client_config(broker.pki))
+        write_private(settings.home / "admin.password", f"{settings.sasl_password}\n")
     try:
-        create_topics(settings.bootstrap_servers(), settings.partitions)
+        create_topics(settings.kafka_access(), settings.partitions)
         yield settings
     finally:
         broker.stop()
+
+
+def principal_env(settings: Settings) -> dict[str, str]:
+    """What a runonce process sets to connect to the bench broker: on a secured one, the admin
+    principal (its password in a file) and the broker's client settings; else nothing."""
+    if not settings.sasl_username:
+        return {}
+    return {**settings.with_principal({}, settings.sasl_username, settings.home / "admin.password"),
+            "RUNONCE_KAFKA_CONFIG": str(Broker(settings).client_properties)}
+
+
+def child_env(settings: Settings) -> dict[str, str]:
+    """A runonce process's whole environment on the bench broker."""
+    return {**settings.child_env(os.environ), **principal_env(settings)}
 
 
 def assigned_executor(env: Mapping[str, str], vendor: str, group: str, log_path: Path) -> subprocess.Popen[bytes]:

@@ -17,17 +17,15 @@ import platform
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runonce.devbroker.broker import Broker  # noqa: E402
-from runonce.kafka.topics import create_topics  # noqa: E402
+from bench.local_broker import local_broker, principal_env  # noqa: E402
+from runonce.kafka.access import KafkaTarget  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.testkit.watch import DecisionWatcher  # noqa: E402
-from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from tests.support.worker import WorkerProcess  # noqa: E402
 
@@ -40,26 +38,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--actions", type=int, default=50_000)
     parser.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="at_least_once")
-    parser.add_argument("--keep-broker", action="store_true", help="leave the bench broker running")
+
+    parser.add_argument("--secure", action="store_true",
+                        help="the secured dev broker: SASL_SSL with SCRAM-SHA-512 (the cost of TLS)")
     args = parser.parse_args()
 
-    home = ROOT / "bench" / "out" / uuid.uuid4().hex[:6]
-    settings = Settings.from_env({"RUNONCE_HOME": str(home)}).with_(processing_guarantee=args.guarantee)
-    broker = Broker(settings, progress=lambda m: print(m, file=sys.stderr))
-    status = broker.start()
-    settings = settings.with_(bootstrap=status.bootstrap)
-    try:
-        create_topics(settings.bootstrap_servers(), settings.partitions)
+    with local_broker("stream-throughput", lambda m: print(m, file=sys.stderr), secure=args.secure) as settings:
+        settings = settings.with_(processing_guarantee=args.guarantee)
+        home, access = settings.home, settings.kafka_access()
         families = generate(args.actions, seed=1, run_id=home.name)
         records = [m for f in families for m, _ in f.members]
         t0 = time.monotonic()
-        with Submitter(settings.bootstrap_servers(), agent_id="bench") as sub:
+        with Submitter(access, agent_id="bench") as sub:
             for r in records:
                 sub.send(r)
         print(f"produced {len(records)} actions in {time.monotonic() - t0:.1f} s", file=sys.stderr)
 
-        worker = WorkerProcess(settings, "bench-0", home, {"RUNONCE_GUARANTEE": args.guarantee})
-        watcher = DecisionWatcher(settings.bootstrap_servers())
+        worker = WorkerProcess(settings, "bench-0", home, {**principal_env(settings), "RUNONCE_GUARANTEE": args.guarantee})
+        watcher = DecisionWatcher(access)
         started = time.monotonic()
         worker.start()
         peak_rss_kb = 0
@@ -79,11 +75,12 @@ def main() -> int:
         worker.stop()
         watcher.close()
         # Decision throughput: first to last decision record, on the broker's clock.
-        decision_ts = _decision_span_ms(settings.bootstrap_servers())
+        decision_ts = _decision_span_ms(access)
         rate = len(ids) / (decision_ts / 1000) if decision_ts else float("nan")
         result = {
             "actions": len(ids),
             "guarantee": args.guarantee,
+            "secure": args.secure,
             "decisions_per_s": round(rate),
             "wall_s_including_startup": round(wall_s, 1),
             "worker_peak_rss_mb": round(peak_rss_kb / 1024),
@@ -92,9 +89,6 @@ def main() -> int:
         }
         print(json.dumps(result, indent=2))
         return 0
-    finally:
-        if not args.keep_broker:
-            broker.stop()
 
 
 def _rss_kb(worker: WorkerProcess) -> int:
@@ -107,7 +101,7 @@ def _rss_kb(worker: WorkerProcess) -> int:
         return 0
 
 
-def _decision_span_ms(bootstrap: str) -> int:
+def _decision_span_ms(bootstrap: KafkaTarget) -> int:
     from runonce.kafka import topics
     from runonce.kafka.reader import read_all
 

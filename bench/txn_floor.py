@@ -34,7 +34,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from bench.local_broker import local_broker  # noqa: E402
-from runonce.kafka.clients import batched_fetch  # noqa: E402
+from runonce.kafka.access import KafkaTarget  # noqa: E402
+from runonce.kafka.clients import base_config, batched_fetch  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 
@@ -44,15 +45,15 @@ HOPS = ("floor.in", "floor.mid", "floor.out")
 SIDE_TOPICS = ("floor.side1", "floor.side2")
 
 
-def passthrough(bootstrap: str, src: str, dst: str, name: str, also: tuple[str, ...] = (),
+def passthrough(bootstrap: KafkaTarget, src: str, dst: str, name: str, also: tuple[str, ...] = (),
                 stop: Any = None) -> None:
     """``src`` to ``dst``, one transaction per batch; each record also copied to ``also``. Until
     ``stop`` (an Event) is set, then it leaves its group (a next one joins at once); else forever."""
     # fetches batched as the worker's are (the same setting and its default)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"floor-{name}", "enable.auto.commit": False,
+    consumer = Consumer({**base_config(bootstrap), "group.id": f"floor-{name}", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                          **batched_fetch(Settings().fetch_wait_ms)})
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"floor-{name}-{uuid.uuid4().hex[:6]}",
+    producer = Producer({**base_config(bootstrap), "transactional.id": f"floor-{name}-{uuid.uuid4().hex[:6]}",
                          "linger.ms": 5, "retry.backoff.ms": 5, "retry.backoff.max.ms": 100,
                          "transaction.timeout.ms": 10_000})
     producer.init_transactions(30)
@@ -77,10 +78,10 @@ def passthrough(bootstrap: str, src: str, dst: str, name: str, also: tuple[str, 
     consumer.close()
 
 
-def agent(bootstrap: str, rate: float, seconds: float, topic: str = HOPS[0], value_bytes: int = 200,
+def agent(bootstrap: KafkaTarget, rate: float, seconds: float, topic: str = HOPS[0], value_bytes: int = 200,
           idempotent: bool = False) -> None:
     """Records produced one at a time (``linger.ms`` 0), paced at ``rate``/s, over ``PARTITIONS``."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
+    producer = Producer({**base_config(bootstrap), "linger.ms": 0, "acks": "all",
                          **({"enable.idempotence": True} if idempotent else {})})
     started = time.monotonic()
     n = int(rate * seconds)
@@ -107,9 +108,11 @@ def main() -> int:
     parser.add_argument("--topics", type=int, choices=(1, 2, 3), default=1,
                         help=f"topics each record is copied to, the others being {', '.join(SIDE_TOPICS)} "
                              f"({PARTITIONS} partitions each); 3: a transaction as wide as runonce's under steady load")
+    parser.add_argument("--secure", action="store_true",
+                        help="the secured dev broker: SASL_SSL with SCRAM-SHA-512 (the cost of TLS)")
     args = parser.parse_args()
-    with local_broker("txn-floor", say=lambda m: print(m, file=sys.stderr)) as settings:
-        bootstrap = settings.bootstrap_servers()
+    with local_broker("txn-floor", say=lambda m: print(m, file=sys.stderr), secure=args.secure) as settings:
+        bootstrap = settings.kafka_access()
         admin = admin_client(bootstrap)
         specs = [NewTopic(t, PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"})
                  for t in HOPS + SIDE_TOPICS]
@@ -123,7 +126,7 @@ def main() -> int:
             p.start()
         readers = {}
         for t in HOPS[1:args.hops + 1]:
-            c = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False,
+            c = Consumer({**base_config(bootstrap), "group.id": uuid.uuid4().hex, "enable.auto.commit": False,
                           "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
             c.assign([TopicPartition(t, p, 0) for p in range(PARTITIONS)])
             readers[t] = c

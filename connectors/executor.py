@@ -57,7 +57,7 @@ from runonce.connectors.results import ResultIndex
 from runonce.connectors.limits import Throttle
 from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
-from runonce.kafka import clients, topics
+from runonce.kafka import clients, groups, topics
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
@@ -109,7 +109,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                     runner: ActionRunner | None = None, metrics: Any = None, rate: Rate | None = None) -> Executor:
     """``rate``: the connectors file's pace toward the vendor; ``RUNONCE_VENDOR_LIMITS`` overrides it."""
-    group = group or f"runonce-exec-{connector.name}"
+    group = group or f"{groups.EXECUTOR_PREFIX}{connector.name}"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)

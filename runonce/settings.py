@@ -108,6 +108,9 @@ class Settings:
     #: executors: how long a silent member keeps its partitions before the group moves them (a
     #: killed executor's partitions wait this long for a new owner; the broker's minimum is 6 s)
     executor_session_timeout_ms: int = 10_000
+    #: stream workers, either runtime: the same for the stream job's group (a killed worker's
+    #: partitions, and every decision on them, wait this long)
+    worker_session_timeout_ms: int = 10_000
     #: executors: the most approved records one batch takes (one intent and one result
     #: transaction per batch), and the most vendor calls in flight at once
     executor_max_batch: int = 500
@@ -254,6 +257,7 @@ class Settings:
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
                            ("RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "executor_session_timeout_ms"),
+                           ("RUNONCE_WORKER_SESSION_TIMEOUT_MS", "worker_session_timeout_ms"),
                            ("RUNONCE_EXECUTOR_MAX_BATCH", "executor_max_batch"),
                            ("RUNONCE_EXECUTOR_MAX_IN_FLIGHT", "executor_max_in_flight"),
                            ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
@@ -286,9 +290,10 @@ class Settings:
         if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
             raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
                               f"got {self.stream_failpoint!r}")
-        if not 6_000 <= self.executor_session_timeout_ms <= 300_000:
-            raise ConfigError(f"executor_session_timeout_ms must be within 6000..300000 (the broker's "
-                              f"group.min/max.session.timeout.ms), got {self.executor_session_timeout_ms}")
+        for name in ("executor_session_timeout_ms", "worker_session_timeout_ms"):
+            if not 6_000 <= getattr(self, name) <= 300_000:
+                raise ConfigError(f"{name} must be within 6000..300000 (the broker's "
+                                  f"group.min/max.session.timeout.ms), got {getattr(self, name)}")
         if not 1 <= self.executor_max_batch <= 10_000:
             raise ConfigError(f"executor_max_batch must be within 1..10000, got {self.executor_max_batch}")
         if not 1 <= self.executor_max_in_flight <= 1_000:

@@ -23,9 +23,10 @@ apt_install() {  # WHY PACKAGE...: Debian packages, as root; else say what to in
 }
 
 need_apt=()
-command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# the JDK, not only the JRE: a test helper (tests/support/ClientQuota.java) runs as a source file
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
-[ ${#need_apt[@]} -eq 0 ] || apt_install "the Kafka broker runs on Java 17+; Maven fetches its jars" "${need_apt[@]}"
+[ ${#need_apt[@]} -eq 0 ] || apt_install "the Kafka broker runs on Java 17+ (a test helper compiles); Maven fetches its jars" "${need_apt[@]}"
 command -v chromium >/dev/null 2>&1 || apt_install "the report test opens its page in it" chromium
 # PostgreSQL: the postgres connector's tests and the demo's refund row start a cluster of their
 # own with its initdb and pg_ctl (runonce/testkit/postgres.py)

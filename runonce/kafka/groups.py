@@ -11,6 +11,10 @@ from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
 
 
+#: every executor group and transactional id begins with this (acls.toml grants the prefix)
+EXECUTOR_PREFIX = "runonce-exec-"
+
+
 def start_group_at_end(bootstrap: KafkaTarget, group: str, topic: str, timeout_s: float = 10.0) -> None:
     """Commit the topic's current end offsets for ``group``: it starts with what comes next."""
     c = Consumer({**clients.base_config(bootstrap), "group.id": group, "enable.auto.commit": False})

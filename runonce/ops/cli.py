@@ -396,12 +396,18 @@ def cmd_stats(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.ops.demo import format_table, run_demo
+    from runonce.devbroker.users import SUPER_USER
+    from runonce.ops.demo import DemoAccess, format_table, run_demo
     from runonce.ops.stack import Stack
 
-    Stack(settings, progress=_say).up(with_executors=False)  # the demo runs its own sandboxes and executors
+    stack = Stack(settings, progress=_say)
+    stack.up(with_executors=False)  # the demo runs its own sandboxes and executors
+    # On a secured stack each part connects as its own principal; else these are all one.
+    access = DemoAccess(agent=stack.access_as("agent"), approver=stack.access_as("approver"),
+                        observer=stack.access_as(SUPER_USER), executor=stack.access_as("executor"),
+                        executor_env=stack.env_as("executor"))
     _say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")
-    rows = run_demo(settings, progress=_say)
+    rows = run_demo(settings, progress=_say, access=access)
     print(format_table(rows))
     surprises = [s for s in (row.surprise() for row in rows) if s is not None]
     for surprise in surprises:

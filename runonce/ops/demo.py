@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.errors import ConnectorError
@@ -83,7 +83,28 @@ def _refund_rows(postgres: LocalPostgres) -> Callable[[], int]:
     return count
 
 
-def run_demo(settings: Settings, progress: Progress) -> list[Row]:
+@dataclass(frozen=True, slots=True)
+class DemoAccess:
+    """Whom each part of the demo connects as. On a secured stack (``runonce up --secure``) these
+    are the least-privilege principals of runonce/kafka/acls.toml: the agents submit as ``agent``,
+    the executors run as ``executor``, the two workers approve as ``approver``, and the demo counts
+    decisions and results as the admin, as an operator's oracle does."""
+
+    agent: KafkaTarget
+    approver: KafkaTarget
+    observer: KafkaTarget
+    executor: KafkaTarget
+    #: an executor process's environment (its principal and the broker's client settings)
+    executor_env: Mapping[str, str]
+
+    @classmethod
+    def unsecured(cls, settings: Settings) -> DemoAccess:
+        access = settings.kafka_access()
+        return cls(access, access, access, access, settings.child_env(os.environ))
+
+
+def run_demo(settings: Settings, progress: Progress, access: DemoAccess | None = None) -> list[Row]:
+    access = access or DemoAccess.unsecured(settings)
     sandbox = LocalVendors(settings.home / "demo-sandbox").start()
     postgres = LocalPostgres(settings.home / "demo-postgres")
     executors: list[subprocess.Popen[bytes]] = []
@@ -98,11 +119,10 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
         built = registry.load(local.connectors_path, local.environ)
         connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
         run_id = uuid.uuid4().hex[:8]
-        executors = _start_executors(local, sorted(built), run_id, progress)
+        executors = _start_executors(local, access, sorted(built), run_id, progress)
         ledger, refunds = sandbox.vendors.ledger.count, _refund_rows(postgres)
-        bootstrap = settings.kafka_access()
-        with DecisionWatcher(bootstrap) as decisions, Submitter(bootstrap, agent_id="demo") as sub:
-            results = ResultWatcher(bootstrap)
+        with DecisionWatcher(access.observer) as decisions, Submitter(access.agent, agent_id="demo") as sub:
+            results = ResultWatcher(access.observer)
             try:
                 for incident in [*incidents(run_id), refund_race(run_id)]:
                     count = refunds if incident.name == "refund_race" else ledger
@@ -112,7 +132,7 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
                     rows.append(Row(incident, without, with_runonce, reasons))
                 incident = approval_race(run_id)
                 without = _straight(incident, connectors, ledger)
-                with_runonce, reasons = _through_approvals(incident, bootstrap, sub, decisions, results, ledger)
+                with_runonce, reasons = _through_approvals(incident, access.approver, sub, decisions, results, ledger)
                 progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
                 rows.append(Row(incident, without, with_runonce, reasons))
             finally:
@@ -127,16 +147,16 @@ def run_demo(settings: Settings, progress: Progress) -> list[Row]:
     return rows
 
 
-def _start_executors(settings: Settings, vendors: list[str], run_id: str,
+def _start_executors(settings: Settings, access: DemoAccess, vendors: list[str], run_id: str,
                      progress: Progress) -> list[subprocess.Popen[bytes]]:
-    env = settings.child_env(os.environ)
+    env = {**access.executor_env, "RUNONCE_CONNECTORS": str(settings.connectors_path)}
     log_dir = Path(settings.home) / "demo-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs = []
     for vendor in vendors:
-        group = f"runonce-demo-{run_id}-{vendor}"
+        group = f"{groups.EXECUTOR_PREFIX}demo-{run_id}-{vendor}"  # a name the executor principal may use
         # Fresh groups for this run, starting at the current end: earlier approvals are not replayed here.
-        groups.start_group_at_end(settings.kafka_access(), group, topics.APPROVED)
+        groups.start_group_at_end(access.executor, group, topics.APPROVED)
         with open(log_dir / f"executor-{vendor}.log", "ab") as log:
             procs.append(subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor,
                                            "--group", group, "--slot", run_id], env=env, stdout=log,

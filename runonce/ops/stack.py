@@ -119,6 +119,23 @@ class Stack:
                                     sasl_password=users[SUPER_USER])
         return admin, users
 
+    def access_as(self, principal: str) -> KafkaAccess:
+        """How a client of this stack connects as ``principal``: on a secured broker over SASL_SSL
+        with SCRAM, its password from ``<home>/credentials``; else without any principal."""
+        broker = Broker(self.settings)
+        if not broker.secured:
+            return self.settings.kafka_access()
+        try:
+            password = (self.credentials / principal).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            raise ConfigError(f"no credentials for principal {principal!r} in {self.credentials}: "
+                              f"start the stack with `runonce up --secure`") from None
+        return KafkaAccess(self.settings.bootstrap_servers(), principal, password, None, client_config(broker.pki))
+
+    def env_as(self, principal: str) -> dict[str, str]:
+        """A child process's environment as ``principal`` (see ``env``)."""
+        return self.env(Service(principal, (), principal), Broker(self.settings).secured)
+
     def env(self, svc: Service, secure: bool) -> dict[str, str]:
         """A service's environment: on a secured broker the broker's client settings (SASL_SSL,
         SCRAM, its CA) and its own principal, its password in a file."""

@@ -175,7 +175,7 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
         web_enabled=False,
         producer_acks=-1,
         # Fail over fast on one machine: a killed worker's partitions move within seconds.
-        broker_session_timeout=10.0,
+        broker_session_timeout=settings.worker_session_timeout_ms / 1000,
         broker_heartbeat_interval=1.0,
         broker_commit_every=10_000,
         broker_commit_interval=1.0,

@@ -58,7 +58,8 @@ def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStal
     """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
     committed, partition p of every input on one worker (range), fetches batched over
     ``fetch_wait_ms``; its statistics feed the lag gauge and ``group`` (group_stall.py)."""
-    return clients.transactional_consumer_config(settings.kafka_access(), GROUP, session_timeout_ms=10_000, **{
+    return clients.transactional_consumer_config(settings.kafka_access(), GROUP,
+                                                session_timeout_ms=settings.worker_session_timeout_ms, **{
         "partition.assignment.strategy": "range",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         "statistics.interval.ms": STATS_INTERVAL_MS, **clients.batched_fetch(settings.fetch_wait_ms),

@@ -93,7 +93,7 @@ EXPECTED = {
     # the one second request the protocol allows: the same key, after an outcome nobody saw
     ("payments", "after_call"): (1, "succeeded", 2),
     ("payments", "after_commit"): (1, "succeeded", 1),
-    ("jira", "before_call"): (1, "succeeded", 1), ("jira", "after_call"): (1, "succeeded", 1),
+    ("jira", "after_call"): (1, "succeeded", 1),
     ("jira", "after_commit"): (1, "succeeded", 1),
     # SMTP can neither deduplicate nor be asked: after an unknown outcome it is in_doubt, never resent.
     ("smtp", "before_call"): (0, "in_doubt", 0), ("smtp", "after_call"): (1, "in_doubt", 1),
@@ -103,9 +103,12 @@ EXPECTED = {
 
 #: a kill after the result's commit leaves a final result, and the redelivery is planned DONE
 #: before any connector is consulted: one vendor proves it for all (the others' two cases cost
-#: ~25 s of the suite and proved the same plan)
+#: ~25 s of the suite and proved the same plan). Jira killed before its call is left out too
+#: (22 s, the search's lag waited out): its restart searches, finds nothing past the lag and
+#: creates, the plan tests/unit/test_runner.py's reconcile cases prove for every capability;
+#: the lag itself is test_a_lagging_jira_search_never_makes_a_second_ticket's.
 KILLS = [(vendor, failpoint) for vendor in sorted(CASES) for failpoint in ("before_call", "after_call", "after_commit")
-         if failpoint != "after_commit" or vendor == "payments"]
+         if (failpoint != "after_commit" or vendor == "payments") and (vendor, failpoint) != ("jira", "before_call")]
 
 
 @pytest.mark.parametrize("vendor, failpoint", KILLS)

@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]
 TXN_TIMEOUT_MS = 15_000
 #: between faults: long enough for the pipeline to be moving again, so each fault meets a running one
 SETTLE_S = 10.0
-PAUSE_S = 25.0  # past the workers' (10 s) and executors' (10 s) sessions and the transaction timeout (15 s)
+PAUSE_S = 25.0  # past the workers' (6 s) and executors' (10 s) sessions and the transaction timeout (15 s)
 
 
 def _broker_signal(broker: Broker, sig: signal.Signals) -> None:

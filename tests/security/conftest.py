@@ -55,6 +55,13 @@ class SecuredCluster:
             ("sasl.oauthbearer.token.endpoint.url", self.identity.token_endpoint),
             ("ssl.ca.location", str(self.broker.pki.ca))), "the test"))
 
+    def mtls_env(self, name: str) -> dict[str, str]:
+        """A component's environment over the mTLS listener: a client properties file naming its
+        certificate and key (``RUNONCE_KAFKA_CONFIG``), no password."""
+        path = self.secrets / f"{name}.mtls.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in mtls_config(self.broker.pki, name).items()))
+        return {"RUNONCE_KAFKA_CONFIG": str(path), "RUNONCE_BOOTSTRAP": self.broker.mtls_bootstrap()}
+
     def env(self, name: str) -> dict[str, str]:
         """A component's environment: the broker's client settings (TLS, SCRAM, its CA), its
         username, and its password in a file (not on a command line)."""
@@ -97,6 +104,22 @@ Connect = Callable[[str], KafkaAccess]
 def connect(request: pytest.FixtureRequest, cluster: SecuredCluster) -> Connect:
     """A principal over SASL_SSL with SCRAM-SHA-512, or over mTLS (its certificate's CN)."""
     return cluster.access if request.param == "sasl_ssl-scram" else cluster.mtls
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How every component and client of a test connects as its principal."""
+    name: str
+    access: Connect
+    env: Callable[[str], dict[str, str]]
+
+
+@pytest.fixture(params=["sasl_ssl-scram", "mtls"])
+def transport(request: pytest.FixtureRequest, cluster: SecuredCluster) -> Transport:
+    """Processes and clients over SASL_SSL with SCRAM-SHA-512, or over mTLS (each its own certificate)."""
+    if request.param == "mtls":
+        return Transport("mtls", cluster.mtls, cluster.mtls_env)
+    return Transport("sasl_ssl-scram", cluster.access, cluster.env)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """The whole path on the secured broker, every component with its own least-privilege
 principal: an agent submits (with retries), the stream job decides, the payments executor
-charges once, an analyst reads the drops, and the oracle (admin) accounts for everything."""
+charges once, an analyst reads the drops, and the oracle (admin) accounts for everything.
+It runs over SASL_SSL with SCRAM-SHA-512, then again over mTLS, where each process's client
+certificate is its principal (``ssl.principal.mapping.rules``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from runonce.sdk.client import ActionClient
 from runonce.testkit.oracle import verify
 from runonce.wire.codec import Codec
 
-from tests.security.conftest import SecuredCluster
+from tests.security.conftest import SecuredCluster, Transport
 from tests.support.worker import RunonceProcess, WorkerProcess
 
 pytestmark = pytest.mark.broker
@@ -31,20 +33,20 @@ def sandbox(tmp_path: Path) -> Iterator[LocalVendors]:
     local.stop()
 
 
-def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, sandbox: LocalVendors,
-                                                     tmp_path: Path) -> None:
+def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, transport: Transport,
+                                                     sandbox: LocalVendors, tmp_path: Path) -> None:
     vendors = sandbox.vendors
     settings = cluster.admin
-    worker = WorkerProcess(settings, "sec-worker", tmp_path, cluster.env("stream"))
+    worker = WorkerProcess(settings, "sec-worker", tmp_path, transport.env("stream"))
     executor = RunonceProcess(settings, "sec-exec", ["executor", "--vendor", "payments"], tmp_path,
-                              {**cluster.env("executor"), **sandbox.env()})
+                              {**transport.env("executor"), **sandbox.env()})
     worker.start()
     executor.start()
     key = f"charge-{uuid.uuid4().hex[:8]}"
     try:
         # The agent writes with `agent` and awaits with `agent-reader` (it may read nothing as `agent`).
-        with ActionClient(cluster.access("agent"), agent_id="sec-billing",
-                          outcomes=cluster.access("agent-reader")) as client:
+        with ActionClient(transport.access("agent"), agent_id="sec-billing",
+                          outcomes=transport.access("agent-reader")) as client:
             handles = [client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 12900},
                                      idempotency_key=key)
                        for _ in range(4)]  # the seed's card charged four times: a framework retrying
@@ -59,7 +61,7 @@ def test_each_component_works_with_its_own_principal(cluster: SecuredCluster, sa
         ("succeeded", outcomes[0].vendor_ref, handles[0].action_id)}
 
     codec = Codec()
-    drops = [codec.decode(r.value)[1] for r in read_all(cluster.access("analyst"), topics.DROPPED)]
+    drops = [codec.decode(r.value)[1] for r in read_all(transport.access("analyst"), topics.DROPPED)]
     ours = [d for d in drops if d["dedup_key"] == key]
     assert len(ours) == 3 and {d["reason"] for d in ours} == {"duplicate_key"}
     report = verify(settings.kafka_access())

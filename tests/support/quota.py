@@ -8,30 +8,30 @@ from __future__ import annotations
 
 import subprocess
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from runonce.devbroker.broker import Broker
 from runonce.settings import Settings
 
 
-def _config_command(settings: Settings, *args: str) -> None:
-    jars = Broker(settings).jar_dir
-    # kafka-configs.sh's class: in core up to 3.x; since 4.0 in kafka-tools, which the broker's
-    # POM does not resolve (scripts/compat.sh runs no quota test)
-    main = ("org.apache.kafka.tools.ConfigCommand" if int(settings.kafka_version.split(".")[0]) >= 4
-            else "kafka.admin.ConfigCommand")
-    cmd = ["java", "-Xmx128m", "-cp", f"{jars}/*", main,
-           "--bootstrap-server", settings.bootstrap_servers(), "--entity-type", "clients", "--entity-default", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+HELPER = Path(__file__).with_name("ClientQuota.java")
+
+
+def _alter(settings: Settings, rate: str) -> None:
+    """The default client quota set to ``rate`` bytes/s, or removed (``delete``), through the
+    Admin API of the broker's own kafka-clients (ClientQuota.java, run as a source file)."""
+    cmd = ["java", "-Xmx128m", "-cp", f"{Broker(settings).jar_dir}/*", str(HELPER), settings.bootstrap_servers(), rate]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     if done.returncode != 0:
-        raise RuntimeError(f"kafka ConfigCommand {args} failed: {done.stdout}{done.stderr}")
+        raise RuntimeError(f"setting the client quota to {rate} failed: {done.stdout}{done.stderr}")
 
 
 @contextmanager
 def produce_quota(settings: Settings, bytes_per_s: int) -> Iterator[None]:
     """Every client's produce bytes per second held to ``bytes_per_s`` while the block runs."""
-    _config_command(settings, "--alter", "--add-config", f"producer_byte_rate={bytes_per_s}")
+    _alter(settings, str(bytes_per_s))
     try:
         yield
     finally:
-        _config_command(settings, "--alter", "--delete-config", "producer_byte_rate")
+        _alter(settings, "delete")

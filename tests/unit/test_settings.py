@@ -17,6 +17,7 @@ def test_from_env_reads_only_what_it_is_given(tmp_path) -> None:
     ({"RUNONCE_GUARANTEE": "maybe"}, "processing_guarantee must be"),
     ({"RUNONCE_BROKER_HEAP_MB": "64000"}, "broker_heap_mb must be within"),
     ({"RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": "3000"}, "executor_session_timeout_ms must be within 6000"),
+    ({"RUNONCE_WORKER_SESSION_TIMEOUT_MS": "5000"}, "worker_session_timeout_ms must be within 6000"),
     ({"RUNONCE_STREAM_FAILPOINT": "pass_over:ten"}, "stream_failpoint must be"),
     ({"RUNONCE_EXECUTOR_FAILPOINT": "before_vendor_commit:0"}, "executor_failpoint must be"),
     ({"RUNONCE_EXECUTOR_FAILPOINT": "after_lunch"}, "executor_failpoint must be"),

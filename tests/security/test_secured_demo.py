@@ -1,0 +1,39 @@
+"""`runonce demo` on a secured broker (what `runonce up --secure`, then `runonce demo`, runs):
+every part connects as its own least-privilege principal over SASL_SSL, and the incident
+table is the plain broker's, figure for figure (each row's ``surprise`` is None)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runonce.ops.demo import DemoAccess, format_table, run_demo
+
+from tests.security.conftest import SecuredCluster
+from tests.support.worker import WorkerProcess
+
+pytestmark = pytest.mark.broker
+
+
+def test_the_demo_on_a_secured_broker_shows_the_same_table(cluster: SecuredCluster, tmp_path: Path) -> None:
+    # No principal of its own: a part that fell back to the demo's settings, not its role's
+    # principal, would be refused, and the test with it.
+    settings = cluster.admin.with_(home=tmp_path / "home", sasl_username=None, sasl_password=None)
+    access = DemoAccess(agent=cluster.access("agent"), approver=cluster.access("approver"),
+                        observer=cluster.access("admin"), executor=cluster.access("executor"),
+                        executor_env={**settings.child_env(os.environ), **cluster.env("executor")})
+    worker = WorkerProcess(cluster.admin, "sec-demo-worker", tmp_path, cluster.env("stream"))
+    worker.start()
+    try:
+        rows = run_demo(settings, progress=print, access=access)
+    finally:
+        worker.stop()
+    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
+    logs = [p.read_text(errors="replace") for p in (settings.home / "demo-logs").glob("*.log")]
+    tails = "\n".join(text[-2000:] for text in logs)
+    assert len(logs) >= 5, "the executors wrote no logs: the leak check below would see nothing"
+    assert rows and not surprises, f"{surprises}\n{format_table(rows)}\n{worker.log_tail()}\n{tails}"
+    leaked = [name for name, password in cluster.users.items() if any(password in text for text in logs)]
+    assert not leaked, f"passwords of {leaked} in the executors' logs"
