@@ -71,6 +71,7 @@ def test_a_components_principal_keeps_the_deployments_tls_and_mechanism(tls_file
 @pytest.mark.parametrize("env, error", [
     ({"RUNONCE_KAFKA_CONFIG_ISOLATION_LEVEL": "read_uncommitted"}, "isolation.level is runonce's own"),
     ({"RUNONCE_KAFKA_CONFIG_ENABLE_AUTO_COMMIT": "true"}, "enable.auto.commit is runonce's own"),
+    ({"RUNONCE_KAFKA_CONFIG_GROUP_PROTOCOL": "consumer"}, "group.protocol is runonce's own"),
     ({"RUNONCE_KAFKA_CONFIG_SECURITY_PROTOCOL": "TLS"}, "security.protocol must be one of"),
     ({"RUNONCE_KAFKA_CONFIG_SECURITY_PROTOCOL": "SASL_SSL", "RUNONCE_KAFKA_CONFIG_SASL_MECHANISM": "GSSAPI"},
      "sasl.mechanism must be one of"),
