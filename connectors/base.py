@@ -52,3 +52,13 @@ class Connector(Protocol):
         """STATE_CHECK connectors: the effect if it already happened, else None. Raises a
         ConnectorError when it cannot tell: that is never taken for "absent"."""
         ...
+
+
+class NoStateCheck:
+    """For connectors whose vendor cannot be asked whether an effect happened (a vendor key or
+    nothing): ``check`` never answers and no lag is assumed."""
+
+    check_lag_s = 0.0
+
+    def check(self, call: ActionCall) -> VendorResponse | None:
+        return None

@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, Mapping
 
-from runonce.connectors import smtp, stripe, vendors
+from runonce.connectors import jira, salesforce, slack, smtp, stripe, vendors, webhooks
 from runonce.connectors.base import Connector
 from runonce.connectors.config import Rate, VendorFields, read_vendors
 from runonce.errors import ConfigError
@@ -34,11 +34,12 @@ SHIPPED: dict[str, Factory] = {
     "stripe": stripe.from_config,
     "smtp": smtp.from_config,
     "postgres": _postgres,
-    "sandbox-webhook": vendors.webhook,
-    "sandbox-slack": vendors.slack,
-    "sandbox-jira": vendors.jira,
+    "slack": slack.from_config,
+    "jira": jira.from_config,
+    "salesforce": salesforce.from_config,
+    "slack-webhook": slack.webhook_from_config,
+    "webhook": webhooks.from_config,
     "sandbox-calendar": vendors.calendar,
-    "sandbox-salesforce": vendors.salesforce,
 }
 
 

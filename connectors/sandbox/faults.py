@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 @dataclass
 class Fault:
     prefix: str
+    #: only requests of this method (``PATCH``); empty: every method
+    method: str = ""
     delay_s: float = 0.0
     #: perform the effect, then close the connection without answering (this many times)
     drop_response: int = 0
@@ -31,6 +33,10 @@ class Fault:
     _stamp: float = field(default=0.0, repr=False)
 
 
+def _on(f: Fault, path: str, method: str) -> bool:
+    return path.startswith(f.prefix) and (not f.method or not method or f.method == method)
+
+
 class Faults:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -44,29 +50,29 @@ class Faults:
         with self._lock:
             self._faults.clear()
 
-    def delay_for(self, path: str) -> float:
+    def delay_for(self, path: str, method: str = "") -> float:
         with self._lock:
-            return max((f.delay_s for f in self._faults if path.startswith(f.prefix)), default=0.0)
+            return max((f.delay_s for f in self._faults if _on(f, path, method)), default=0.0)
 
-    def index_lag_for(self, path: str) -> float:
+    def index_lag_for(self, path: str, method: str = "") -> float:
         with self._lock:
-            return max((f.index_lag_s for f in self._faults if path.startswith(f.prefix)), default=0.0)
+            return max((f.index_lag_s for f in self._faults if _on(f, path, method)), default=0.0)
 
-    def after_effect_status(self, path: str) -> int | None:
+    def after_effect_status(self, path: str, method: str = "") -> int | None:
         """The status to answer after performing, if a 'fail_after_effect' is left for this path."""
         with self._lock:
             for f in self._faults:
-                if path.startswith(f.prefix) and f.fail_after_effect > 0:
+                if _on(f, path, method) and f.fail_after_effect > 0:
                     f.fail_after_effect -= 1
                     return f.after_effect_status
         return None
 
-    def rate_limited(self, path: str) -> int | None:
+    def rate_limited(self, path: str, method: str = "") -> int | None:
         """Seconds to answer in Retry-After when a rate limit refuses this call; None lets it through."""
         now = time.monotonic()
         with self._lock:
             for f in self._faults:
-                if not path.startswith(f.prefix) or f.rate_limit_per_s <= 0:
+                if not _on(f, path, method) or f.rate_limit_per_s <= 0:
                     continue
                 if f._tokens < 0:  # first call: a full bucket
                     f._tokens, f._stamp = f.rate_limit_per_s, now
@@ -78,11 +84,11 @@ class Faults:
                 f._tokens -= 1.0
         return None
 
-    def take(self, path: str, kind: str) -> bool:
+    def take(self, path: str, kind: str, method: str = "") -> bool:
         """Consume one 'drop_response', 'fail_500' or 'fail_after_effect' for this path, if any is left."""
         with self._lock:
             for f in self._faults:
-                if path.startswith(f.prefix) and getattr(f, kind) > 0:
+                if _on(f, path, method) and getattr(f, kind) > 0:
                     setattr(f, kind, getattr(f, kind) - 1)
                     return True
         return False

@@ -8,21 +8,38 @@
 * emails    ``POST /emails`` as Resend's email API speaks it: a Bearer API key, a JSON message,
   ``Idempotency-Key`` (a repeat replays the first answer; the key with another message is 409
   ``invalid_idempotent_request``): the worked example of docs/connectors.md.
-* webhook   ``POST /webhook/<name>`` honours ``Idempotency-Key`` (replays, no second effect).
-* slack     ``POST /slack/<channel>`` an incoming webhook: no idempotency at all.
-* jira      ``POST /jira/rest/api/2/issue`` creates; ``GET /jira/rest/api/2/search?label=L`` finds
-  (optionally lagging: a ``Fault`` with ``index_lag_s`` hides new issues from search for a while).
+* hooks     ``POST /hooks/<name>`` a receiver of Standard Webhooks 1.0: it checks ``webhook-id``,
+  ``webhook-timestamp`` and ``webhook-signature`` against its ``whsec_`` secret (else 401) and
+  performs each ``webhook-id`` once, as the specification asks receivers to.
+* slack     ``POST /api/chat.postMessage`` and ``/api/auth.test`` as Slack's Web API speaks them:
+  a bot token as the Bearer token (else HTTP 200 ``{"ok": false, "error": "invalid_auth"}``),
+  Slack's ok/error bodies, ``ratelimited`` with 429; and an incoming webhook at
+  ``POST /services/T…/B…/<secret>`` answering ``ok``. Slack deduplicates nothing.
+* jira      Jira Cloud's REST v3: Basic auth (an account's email and API token, else 401);
+  ``POST /rest/api/3/issue`` creates (the description must be an Atlassian Document, the
+  project, summary and issue type are required, else 400 with Jira's ``errorMessages`` and
+  ``errors``); ``GET /rest/api/3/search/jql?jql=labels = "L"`` finds, optionally lagging: a
+  ``Fault`` with ``index_lag_s`` hides new issues from search for a while;
+  ``GET /rest/api/3/myself`` answers who the credentials are.
 * calendar  ``PUT /calendar/<calendar>/events/<event_id>``: the client-chosen id makes it idempotent.
-* salesforce ``GET|PATCH /salesforce/sobjects/<object>/<id>``: plain read and write.
+* salesforce Salesforce's REST API: an access token as the Bearer token (else 401
+  ``INVALID_SESSION_ID``); ``GET /services/data/v62.0/sobjects/<SObject>/<Id>?fields=F`` reads,
+  ``PATCH`` of the same path writes (204); errors as Salesforce's list of ``{message, errorCode}``.
 
-``GET /_ledger`` lists every side effect, ``GET /_requests`` every request received (so a
+``GET /_ledger`` lists every side effect, ``GET /_requests`` every request received, with its
+headers, credentials redacted (so a
 second call is visible even where the vendor deduplicates it, and whether a rate limit refused
 it); ``POST /_faults`` injects faults (connectors/sandbox/faults.py).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import re
+import secrets
 import threading
 import time
 import uuid
@@ -34,10 +51,55 @@ from runonce.connectors.sandbox.faults import Fault, Faults
 from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
 
 
+#: request headers that carry credentials: recorded as their scheme and ``<redacted>``
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})
+#: the Slack channels the sandbox workspace treats as archived, or does not have
+ARCHIVED_CHANNELS = frozenset({"archived"})
+MISSING_CHANNELS = frozenset({"nowhere"})
+#: Standard Webhooks: how far a webhook-timestamp may be from now (the reference library's 5 min)
+HOOK_TOLERANCE_S = 300
+
+
+def _jira_issue_errors(fields: dict[str, Any]) -> dict[str, str]:
+    """What Jira Cloud refuses in an issue's fields (its messages, by field)."""
+    errors = {}
+    project = fields.get("project")
+    if not isinstance(project, dict) or not project.get("key"):
+        errors["project"] = "Specify a valid project ID or key"
+    if not fields.get("summary"):
+        errors["summary"] = "You must specify a summary of the issue."
+    issuetype = fields.get("issuetype")
+    if not isinstance(issuetype, dict) or not (issuetype.get("name") or issuetype.get("id")):
+        errors["issuetype"] = "Specify an issue type"
+    description = fields.get("description")
+    if description is not None and not (isinstance(description, dict) and description.get("type") == "doc"):
+        errors["description"] = "Operation value must be an Atlassian Document (see the Atlassian Document Format)"
+    labels = fields.get("labels") or []
+    if not isinstance(labels, list) or any(not isinstance(x, str) or " " in x for x in labels):
+        errors["labels"] = "A label cannot contain spaces."
+    return errors
+
+
 class VendorState:
-    def __init__(self, bearer_keys: dict[str, str]) -> None:
+    def __init__(self, bearer_keys: dict[str, str], slack_token: str = "xoxb-runonce-sandbox",
+                 webhook_secret: str = "whsec_" + base64.b64encode(b"runonce-sandbox-hooks").decode(),
+                 slack_hook_path: str = "/services/T0SANDBOX/B0SANDBOX/sandbox",
+                 jira_account: tuple[str, str] = ("agent@runonce.local", "jira-sandbox-token"),
+                 salesforce_token: str = "00Dsandbox!runonce") -> None:
         #: path prefix -> the API key its vendor accepts as the Bearer token (Stripe's, the email API's)
         self.bearer_keys = bearer_keys
+        #: Slack's bot token (``xoxb-``), the hooks receiver's ``whsec_`` secret, and the path of
+        #: the incoming webhook (its last segment is its secret)
+        self.slack_token = slack_token
+        self.webhook_secret = webhook_secret
+        self.slack_hook_path = slack_hook_path
+        self.slack_posts = 0
+        #: Jira Cloud's Basic credentials: (email, API token)
+        self.jira_account = jira_account
+        #: Salesforce's OAuth access token
+        self.salesforce_token = salesforce_token
+        #: Standard Webhooks ids performed, per receiver: (name, webhook-id) -> the first answer
+        self.hook_ids: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.ledger = Ledger()
         self.faults = Faults()
@@ -51,6 +113,7 @@ class VendorState:
 class _Handler(BaseHTTPRequestHandler):
     state: VendorState  # set on the subclass built by VendorServer
     protocol_version = "HTTP/1.1"
+    raw_body = b""  # the request's bytes as sent (a webhook's signature covers them)
 
     def log_message(self, *args: Any) -> None:  # quiet
         pass
@@ -58,6 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        self.raw_body = raw
         if not raw:
             return None
         if self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
@@ -76,6 +140,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_text(self, status: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _recorded_headers(self) -> dict[str, str]:
+        return {k.lower(): (v.split(" ", 1)[0] + " <redacted>" if " " in v else "<redacted>")
+                if k.lower() in CREDENTIAL_HEADERS else v for k, v in self.headers.items()}
+
+    def _slack_hook(self, path: str) -> bool:
+        """A path of the incoming webhooks (``/services/T…/B…/secret``; not Salesforce's ``/services/data``)."""
+        return path.startswith("/services/T")
+
+    def _recorded_path(self) -> str:
+        """The path as recorded: an incoming webhook's last segment is its secret."""
+        if self._slack_hook(self.path):
+            return self.path.rsplit("/", 1)[0] + "/<redacted>"
+        return self.path
 
     def _drop(self) -> None:
         self.close_connection = True
@@ -97,26 +183,32 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {"ok": True})
         unauthorized = any(path.startswith(prefix) and self.headers.get("Authorization") != f"Bearer {key}"
                            for prefix, key in st.bearer_keys.items())
-        retry_after_s = None if unauthorized else st.faults.rate_limited(path)
-        st.ledger.received(Request(method, self.path, self.headers.get("Idempotency-Key") or "",
+        retry_after_s = None if unauthorized else st.faults.rate_limited(path, method)
+        st.ledger.received(Request(method, self._recorded_path(),
+                                   self.headers.get("Idempotency-Key") or self.headers.get("webhook-id") or "",
                                    json.dumps(body, sort_keys=True) if body is not None else "",
-                                   refused=401 if unauthorized else 429 if retry_after_s is not None else 0))
+                                   refused=401 if unauthorized else 429 if retry_after_s is not None else 0,
+                                   headers=self._recorded_headers(), raw=self.raw_body.decode("utf-8", "replace")))
         if unauthorized:
             return self._stripe_error(401, "invalid_request_error", "Invalid API Key provided")
+        if retry_after_s is not None and (path.startswith("/api/") or self._slack_hook(path)):  # Slack's own answer
+            return self._send(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after_s)})
         if retry_after_s is not None:
             return self._send(429, {"error": {"type": "invalid_request_error", "code": "rate_limit",
                                               "message": "rate limit exceeded"}}, {"Retry-After": str(retry_after_s)})
-        if st.faults.take(path, "fail_500"):
+        if st.faults.take(path, "fail_500", method):
             return self._send(500, {"error": "injected failure"})
-        delay = st.faults.delay_for(path)
+        delay = st.faults.delay_for(path, method)
         if delay:
             time.sleep(delay)
         status, answer = self._dispatch(method, path, body)
-        if st.faults.take(path, "drop_response"):
+        if st.faults.take(path, "drop_response", method):
             return self._drop()  # the effect happened; the caller never hears of it
-        after = st.faults.after_effect_status(path)
+        after = st.faults.after_effect_status(path, method)
         if after is not None:  # the effect happened; the caller hears of a failure
             return self._send(after, {"error": f"injected {after} after the effect"})
+        if isinstance(answer, str):
+            return self._send_text(status, answer)
         replayed = isinstance(answer, dict) and answer.pop("idempotent_replayed", False)
         self._send(status, answer, {"Idempotent-Replayed": "true"} if replayed else None)
 
@@ -129,17 +221,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._email(key, body)
         if method == "GET" and path == "/v1/balance":
             return 200, {"object": "balance", "available": [{"amount": 0, "currency": "usd"}], "livemode": False}
-        if method == "POST" and parts[0] == "webhook" and len(parts) == 2:
-            return self._keyed(f"webhook:{parts[1]}", key, body, lambda: self._effect(f"webhook:{parts[1]}", key or "",
-                                                                                    "delivered", body))
-        if method == "POST" and parts[0] == "slack" and len(parts) == 2:
-            return self._effect("slack", (body or {}).get("text", ""), f"posted to {parts[1]}", body)
-        if parts[:4] == ["jira", "rest", "api", "2"]:
-            return self._jira(method, parts[4:], body)
+        if method == "POST" and parts[0] == "hooks" and len(parts) == 2:
+            return self._hook(parts[1], body)
+        if method == "POST" and parts[0] == "api" and len(parts) == 2:
+            return self._slack_api(parts[1], body if isinstance(body, dict) else {})
+        if method == "POST" and self._slack_hook(path):
+            return self._slack_incoming(path, body if isinstance(body, dict) else {})
+        if parts[:3] == ["rest", "api", "3"]:
+            return self._jira(method, parts[3:], body)
         if method == "PUT" and parts[0] == "calendar" and len(parts) == 4 and parts[2] == "events":
             return self._calendar(parts[1], parts[3], body)
-        if parts[:2] == ["salesforce", "sobjects"] and len(parts) == 4:
-            return self._salesforce(method, parts[2], parts[3], body)
+        if parts[:2] == ["services", "data"] and len(parts) >= 3:
+            return self._salesforce(method, parts[2:], body)
         return 404, {"error": f"no route {method} {path}"}
 
     def _keyed(self, vendor: str, key: str | None, body: Any, perform: Any) -> tuple[int, Any]:
@@ -180,6 +273,72 @@ class _Handler(BaseHTTPRequestHandler):
                          "message": "Same idempotency key used while original request is still in progress."}
         return status, answer
 
+    def _hook(self, name: str, body: Any) -> tuple[int, Any]:
+        """A Standard Webhooks receiver: verify, then perform each webhook-id once."""
+        hook_id, stamp, signatures = (self.headers.get(h) or "" for h in
+                                      ("webhook-id", "webhook-timestamp", "webhook-signature"))
+        if not (hook_id and stamp and signatures):
+            return 400, {"error": "missing webhook-id, webhook-timestamp or webhook-signature"}
+        if not stamp.isdigit() or abs(time.time() - int(stamp)) > HOOK_TOLERANCE_S:
+            return 401, {"error": "webhook-timestamp outside the tolerance"}
+        secret = self.state.webhook_secret.removeprefix("whsec_")
+        key = base64.b64decode(secret + "=" * (-len(secret) % 4))
+        expected = base64.b64encode(hmac.new(key, f"{hook_id}.{stamp}.".encode() + self.raw_body,
+                                             hashlib.sha256).digest()).decode()
+        given = [sig.split(",", 1)[1] for sig in signatures.split(" ") if sig.startswith("v1,")]
+        if not any(hmac.compare_digest(expected, sig) for sig in given):
+            return 401, {"error": "no matching signature"}
+        with self.state.lock:
+            done = self.state.hook_ids.get((name, hook_id))
+            if done is None:
+                self.state.hook_ids[(name, hook_id)] = done = {"id": f"hook_{uuid.uuid4().hex[:12]}"}
+                fresh = True
+            else:
+                fresh = False
+        if fresh:
+            self.state.ledger.record(Effect(f"webhook:{name}", hook_id, "delivered", {"ref": done["id"], "body": body}))
+        return 200, dict(done)
+
+    def _slack_api(self, method_name: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """Slack's Web API: HTTP 200 with ``ok`` and, on failure, an error code."""
+        auth = self.headers.get("Authorization") or ""
+        if not auth:
+            return 200, {"ok": False, "error": "not_authed"}
+        if not hmac.compare_digest(auth, f"Bearer {self.state.slack_token}"):
+            return 200, {"ok": False, "error": "invalid_auth"}
+        if method_name == "auth.test":
+            return 200, {"ok": True, "url": "https://runonce-sandbox.slack.com/", "team": "runonce sandbox",
+                         "user": "runonce", "team_id": "T0SANDBOX0", "user_id": "U0SANDBOX0", "bot_id": "B0SANDBOX0"}
+        if method_name != "chat.postMessage":
+            return 200, {"ok": False, "error": "unknown_method"}
+        channel = str(body.get("channel") or "")
+        name = channel.lstrip("#")
+        if not name or name in MISSING_CHANNELS:
+            return 200, {"ok": False, "error": "channel_not_found"}
+        if name in ARCHIVED_CHANNELS:
+            return 200, {"ok": False, "error": "is_archived"}
+        text = str(body.get("text") or "")
+        if not text and not body.get("blocks"):
+            return 200, {"ok": False, "error": "no_text"}
+        channel_id = channel if channel[:1] in "CGD" and channel.isupper() else \
+            "C" + hashlib.sha256(name.encode()).hexdigest()[:10].upper()
+        with self.state.lock:
+            self.state.slack_posts += 1
+            ts = f"{int(time.time())}.{self.state.slack_posts % 1_000_000:06d}"
+        self.state.ledger.record(Effect("slack", text, f"posted to {channel}", {"ref": f"{channel_id}/{ts}", "body": body}))
+        return 200, {"ok": True, "channel": channel_id, "ts": ts,
+                     "message": {"type": "message", "text": text, "ts": ts, "bot_id": "B0SANDBOX0"}}
+
+    def _slack_incoming(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """An incoming webhook: its URL is its credential; plain-text answers."""
+        if not hmac.compare_digest(path, self.state.slack_hook_path):
+            return 404, "no_service"
+        if not body.get("text") and not body.get("blocks"):
+            return 400, "no_text"
+        self.state.ledger.record(Effect("slack", str(body.get("text") or ""), "posted by the incoming webhook",
+                                        {"ref": "posted", "body": body}))
+        return 200, "ok"
+
     def _effect(self, vendor: str, key: str, what: str, detail: Any) -> tuple[int, Any]:
         ref = f"{vendor.split(':')[0]}_{uuid.uuid4().hex[:12]}"
         self.state.ledger.record(Effect(vendor, key, what, {"ref": ref, "body": detail}))
@@ -202,23 +361,39 @@ class _Handler(BaseHTTPRequestHandler):
                      "paid": True, "status": "succeeded"}
 
     def _jira(self, method: str, rest: list[str], body: Any) -> tuple[int, Any]:
+        """Jira Cloud REST v3, with its error shape: ``errorMessages`` and ``errors``."""
+        email, token = self.state.jira_account
+        basic = "Basic " + base64.b64encode(f"{email}:{token}".encode()).decode()
+        if not hmac.compare_digest(self.headers.get("Authorization") or "", basic):
+            return 401, {"errorMessages": ["Client must be authenticated to access this resource."], "errors": {}}
+        if method == "GET" and rest == ["myself"]:
+            return 200, {"accountId": "5b10ac8d82e05b22cc7d4ef5", "emailAddress": email, "active": True}
         if method == "POST" and rest == ["issue"]:
-            fields = (body or {}).get("fields", {})
+            fields = (body or {}).get("fields") if isinstance(body, dict) else None
+            errors = _jira_issue_errors(fields if isinstance(fields, dict) else {})
+            if errors:
+                return 400, {"errorMessages": [], "errors": errors}
+            assert isinstance(fields, dict)
             with self.state.lock:
-                issue = {"key": f"SUP-{len(self.state.issues) + 1}", "fields": fields,
-                         "indexed_at": time.monotonic()}
+                number = len(self.state.issues) + 10001
+                issue = {"id": str(number), "key": f"{fields['project']['key']}-{len(self.state.issues) + 1}",
+                         "fields": fields, "indexed_at": time.monotonic()}
                 self.state.issues.append(issue)
             labels = fields.get("labels") or [""]
             self.state.ledger.record(Effect("jira", labels[0], "issue created", {"ref": issue["key"]}))
-            return 201, {"key": issue["key"]}
-        if method == "GET" and rest == ["search"]:
-            label = parse_qs(urlsplit(self.path).query).get("label", [""])[0]
-            visible_before = time.monotonic() - self.state.faults.index_lag_for("/jira/rest/api/2/search")
+            return 201, {"id": issue["id"], "key": issue["key"], "self": f"/rest/api/3/issue/{issue['id']}"}
+        if method == "GET" and rest == ["search", "jql"]:
+            jql = parse_qs(urlsplit(self.path).query).get("jql", [""])[0]
+            wanted = re.fullmatch(r'\s*labels\s*=\s*"([^"]+)"\s*', jql)
+            if wanted is None:
+                return 400, {"errorMessages": [f"The sandbox's JQL knows only labels = \"...\": {jql!r}"],
+                             "errors": {}}
+            visible_before = time.monotonic() - self.state.faults.index_lag_for("/rest/api/3/search/jql")
             with self.state.lock:
                 found = [i for i in self.state.issues
-                         if label in (i["fields"].get("labels") or []) and i["indexed_at"] <= visible_before]
-            return 200, {"issues": [{"key": i["key"]} for i in found]}
-        return 404, {"error": "no such jira route"}
+                         if wanted.group(1) in (i["fields"].get("labels") or []) and i["indexed_at"] <= visible_before]
+            return 200, {"issues": [{"id": i["id"], "key": i["key"]} for i in found], "isLast": True}
+        return 404, {"errorMessages": ["No such route in the sandbox's Jira"], "errors": {}}
 
     def _calendar(self, calendar: str, event_id: str, body: Any) -> tuple[int, Any]:
         with self.state.lock:
@@ -230,17 +405,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.ledger.record(Effect("calendar", event_id, f"event on {calendar}", {"ref": event_id}))
         return 200, {"id": event_id, "status": "created"}
 
-    def _salesforce(self, method: str, obj: str, rec_id: str, body: Any) -> tuple[int, Any]:
+    def _salesforce(self, method: str, rest: list[str], body: Any) -> tuple[int, Any]:
+        """Salesforce REST: ``<version>/sobjects/<SObject>/<Id>`` read and written, ``<version>/limits``."""
+        if not hmac.compare_digest(self.headers.get("Authorization") or "", f"Bearer {self.state.salesforce_token}"):
+            return 401, [{"message": "Session expired or invalid", "errorCode": "INVALID_SESSION_ID"}]
+        if rest[1:] == ["limits"] and method == "GET":
+            return 200, {"DailyApiRequests": {"Max": 15000, "Remaining": 14999}}
+        if len(rest) != 4 or rest[1] != "sobjects":
+            return 404, [{"message": "The requested resource does not exist", "errorCode": "NOT_FOUND"}]
+        obj, rec_id = rest[2], rest[3]
         with self.state.lock:
-            record = self.state.records.setdefault((obj, rec_id), {"Id": rec_id})
+            record = self.state.records.setdefault((obj, rec_id), {"attributes": {"type": obj}, "Id": rec_id})
             if method == "GET":
-                return 200, dict(record)
+                wanted = parse_qs(urlsplit(self.path).query).get("fields", [""])[0]
+                names = [n for n in wanted.split(",") if n]
+                return 200, {k: v for k, v in record.items() if not names or k in names or k in ("attributes", "Id")}
             if method == "PATCH" and isinstance(body, dict):
+                bad = [k for k in body if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", k)]
+                if bad:
+                    return 400, [{"message": f"No such column '{bad[0]}' on sobject of type {obj}",
+                                  "errorCode": "INVALID_FIELD"}]
                 record.update(body)
         if method == "PATCH":
             self.state.ledger.record(Effect("salesforce", f"{obj}/{rec_id}", "field updated", {"body": body}))
             return 204, None
-        return 405, {"error": "method not allowed"}
+        return 405, [{"message": f"HTTP Method '{method}' not allowed", "errorCode": "METHOD_NOT_ALLOWED"}]
 
     def do_GET(self) -> None:  # noqa: N802
         self._route("GET")
@@ -265,8 +454,13 @@ class VendorServer:
     """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1", stripe_key: str = "sk_test_runonce_sandbox",
-                 email_api_key: str = "re_runonce_sandbox") -> None:
-        self.state = VendorState({"/v1/": stripe_key, "/emails": email_api_key})
+                 email_api_key: str = "re_runonce_sandbox", slack_token: str = "xoxb-runonce-sandbox",
+                 webhook_secret: str | None = None, jira_token: str = "jira-sandbox-token",
+                 salesforce_token: str = "00Dsandbox!runonce") -> None:
+        self.state = VendorState({"/v1/": stripe_key, "/emails": email_api_key}, slack_token,
+                                 webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode(),
+                                 f"/services/T0SANDBOX/B0SANDBOX/{secrets.token_hex(12)}",
+                                 ("agent@runonce.local", jira_token), salesforce_token)
         handler = type("Handler", (_Handler,), {"state": self.state})
         self.httpd = _Server((host, port), handler)
         self.httpd.daemon_threads = True
@@ -281,6 +475,11 @@ class VendorServer:
     @property
     def ledger(self) -> Ledger:
         return self.state.ledger
+
+    @property
+    def slack_hook_url(self) -> str:
+        """The incoming webhook's URL: a credential (its last segment is the secret)."""
+        return self.url + self.state.slack_hook_path
 
     def start(self) -> VendorServer:
         self.thread.start()

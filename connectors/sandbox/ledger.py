@@ -31,6 +31,10 @@ class Request:
     at: float = field(default_factory=time.time)
     #: the status of a refusal before the vendor acted on it (429 of a rate limit), else 0
     refused: int = 0
+    #: its headers, lower-case names, credentials redacted (``authorization: Bearer <redacted>``)
+    headers: dict[str, str] = field(default_factory=dict)
+    #: its body as sent (a signature covers these bytes, not ``body``'s re-serialised JSON)
+    raw: str = ""
 
 
 class Ledger:

@@ -5,6 +5,7 @@ through this file: the sandbox differs from a vendor only in where it is."""
 
 from __future__ import annotations
 
+import base64
 import secrets
 import ssl
 from pathlib import Path
@@ -18,8 +19,9 @@ from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.devbroker.users import write_private
 
 SMTP_USER = "runonce-sandbox"
-SANDBOX_KINDS = {"webhook": "sandbox-webhook", "slack": "sandbox-slack", "jira": "sandbox-jira",
-                 "calendar": "sandbox-calendar", "salesforce": "sandbox-salesforce"}
+SANDBOX_KINDS = {"calendar": "sandbox-calendar"}
+#: the account the sandbox's Jira Cloud knows
+JIRA_EMAIL = "agent@runonce.local"
 
 
 class LocalVendors:
@@ -45,7 +47,22 @@ class LocalVendors:
         write_private(self.email_api_key_file, self.email_api_key)
         self.smtp_password_file = folder / "secrets" / "smtp_password"
         write_private(self.smtp_password_file, self.smtp_password)
-        self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key, email_api_key=self.email_api_key)
+        #: Slack's bot token, and the Standard Webhooks receiver's whsec_ secret
+        self.slack_token = f"xoxb-{secrets.token_hex(12)}"
+        self.slack_token_file = folder / "secrets" / "slack_token"
+        write_private(self.slack_token_file, self.slack_token)
+        self.webhook_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        self.webhook_secret_file = folder / "secrets" / "webhook_secret"
+        write_private(self.webhook_secret_file, self.webhook_secret)
+        self.salesforce_token = f"00D{secrets.token_hex(6)}!{secrets.token_urlsafe(24)}"
+        self.salesforce_token_file = folder / "secrets" / "salesforce_token"
+        write_private(self.salesforce_token_file, self.salesforce_token)
+        self.jira_token = secrets.token_urlsafe(18)
+        self.jira_token_file = folder / "secrets" / "jira_api_token"
+        write_private(self.jira_token_file, self.jira_token)
+        self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key, email_api_key=self.email_api_key,
+                                    slack_token=self.slack_token, webhook_secret=self.webhook_secret,
+                                    jira_token=self.jira_token, salesforce_token=self.salesforce_token)
         self.smtp = SmtpServer(self.vendors.ledger, smtp_port, host, tls=server_tls, implicit=implicit_tls,
                                users={SMTP_USER: self.smtp_password})
         self.implicit_tls = implicit_tls
@@ -76,7 +93,15 @@ class LocalVendors:
                  "[vendors.smtp]", 'kind = "smtp"', f'host = "{self.advertise}"', f"port = {self.smtp.port}",
                  f'tls = "{"implicit" if self.implicit_tls else "starttls"}"', f'ca_file = "{self.ca_file}"',
                  f'username = "{SMTP_USER}"', f'password = {{ file = "{self.smtp_password_file}" }}',
-                 'sender = "agent@runonce.local"', ""]
+                 'sender = "agent@runonce.local"', "",
+                 "[vendors.webhook]", 'kind = "webhook"', f'url = "{url}/hooks/ops"',
+                 f'secret = {{ file = "{self.webhook_secret_file}" }}', 'tools = ["restart_service"]', "",
+                 "[vendors.slack]", 'kind = "slack"', f'base_url = "{url}"',
+                 f'token = {{ file = "{self.slack_token_file}" }}', "",
+                 "[vendors.jira]", 'kind = "jira"', f'base_url = "{url}"', f'email = "{JIRA_EMAIL}"',
+                 f'api_token = {{ file = "{self.jira_token_file}" }}', "",
+                 "[vendors.salesforce]", 'kind = "salesforce"', f'instance_url = "{url}"',
+                 f'token = {{ file = "{self.salesforce_token_file}" }}', ""]
         for name, kind in SANDBOX_KINDS.items():
             lines += [f"[vendors.{name}]", f'kind = "{kind}"', f'base_url = "{url}"', ""]
         for name, fields in (extra or {}).items():

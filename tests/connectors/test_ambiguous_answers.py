@@ -14,49 +14,51 @@ from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.transport import http_json
 from runonce.connectors.base import Connector
 from runonce.connectors.smtp import SmtpConnector
-from runonce.connectors.vendors import JiraConnector, SlackConnector
+from runonce.connectors.jira import label
 from runonce.wire.results import Status
+
+from tests.support.jira import ISSUE, jira_connector
+from tests.support.slack import POST, post, slack_connector
 
 FAST = RetryPolicy(max_attempts=4, base_backoff_s=0.01)
 
 
 @pytest.mark.parametrize("status", [500, 502, 504])
 def test_a_5xx_may_have_been_performed(vendors: VendorServer, status: int) -> None:
-    vendors.state.faults.add(Fault("/slack/", fail_after_effect=1, after_effect_status=status))
+    vendors.state.faults.add(Fault(POST, fail_after_effect=1, after_effect_status=status))
     with pytest.raises(OutcomeUnknown, match=f"HTTP {status} may have been performed"):
-        http_json("POST", f"{vendors.url}/slack/c", {"text": "t"})
+        post(vendors, "#c", "t")
 
 
 @pytest.mark.parametrize("status", [429, 503])
 def test_429_and_503_say_not_performed(vendors: VendorServer, status: int) -> None:
-    vendors.state.faults.add(Fault("/slack/", fail_after_effect=1, after_effect_status=status))
+    vendors.state.faults.add(Fault(POST, fail_after_effect=1, after_effect_status=status))
     with pytest.raises(TransientVendorError, match=f"HTTP {status}"):
-        http_json("POST", f"{vendors.url}/slack/c", {"text": "t"})
+        post(vendors, "#c", "t")
 
 
 def test_slack_posted_then_502_is_in_doubt_never_posted_again(vendors: VendorServer) -> None:
-    vendors.state.faults.add(Fault("/slack/", fail_after_effect=1, after_effect_status=502))
+    vendors.state.faults.add(Fault(POST, fail_after_effect=1, after_effect_status=502))
     text = f"deploy done {uuid.uuid4().hex[:6]}"
     call = ActionCall("a1", "post_slack_message", {"channel": "#ops", "text": text}, "k1")
-    outcome = ActionRunner(SlackConnector(vendors.url), FAST, sleep=lambda _s: None).perform(call)
+    outcome = ActionRunner(slack_connector(vendors), FAST, sleep=lambda _s: None).perform(call)
     assert outcome is not None and outcome.status is Status.IN_DOUBT, outcome
     assert vendors.ledger.count("slack", text) == 1
-    assert len(vendors.ledger.requests("/slack/ops", text)) == 1  # one request: no blind retry
+    assert len(vendors.ledger.requests(POST, text)) == 1  # one request: no blind retry
 
 
 def test_jira_created_then_504_is_found_by_its_state_check(vendors: VendorServer) -> None:
-    vendors.state.faults.add(Fault("/jira/rest/api/2/issue", fail_after_effect=1, after_effect_status=504))
-    jira = JiraConnector(vendors.url, check_lag_s=0.0)
+    vendors.state.faults.add(Fault(ISSUE, fail_after_effect=1, after_effect_status=504))
+    jira = jira_connector(vendors, check_lag_s=0.0)
     call = ActionCall("a2", "create_jira_ticket", {"project": "SUP", "customer_id": "c", "description": "d"},
                       f"k-{uuid.uuid4().hex[:6]}")
     outcome = ActionRunner(jira, FAST, sleep=lambda _s: None).perform(call)
-    created = vendors.ledger.effects("jira", jira.label(call))
+    created = vendors.ledger.effects("jira", label(call))
     assert outcome is not None and (outcome.status, outcome.vendor_ref) == (Status.SUCCEEDED,
                                                                             created[0].detail["ref"])
-    assert len(created) == 1 and len(vendors.ledger.requests("/jira/rest/api/2/issue", jira.label(call))) == 1
+    assert len(created) == 1 and len(vendors.ledger.requests(ISSUE, label(call))) == 1
 
 
 def test_payments_charged_then_502_asks_again_with_the_same_key(vendors: VendorServer,

@@ -12,6 +12,8 @@ from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.wire.results import Result
 
+from tests.support.slack import POST, slack_connector
+
 PARAMS: dict[str, tuple[str, dict[str, Any], str]] = {
     "smtp": ("send_email", {"to": "john@prospect.example", "subject": "Following up", "body": "Hi"}, "smtp"),
     "webhook": ("restart_service", {"service": "api", "host": "srv-2"}, "webhook:ops"),
@@ -42,7 +44,7 @@ def test_replay(vendor: str, vendors: VendorServer, connectors: dict[str, Connec
 def test_the_replay_test_catches_a_connector_that_is_not_idempotent(vendors: VendorServer,
                                                                     replay: Callable[..., Result]) -> None:
     """The check can fail: a connector that bypasses the protocol and posts twice is caught."""
-    from runonce.connectors.vendors import SlackConnector
+    from runonce.connectors.slack import SlackConnector
 
     class Leaky(SlackConnector):
         def perform(self, call: ActionCall):  # type: ignore[no-untyped-def]
@@ -51,7 +53,7 @@ def test_the_replay_test_catches_a_connector_that_is_not_idempotent(vendors: Ven
 
     call = ActionCall("a", "post_slack_message", {"channel": "#c", "text": "t"}, "k")
     with pytest.raises(AssertionError, match="first call made 2 side effects"):
-        replay(Leaky(vendors.url), call, lambda: vendors.ledger.count("slack"))
+        replay(slack_connector(vendors, Leaky), call, lambda: vendors.ledger.count("slack"))
 
 
 def test_the_replay_calls_the_vendor_again_and_sees_a_vendor_that_deduplicates_nothing(
@@ -59,15 +61,15 @@ def test_the_replay_calls_the_vendor_again_and_sees_a_vendor_that_deduplicates_n
     """A connector that claims a vendor key its vendor ignores: the replay really posts again,
     and the second message is caught (a replay that answered from its own store could not)."""
     from runonce.connectors.base import Capability
-    from runonce.connectors.vendors import SlackConnector
+    from runonce.connectors.slack import SlackConnector
 
     class Overconfident(SlackConnector):
         capability = Capability.VENDOR_KEY
 
     call = ActionCall("a", "post_slack_message", {"channel": "#c", "text": f"t-{uuid.uuid4().hex}"}, "k")
     with pytest.raises(AssertionError, match="replay with the same key made 1 more side effect"):
-        replay(Overconfident(vendors.url), call, lambda: vendors.ledger.count("slack"))
-    assert len(vendors.ledger.requests("/slack/c", call.params["text"])) == 2
+        replay(slack_connector(vendors, Overconfident), call, lambda: vendors.ledger.count("slack"))
+    assert len(vendors.ledger.requests(POST, call.params["text"])) == 2
 
 
 def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: VendorServer,
@@ -89,9 +91,7 @@ def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: Vend
 def test_a_slow_vendor_is_outcome_unknown_not_failed(vendors: VendorServer) -> None:
     from runonce.connectors.errors import OutcomeUnknown
     from runonce.connectors.sandbox.faults import Fault
-    from runonce.connectors.vendors import SlackConnector
-
-    vendors.state.faults.add(Fault("/slack/", delay_s=1.5))
+    vendors.state.faults.add(Fault(POST, delay_s=1.5))
     with pytest.raises(OutcomeUnknown, match="no answer within 1 s"):
-        SlackConnector(vendors.url, timeout_s=1.0).perform(ActionCall("a", "post_slack_message",
-                                                                      {"channel": "#c", "text": "t"}, "k"))
+        slack_connector(vendors, timeout_s=1.0).perform(ActionCall("a", "post_slack_message",
+                                                                   {"channel": "#c", "text": "t"}, "k"))

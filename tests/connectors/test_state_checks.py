@@ -12,11 +12,14 @@ from runonce.connectors.base import ActionCall
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.vendors import JiraConnector, SalesforceConnector
+from runonce.connectors.jira import label
+from runonce.connectors.salesforce import SalesforceConnector
+from runonce.connectors.secrets import Secret
 from runonce.wire.results import Status
 
+from tests.support.jira import ISSUE, SEARCH, jira_connector
+
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01, check_attempts=3, lag_poll_s=0.1)
-SEARCH = "/jira/rest/api/2/search"
 
 
 def jira_call() -> ActionCall:
@@ -27,29 +30,29 @@ def jira_call() -> ActionCall:
 @pytest.mark.parametrize("fault", [Fault(SEARCH, fail_500=10), Fault(SEARCH, delay_s=0.6)],
                          ids=["search answers 500", "search times out"])
 def test_a_redelivered_ticket_whose_search_cannot_answer_is_in_doubt(vendors: VendorServer, fault: Fault) -> None:
-    jira = JiraConnector(vendors.url, timeout_s=0.3, check_lag_s=0.0)
+    jira = jira_connector(vendors, timeout_s=0.3, check_lag_s=0.0)
     call = jira_call()
     jira.perform(call)  # the crashed executor's call: the ticket exists
     vendors.state.faults.add(fault)
     out = ActionRunner(jira, FAST).reconcile(call, 1)
     assert out is not None and out.status is Status.IN_DOUBT, out
     assert "state check unanswered" in (out.error or "")
-    assert vendors.ledger.count("jira", JiraConnector.label(call)) == 1
+    assert vendors.ledger.count("jira", label(call)) == 1
 
 
 def test_a_salesforce_read_that_fails_never_writes(vendors: VendorServer) -> None:
-    sf = SalesforceConnector(vendors.url, timeout_s=0.3)
+    sf = SalesforceConnector("salesforce", vendors.url, Secret("test", vendors.state.salesforce_token), timeout_s=0.3)
     call = ActionCall("a1", "update_salesforce_field", {"record_id": "006B", "field": "Stage", "value": "Won"}, "k")
-    vendors.state.faults.add(Fault("/salesforce", fail_500=10))
+    vendors.state.faults.add(Fault("/services/data/", fail_500=10))
     out = ActionRunner(sf, FAST).reconcile(call, 1)
     assert out is not None and out.status is Status.IN_DOUBT and vendors.ledger.count("salesforce") == 0
 
 
 def test_an_unknown_create_under_a_lagging_search_makes_one_ticket(vendors: VendorServer) -> None:
-    jira = JiraConnector(vendors.url, timeout_s=5.0, check_lag_s=1.5)
+    jira = jira_connector(vendors, timeout_s=5.0, check_lag_s=1.5)
     call = jira_call()
     vendors.state.faults.add(Fault(SEARCH, index_lag_s=1.0))
-    vendors.state.faults.add(Fault("/jira/rest/api/2/issue", drop_response=1))  # created, answer lost
+    vendors.state.faults.add(Fault(ISSUE, drop_response=1))  # created, answer lost
     out = ActionRunner(jira, FAST).perform(call)
     assert out is not None and out.status is Status.SUCCEEDED, out
-    assert vendors.ledger.count("jira", JiraConnector.label(call)) == 1
+    assert vendors.ledger.count("jira", label(call)) == 1

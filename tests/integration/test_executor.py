@@ -17,7 +17,7 @@ from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.smtp import SmtpConnector
-from runonce.connectors.vendors import JiraConnector
+from runonce.connectors.jira import label as jira_label
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
@@ -147,7 +147,7 @@ def _requests_for(vendors: VendorServer, vendor: str, request: dict[str, Any], k
     if vendor == "smtp":
         return len(vendors.ledger.requests("DATA", SmtpConnector.message_id(call)))
     if vendor == "jira":
-        return len(vendors.ledger.requests("/jira/rest/api/2/issue", JiraConnector.label(call)))
+        return len(vendors.ledger.requests("/rest/api/3/issue", jira_label(call)))
     return len(vendors.ledger.requests("/v1/charges", key))
 
 
@@ -274,13 +274,13 @@ def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
                       {"project": "SUP", "customer_id": "c", "description": key}, key)
     env = {**sandboxes.env({"jira": {"search_lag_s": "8"}}), **FAST_TAKEOVER}
     argv = ["executor", "--vendor", "jira", "--source-topic", source, "--group", f"g-{key}"]
-    vendors.state.faults.add(Fault("/jira/rest/api/2/search", index_lag_s=5.0))
+    vendors.state.faults.add(Fault("/rest/api/3/search/jql", index_lag_s=5.0))
     try:
         doomed = RunonceProcess(broker, "exec-jira-lag", argv, tmp_path,
                                 {**env, "RUNONCE_EXECUTOR_FAILPOINT": "after_call"})
         doomed.start()
         assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
-        created = [e for e in vendors.ledger.effects("jira") if e.key == JiraConnector.label(
+        created = [e for e in vendors.ledger.effects("jira") if e.key == jira_label(
             ActionCall(request["action_id"], "create_jira_ticket", {}, key))]
         assert len(created) == 1  # the vendor did create it before the kill
         again = RunonceProcess(broker, "exec-jira-lag", argv, tmp_path, env)

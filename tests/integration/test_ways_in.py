@@ -164,7 +164,7 @@ def test_a_vendor_that_never_answers_is_in_doubt_not_a_hang(
 
     vendors, _, env = stack
     channel = f"ops-{uuid.uuid4().hex[:6]}"
-    vendors.state.faults.add(Fault(prefix=f"/slack/{channel}", drop_response=1))  # posts, then hangs up
+    vendors.state.faults.add(Fault(prefix="/api/chat.postMessage", drop_response=1))  # posts, then hangs up
 
     async def agent() -> tuple[str, dict[str, Any], bool]:
         async with stdio_session(env, "--timeout-s", "60") as session:

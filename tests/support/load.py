@@ -186,7 +186,7 @@ def requests_per_action(requests: list[Any]) -> Counter[tuple[str, str]]:
             per[("smtp", r.key)] += 1
         elif r.method == "POST" and r.path == "/v1/charges":
             per[("payments", r.key)] += 1
-        elif r.method == "POST" and r.path == "/jira/rest/api/2/issue":
+        elif r.method == "POST" and r.path == "/rest/api/3/issue":
             labels = (json.loads(r.body or "{}").get("fields") or {}).get("labels") or [""]
             per[("jira", labels[0])] += 1
     return per

@@ -1,0 +1,18 @@
+"""The sandbox's Jira Cloud, as the connector tests reach it: REST v3 with its account."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runonce.connectors.jira import JiraCloudConnector
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.secrets import Secret
+
+#: the paths the sandbox records Jira's requests under
+ISSUE = "/rest/api/3/issue"
+SEARCH = "/rest/api/3/search/jql"
+
+
+def jira_connector(vendors: VendorServer, **fields: Any) -> JiraCloudConnector:
+    email, token = vendors.state.jira_account
+    return JiraCloudConnector("jira", vendors.url, email, Secret("test", token), **fields)

@@ -1,0 +1,25 @@
+"""The sandbox's Slack, as the connector tests reach it: its Web API with its bot token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runonce.connectors.sandbox.http_vendors import VendorServer
+from runonce.connectors.secrets import Secret
+from runonce.connectors.slack import SlackConnector
+from runonce.connectors.transport import HttpResult, http_json
+
+#: the path of Slack's chat.postMessage (the sandbox records requests under it)
+POST = "/api/chat.postMessage"
+
+
+def slack_connector(vendors: VendorServer, cls: type[SlackConnector] = SlackConnector,
+                    **fields: Any) -> SlackConnector:
+    """``cls`` (SlackConnector or a test's subclass of it) with the sandbox's bot token."""
+    return cls("slack", Secret("test", vendors.state.slack_token), vendors.url, **fields)
+
+
+def post(vendors: VendorServer, channel: str, text: str) -> HttpResult:
+    """One post through the generic HTTP seam (transport.http_json), with the bot token."""
+    return http_json("POST", f"{vendors.url}{POST}", {"channel": channel, "text": text},
+                     headers={"Authorization": f"Bearer {vendors.state.slack_token}"})
