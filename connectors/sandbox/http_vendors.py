@@ -274,7 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
         return status, answer
 
     def _hook(self, name: str, body: Any) -> tuple[int, Any]:
-        """A Standard Webhooks receiver: verify, then perform each webhook-id once."""
+        """A Standard Webhooks receiver: verify, then perform each webhook-id once. It checks the
+        signature with code of its own, not connectors/webhooks.py's signer, so a fault in that
+        signer is refused here instead of being mirrored."""
         hook_id, stamp, signatures = (self.headers.get(h) or "" for h in
                                       ("webhook-id", "webhook-timestamp", "webhook-signature"))
         if not (hook_id and stamp and signatures):
