@@ -24,6 +24,7 @@ from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key
 from runonce.core.decision import KeyState, Origin, Outcome, ScopeState
 from runonce.core.policy import PolicyBook
+from runonce.core.tenant import scoped
 from runonce.errors import InvalidInput
 from runonce.streams.records import stage2_record, decision_record
 from runonce.wire.codec import Codec
@@ -67,7 +68,7 @@ def stage2(value: dict[str, Any], key: Any, timestamp: int, headers: Any, state:
     if d.new_state is not None:
         state.set(scope, d.new_state.to_bytes().decode())
     return {"outcome": d.outcome.value, "scope": scope,
-            "bytes": codec.encode("ActionDecision", stage2_record(record, d)).decode("latin-1")}
+            "bytes": codec.encode("ActionDecision", stage2_record(record, d, scoped(action.tenant, nid) if nid else None)).decode("latin-1")}
 
 
 def main() -> None:

@@ -10,6 +10,10 @@ from typing import Any, Mapping, Protocol
 class Capability(enum.Enum):
     #: the vendor deduplicates on a key we send: calling again with it is safe
     VENDOR_KEY = "vendor_key"
+    #: the vendor refuses a second copy of one id that we choose, derived from the action's
+    #: natural id (its vendor key when it has none): calling again is safe, and two actions with
+    #: one natural id make one effect, the second answered with the first's (a calendar event)
+    NATURAL_KEY = "natural_key"
     #: we can ask the vendor whether the effect already happened
     STATE_CHECK = "state_check"
     #: the effect and a marker of it commit in one transaction of the vendor's (your database):
@@ -28,6 +32,9 @@ class ActionCall:
     params: Mapping[str, Any]
     #: stable across redeliveries: the caller's idempotency key, else the action id
     vendor_key: str
+    #: the write-once natural id the stream job gave the action (its tenant's own), for tools
+    #: with one; a NATURAL_KEY vendor's id is derived from it, else from ``vendor_key``
+    natural_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,19 @@ class VendorFields:
             raise self.error(field, f"must be a positive integer, got {value!r}")
         return value
 
+    def flag(self, field: str, default: bool = False) -> bool:
+        value = self._get(field)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(field, f"must be true or false, got {value!r}")
+        return value
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment the file was read in (a kind that reads the pod's own, in-cluster)."""
+        return self._environ
+
     def choice(self, field: str, options: tuple[str, ...], default: str) -> str:
         value = self.text(field, default)
         if value not in options:

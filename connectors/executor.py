@@ -311,7 +311,7 @@ class Executor:
                 return skip(msg)
             call = ActionCall(request["action_id"], request["tool"], parse_params(request["params_json"],
                                                                                   request["action_id"]),
-                              request_key(request))
+                              request_key(request), decision.get("natural_id"))
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), exc)
             return dead_letter(msg, exc)

@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, Mapping
 
-from runonce.connectors import jira, salesforce, slack, smtp, stripe, vendors, webhooks
+from runonce.connectors import google_calendar, jira, kubernetes, salesforce, slack, smtp, stripe, webhooks
 from runonce.connectors.base import Connector
 from runonce.connectors.config import Rate, VendorFields, read_vendors
 from runonce.errors import ConfigError
@@ -29,7 +29,7 @@ def _postgres(fields: VendorFields) -> Connector:
     return postgres.from_config(fields)
 
 
-#: the kinds runonce ships; ``sandbox-*`` speak only runonce's own sandbox
+#: the kinds runonce ships
 SHIPPED: dict[str, Factory] = {
     "stripe": stripe.from_config,
     "smtp": smtp.from_config,
@@ -39,7 +39,8 @@ SHIPPED: dict[str, Factory] = {
     "salesforce": salesforce.from_config,
     "slack-webhook": slack.webhook_from_config,
     "webhook": webhooks.from_config,
-    "sandbox-calendar": vendors.calendar,
+    "google-calendar": google_calendar.from_config,
+    "kubernetes": kubernetes.from_config,
 }
 
 

@@ -74,7 +74,8 @@ class ActionRunner:
                 return self._in_doubt(look, attempts_before)
             if look.response is not None:
                 return Result(Status.SUCCEEDED, look.response.vendor_ref, attempts=attempts_before)
-        return self._perform(call, attempts_before)  # VENDOR_KEY: the vendor replays a repeat
+        # VENDOR_KEY, NATURAL_KEY: the vendor refuses a repeat; ATOMIC: its marker is found first
+        return self._perform(call, attempts_before)
 
     def look(self, call: ActionCall, attempted_at: float) -> Look:
         """Ask the vendor whether the effect exists. An error is asked again (bounded), then is an

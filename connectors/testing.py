@@ -6,11 +6,14 @@ reconcile (``carry_out``), with what the executor would know after each commit.
    the vendor's ledger shows exactly one side effect;
 2. the redelivery after a crash, an aborted result commit or an ambiguous answer (an intent
    without a result): planned RECONCILE, reconciled by the connector's capability, *really
-   calling the vendor again* where the capability says it may (``VENDOR_KEY`` performs again
-   with K, ``STATE_CHECK`` asks, ``NONE`` calls nothing and is ``in_doubt``);
+   calling the vendor again* where the capability says it may (``VENDOR_KEY`` and
+   ``NATURAL_KEY`` perform again, ``STATE_CHECK`` asks, ``NONE`` calls nothing and is ``in_doubt``);
 3. the fifth assertion: no second side effect, and the replay answers what the first call did;
 4. the redelivery once the result is committed, and another action reusing K: nothing is
-   called (planned DONE and BLOCKED).
+   called (planned DONE and BLOCKED);
+5. ``NATURAL_KEY`` connectors, given a call with a natural id: another action with a key of
+   its own and the same natural id reaches the vendor, makes no second effect, and is answered
+   with the first's vendor reference.
 
 A connector that claims a vendor key its vendor does not honour fails step 3: the second
 call reaches the vendor and makes a second effect.
@@ -77,7 +80,7 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
     calls_before = (counted.performs, counted.checks)
     second = step(Plan.RECONCILE)
     assert second is not None
-    if connector.capability is Capability.VENDOR_KEY:
+    if connector.capability in (Capability.VENDOR_KEY, Capability.NATURAL_KEY):
         assert counted.performs > calls_before[0], f"{connector.name}: the replay never reached the vendor"
     if connector.capability is Capability.STATE_CHECK:
         assert counted.checks > calls_before[1], f"{connector.name}: the replay never asked the vendor"
@@ -98,7 +101,25 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
     assert plan is Plan.BLOCKED, f"{connector.name}: another action with the same vendor key was planned {plan.value}"
     assert (counted.performs, counted.checks) == calls_before and side_effects() == after_first, (
         f"{connector.name}: a redelivery of a committed result reached the vendor")
+    if connector.capability is Capability.NATURAL_KEY and call.natural_id is not None:
+        _twin_makes_no_second_effect(runner, counted, call, first, side_effects)
     return first
+
+
+def _twin_makes_no_second_effect(runner: ActionRunner, counted: _Counted, call: ActionCall, first: Result,
+                                 side_effects: Callable[[], int]) -> None:
+    """5. another action, its own key, the same natural id: planned PERFORM (the executor
+    cannot know), it reaches the vendor, which refuses the copy; its result names the first's."""
+    twin = dataclasses.replace(call, action_id=f"{call.action_id}-twin", vendor_key=f"{call.vendor_key}-twin")
+    plan, _ = plan_call(twin, Known({}, {call.vendor_key: call.action_id}, {}))
+    assert plan is Plan.PERFORM, f"{counted.name}: a twin with its own key was planned {plan.value}"
+    before, performs = side_effects(), counted.performs
+    out = carry_out(runner, plan, twin, None)
+    assert counted.performs > performs, f"{counted.name}: the twin never reached the vendor"
+    assert side_effects() == before, (f"{counted.name}: a second action with the same natural id made "
+                                      f"{side_effects() - before} more side effect(s)")
+    assert (out.status, out.vendor_ref) == (first.status, first.vendor_ref), (
+        f"{counted.name}: the twin answered {out}, not the first action's {first}")
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from runonce.core.action import Action
 from runonce.core.decide import decide_key, decide_scope, dedup_key, scope_of
 from runonce.core.decision import KeyState, Origin, Outcome, Reason, ScopeState
 from runonce.core.policy import Policy, PolicyBook
+from runonce.core.tenant import scoped
 from runonce.errors import (
     ConfigError,
     DecodeError,
@@ -312,7 +313,7 @@ class ScopeStage(_Stage):
             raise InvalidAction(f"action {action.action_id}: scope {scope[:200]} is full: its state would be "
                                 f"{len(state)} bytes, over the limit of {limits.MAX_SCOPE_STATE_BYTES}; "
                                 "actions in it are dead-lettered until its claims expire")
-        out = records.stage2_record(record, decision)
+        out = records.stage2_record(record, decision, scoped(action.tenant, natural_id) if natural_id else None)
         alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
         result = self.conclude(out, decision.outcome, decision.reason, action, policy, p, alert)
         if state is not None:  # state last, as in stage 1

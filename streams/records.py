@@ -29,8 +29,9 @@ def decision_record(request: Mapping[str, Any], decision: Decision[Any], *, dedu
     }
 
 
-def stage2_record(record: Mapping[str, Any], decision: Decision[Any]) -> dict[str, Any]:
-    """A stage-2 decision on top of the stage-1 record it received."""
+def stage2_record(record: Mapping[str, Any], decision: Decision[Any], natural_id: str | None) -> dict[str, Any]:
+    """A stage-2 decision on top of the stage-1 record it received. ``natural_id``: the
+    action's, its tenant's own (``scope_of``), which a natural-key vendor's executor uses."""
     repeat = decision.repeat_of
     out = dict(record)
     out.update({
@@ -41,6 +42,7 @@ def stage2_record(record: Mapping[str, Any], decision: Decision[Any]) -> dict[st
         "first_partition": repeat.partition if repeat else None,
         "first_offset": repeat.offset if repeat else None,
         "window_ms": decision.window_ms,
+        "natural_id": natural_id,
     })
     return out
 

@@ -1,4 +1,4 @@
-"""One local HTTP server playing five vendors, each with its real idempotency semantics:
+"""One local HTTP server playing the vendors, each with its real idempotency semantics:
 
 * payments  ``POST /v1/charges`` and ``GET /v1/balance`` as Stripe speaks them: a secret key as
   the Bearer token (else 401 and Stripe's error body), form-encoded parameters, Stripe's error
@@ -21,7 +21,10 @@
   ``errors``); ``GET /rest/api/3/search/jql?jql=labels = "L"`` finds, optionally lagging: a
   ``Fault`` with ``index_lag_s`` hides new issues from search for a while;
   ``GET /rest/api/3/myself`` answers who the credentials are.
-* calendar  ``PUT /calendar/<calendar>/events/<event_id>``: the client-chosen id makes it idempotent.
+* calendar  Google Calendar API v3 and its OAuth token endpoint (connectors/sandbox/google_calendar.py):
+  ``POST /calendar/v3/calendars/<id>/events`` refuses a second event with one id (409 ``duplicate``).
+* kubernetes the Kubernetes API server's ``apps/v1`` workloads, read and patched as ``kubectl rollout
+  restart`` does (connectors/sandbox/kubernetes_api.py).
 * salesforce Salesforce's REST API: an access token as the Bearer token (else 401
   ``INVALID_SESSION_ID``); ``GET /services/data/v62.0/sobjects/<SObject>/<Id>?fields=F`` reads,
   ``PATCH`` of the same path writes (204); errors as Salesforce's list of ``{message, errorCode}``.
@@ -48,6 +51,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from runonce.connectors.sandbox.faults import Fault, Faults
+from runonce.connectors.sandbox.google_calendar import GoogleCalendarApi, google_error
+from runonce.connectors.sandbox.kubernetes_api import KubernetesApi, status as kubernetes_status
 from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
 
 
@@ -85,7 +90,8 @@ class VendorState:
                  webhook_secret: str = "whsec_" + base64.b64encode(b"runonce-sandbox-hooks").decode(),
                  slack_hook_path: str = "/services/T0SANDBOX/B0SANDBOX/sandbox",
                  jira_account: tuple[str, str] = ("agent@runonce.local", "jira-sandbox-token"),
-                 salesforce_token: str = "00Dsandbox!runonce") -> None:
+                 salesforce_token: str = "00Dsandbox!runonce", google_token: str = "ya29.sandbox-static",
+                 kubernetes_token: str = "sandbox-cluster-token") -> None:
         #: path prefix -> the API key its vendor accepts as the Bearer token (Stripe's, the email API's)
         self.bearer_keys = bearer_keys
         #: Slack's bot token (``xoxb-``), the hooks receiver's ``whsec_`` secret, and the path of
@@ -106,7 +112,11 @@ class VendorState:
         #: Stripe-style idempotency: key -> ("in_flight" | (status, body), request fingerprint)
         self.keys: dict[tuple[str, str], tuple[Any, str]] = {}
         self.issues: list[dict[str, Any]] = []
-        self.events: dict[tuple[str, str], dict[str, Any]] = {}
+        #: Google Calendar: its events, the static access token, and the service account
+        #: (``google.account``) whose signed JWTs its token endpoint trades for tokens
+        self.google = GoogleCalendarApi(self.ledger, google_token)
+        #: the Kubernetes API server: its workloads and the bearer token it accepts
+        self.kubernetes = KubernetesApi(self.ledger, kubernetes_token)
         self.records: dict[tuple[str, str], dict[str, Any]] = {}
 
 
@@ -193,6 +203,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._stripe_error(401, "invalid_request_error", "Invalid API Key provided")
         if retry_after_s is not None and (path.startswith("/api/") or self._slack_hook(path)):  # Slack's own answer
             return self._send(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after_s)})
+        if retry_after_s is not None and path.startswith("/apis/"):  # the Kubernetes API server's
+            return self._send(429, kubernetes_status(429, "TooManyRequests", "Too many requests, please try again "
+                                                     "later."), {"Retry-After": str(retry_after_s)})
+        if retry_after_s is not None and path.startswith("/calendar/"):  # Google's
+            return self._send(429, google_error(429, "rateLimitExceeded", "Rate Limit Exceeded"),
+                              {"Retry-After": str(retry_after_s)})
         if retry_after_s is not None:
             return self._send(429, {"error": {"type": "invalid_request_error", "code": "rate_limit",
                                               "message": "rate limit exceeded"}}, {"Retry-After": str(retry_after_s)})
@@ -229,8 +245,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._slack_incoming(path, body if isinstance(body, dict) else {})
         if parts[:3] == ["rest", "api", "3"]:
             return self._jira(method, parts[3:], body)
-        if method == "PUT" and parts[0] == "calendar" and len(parts) == 4 and parts[2] == "events":
-            return self._calendar(parts[1], parts[3], body)
+        if method == "POST" and path == "/token":
+            return self.state.google.token(body if isinstance(body, dict) else {})
+        if parts[0] == "apis":
+            return self.state.kubernetes.handle(method, parts, parse_qs(urlsplit(self.path).query), body,
+                                                {k.title(): v for k, v in self.headers.items()})
+        if parts[:2] == ["calendar", "v3"]:
+            return self.state.google.handle(method, parts[2:], parse_qs(urlsplit(self.path).query), body,
+                                            self.headers.get("Authorization"))
         if parts[:2] == ["services", "data"] and len(parts) >= 3:
             return self._salesforce(method, parts[2:], body)
         return 404, {"error": f"no route {method} {path}"}
@@ -397,16 +419,6 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, {"issues": [{"id": i["id"], "key": i["key"]} for i in found], "isLast": True}
         return 404, {"errorMessages": ["No such route in the sandbox's Jira"], "errors": {}}
 
-    def _calendar(self, calendar: str, event_id: str, body: Any) -> tuple[int, Any]:
-        with self.state.lock:
-            existing = self.state.events.get((calendar, event_id))
-            if existing is None:
-                self.state.events[(calendar, event_id)] = body
-        if existing is not None:
-            return 200, {"id": event_id, "status": "exists"}
-        self.state.ledger.record(Effect("calendar", event_id, f"event on {calendar}", {"ref": event_id}))
-        return 200, {"id": event_id, "status": "created"}
-
     def _salesforce(self, method: str, rest: list[str], body: Any) -> tuple[int, Any]:
         """Salesforce REST: ``<version>/sobjects/<SObject>/<Id>`` read and written, ``<version>/limits``."""
         if not hmac.compare_digest(self.headers.get("Authorization") or "", f"Bearer {self.state.salesforce_token}"):
@@ -458,11 +470,13 @@ class VendorServer:
     def __init__(self, port: int = 0, host: str = "127.0.0.1", stripe_key: str = "sk_test_runonce_sandbox",
                  email_api_key: str = "re_runonce_sandbox", slack_token: str = "xoxb-runonce-sandbox",
                  webhook_secret: str | None = None, jira_token: str = "jira-sandbox-token",
-                 salesforce_token: str = "00Dsandbox!runonce") -> None:
+                 salesforce_token: str = "00Dsandbox!runonce", google_token: str = "ya29.sandbox-static",
+                 kubernetes_token: str = "sandbox-cluster-token") -> None:
         self.state = VendorState({"/v1/": stripe_key, "/emails": email_api_key}, slack_token,
                                  webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode(),
                                  f"/services/T0SANDBOX/B0SANDBOX/{secrets.token_hex(12)}",
-                                 ("agent@runonce.local", jira_token), salesforce_token)
+                                 ("agent@runonce.local", jira_token), salesforce_token, google_token,
+                                 kubernetes_token)
         handler = type("Handler", (_Handler,), {"state": self.state})
         self.httpd = _Server((host, port), handler)
         self.httpd.daemon_threads = True

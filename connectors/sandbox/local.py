@@ -13,13 +13,13 @@ from typing import Mapping
 
 import trustme
 
+from runonce.connectors.sandbox.google_calendar import ServiceAccountKey
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.ledger import Ledger
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.devbroker.users import write_private
 
 SMTP_USER = "runonce-sandbox"
-SANDBOX_KINDS = {"calendar": "sandbox-calendar"}
 #: the account the sandbox's Jira Cloud knows
 JIRA_EMAIL = "agent@runonce.local"
 
@@ -60,9 +60,29 @@ class LocalVendors:
         self.jira_token = secrets.token_urlsafe(18)
         self.jira_token_file = folder / "secrets" / "jira_api_token"
         write_private(self.jira_token_file, self.jira_token)
+        #: Kubernetes: a service account's token, in a file a kubeconfig names (``tokenFile``)
+        self.kubernetes_token = secrets.token_urlsafe(32)
+        self.kubernetes_token_file = folder / "secrets" / "kubernetes_token"
+        write_private(self.kubernetes_token_file, self.kubernetes_token)
+        #: Google: a static access token, and a service account's key (its token_uri: the sandbox)
+        self.google_token = f"ya29.{secrets.token_urlsafe(24)}"
+        self.google_token_file = folder / "secrets" / "google_token"
+        write_private(self.google_token_file, self.google_token)
         self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key, email_api_key=self.email_api_key,
                                     slack_token=self.slack_token, webhook_secret=self.webhook_secret,
-                                    jira_token=self.jira_token, salesforce_token=self.salesforce_token)
+                                    jira_token=self.jira_token, salesforce_token=self.salesforce_token,
+                                    google_token=self.google_token, kubernetes_token=self.kubernetes_token)
+        self.google_account = ServiceAccountKey(f"{self.http_url}/token")
+        self.vendors.state.google.account = self.google_account
+        self.google_key_file = folder / "secrets" / "google_service_account.json"
+        write_private(self.google_key_file, self.google_account.key_json())
+        self.kubeconfig = folder / "secrets" / "kubeconfig"
+        write_private(self.kubeconfig, "\n".join([
+            "apiVersion: v1", "kind: Config", "current-context: sandbox",
+            "clusters:", "- name: sandbox", "  cluster:", f"    server: {self.http_url}",
+            "users:", "- name: runonce-executor", "  user:", f"    tokenFile: {self.kubernetes_token_file.name}",
+            "contexts:", "- name: sandbox", "  context:", "    cluster: sandbox", "    user: runonce-executor",
+            "    namespace: default", ""]))
         self.smtp = SmtpServer(self.vendors.ledger, smtp_port, host, tls=server_tls, implicit=implicit_tls,
                                users={SMTP_USER: self.smtp_password})
         self.implicit_tls = implicit_tls
@@ -95,15 +115,16 @@ class LocalVendors:
                  f'username = "{SMTP_USER}"', f'password = {{ file = "{self.smtp_password_file}" }}',
                  'sender = "agent@runonce.local"', "",
                  "[vendors.webhook]", 'kind = "webhook"', f'url = "{url}/hooks/ops"',
-                 f'secret = {{ file = "{self.webhook_secret_file}" }}', 'tools = ["restart_service"]', "",
+                 f'secret = {{ file = "{self.webhook_secret_file}" }}', 'tools = ["notify_ops"]', "",
+                 "[vendors.kubernetes]", 'kind = "kubernetes"', f'kubeconfig = "{self.kubeconfig}"', "",
                  "[vendors.slack]", 'kind = "slack"', f'base_url = "{url}"',
                  f'token = {{ file = "{self.slack_token_file}" }}', "",
                  "[vendors.jira]", 'kind = "jira"', f'base_url = "{url}"', f'email = "{JIRA_EMAIL}"',
                  f'api_token = {{ file = "{self.jira_token_file}" }}', "",
                  "[vendors.salesforce]", 'kind = "salesforce"', f'instance_url = "{url}"',
-                 f'token = {{ file = "{self.salesforce_token_file}" }}', ""]
-        for name, kind in SANDBOX_KINDS.items():
-            lines += [f"[vendors.{name}]", f'kind = "{kind}"', f'base_url = "{url}"', ""]
+                 f'token = {{ file = "{self.salesforce_token_file}" }}', "",
+                 "[vendors.calendar]", 'kind = "google-calendar"', f'base_url = "{url}"',
+                 f'service_account_key = {{ file = "{self.google_key_file}" }}', ""]
         for name, fields in (extra or {}).items():
             at = lines.index(f"[vendors.{name}]") + 1
             lines[at:at] = [f"{key} = {value}" for key, value in fields.items()]

@@ -60,6 +60,7 @@ def test_the_replay_fixture_fails_the_connector_once_it_forgets_the_key(local: L
 def test_an_unknown_kind_names_the_vendor_the_field_and_every_known_kind(tmp_path: Path) -> None:
     path = tmp_path / "connectors.toml"
     path.write_text('[vendors.mail]\nkind = "sendgrid"\n')
-    with pytest.raises(ConfigError, match=r"vendors\.mail\.kind: unknown kind 'sendgrid'; known: followup-email, jira, postgres, "
-                                          r"salesforce, sandbox-calendar, slack, slack-webhook, smtp, stripe, webhook"):
+    with pytest.raises(ConfigError, match=r"vendors\.mail\.kind: unknown kind 'sendgrid'; known: followup-email, google-calendar, "
+                                          r"jira, kubernetes, postgres, salesforce, slack, slack-webhook, smtp, stripe, "
+                                          r"webhook"):
         registry.load(path, {})

@@ -16,7 +16,8 @@ from tests.support.slack import POST, slack_connector
 
 PARAMS: dict[str, tuple[str, dict[str, Any], str]] = {
     "smtp": ("send_email", {"to": "john@prospect.example", "subject": "Following up", "body": "Hi"}, "smtp"),
-    "webhook": ("restart_service", {"service": "api", "host": "srv-2"}, "webhook:ops"),
+    "webhook": ("notify_ops", {"service": "api", "event": "deployed"}, "webhook:ops"),
+    "kubernetes": ("restart_service", {"service": "api", "host": "srv-2"}, "kubernetes"),
     "payments": ("charge_payment", {"card": "tok_visa", "amount_cents": 41900}, "payments"),
     "slack": ("post_slack_message", {"channel": "#incidents", "text": "DB latency"}, "slack"),
     "jira": ("create_jira_ticket", {"project": "SUP", "customer_id": "c1", "description": "SSO"}, "jira"),
@@ -36,7 +37,9 @@ def test_replay(vendor: str, vendors: VendorServer, connectors: dict[str, Connec
     connector = connectors[vendor]
     tool, params, ledger_vendor = PARAMS[vendor]
     assert tool in connector.tools
-    call = ActionCall(str(uuid.uuid4()), tool, params, vendor_key=f"key-{uuid.uuid4().hex[:8]}")
+    # a natural id for the calendar, so its replay also runs step 5 (a twin with a key of its own)
+    natural_id = f"schedule_calendar_event:nid={uuid.uuid4().hex}" if vendor == "calendar" else None
+    call = ActionCall(str(uuid.uuid4()), tool, params, vendor_key=f"key-{uuid.uuid4().hex[:8]}", natural_id=natural_id)
     outcome = replay(connector, call, lambda: vendors.ledger.count(ledger_vendor))
     assert outcome.vendor_ref
 

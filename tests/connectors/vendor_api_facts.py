@@ -4,7 +4,8 @@ patterns and enum values. Only these facts are kept, each with where it came fro
 is copied.
 
 Slack: ``slackapi/slack-api-specs``, ``web-api/slack_web_openapi_v2_without_examples.json``
-(commit 0e43fd0f), path ``/chat.postMessage`` under ``basePath: /api``."""
+(commit 0e43fd0f), path ``/chat.postMessage`` under ``basePath: /api``. Google Calendar and
+Kubernetes: below, each where its facts begin."""
 
 from __future__ import annotations
 
@@ -40,3 +41,72 @@ SLACK_POST_MESSAGE = {
 #: fatal_error ("It's possible some aspect of the operation succeeded before the error was raised")
 SLACK_DOCUMENTED_ERRORS = ("ratelimited", "token_revoked", "no_permission", "missing_scope", "internal_error",
                            "fatal_error", "service_unavailable", "request_timeout")
+
+
+# Google Calendar API v3: ``googleapis/google-api-go-client``, ``calendar/v3/calendar-api.json``
+# (the discovery document, commit 8d21a5fa): ``resources.events.methods.insert`` and ``.get``,
+# ``schemas.Event`` and ``schemas.EventDateTime``; ``rootUrl`` + ``servicePath`` give the prefix.
+GOOGLE_CALENDAR_PREFIX = "/calendar/v3/"
+
+GOOGLE_EVENTS_INSERT = {
+    "httpMethod": "POST",
+    "path": "calendars/{calendarId}/events",
+    #: its parameters: ``calendarId`` in the path (required), the rest in the query
+    "query": frozenset({"conferenceDataVersion", "maxAttendees", "sendNotifications", "sendUpdates",
+                        "supportsAttachments"}),
+    "sendUpdates": ("all", "externalOnly", "none"),
+    #: Event properties annotated ``required: calendar.events.insert``
+    "required": frozenset({"start", "end"}),
+}
+
+GOOGLE_EVENTS_GET = {
+    "httpMethod": "GET",
+    "path": "calendars/{calendarId}/events/{eventId}",
+    "query": frozenset({"alwaysIncludeEmail", "maxAttendees", "timeZone"}),
+}
+
+#: ``schemas.Event.properties`` (the request body of events.insert)
+GOOGLE_EVENT_PROPERTIES = frozenset({
+    "anyoneCanAddSelf", "attachments", "attendees", "attendeesOmitted", "colorId",
+    "conferenceData", "created", "creator", "description", "end", "endTimeUnspecified", "etag", "eventType",
+    "extendedProperties", "focusTimeProperties", "gadget", "guestsCanInviteOthers", "guestsCanModify",
+    "guestsCanSeeOtherGuests", "hangoutLink", "htmlLink", "iCalUID", "id", "kind", "location", "locked",
+    "organizer", "originalStartTime", "outOfOfficeProperties", "privateCopy", "recurrence", "recurringEventId",
+    "reminders", "sequence", "source", "start", "status", "summary", "transparency", "updated", "visibility",
+    "workingLocationProperties"})
+#: ``schemas.EventDateTime.properties``; ``dateTime`` is RFC 3339 and "a time zone offset is
+#: required unless a time zone is explicitly specified in timeZone"
+GOOGLE_EVENT_DATETIME = frozenset({"date", "dateTime", "timeZone"})
+#: ``Event.id``: "characters allowed in the ID are those used in base32hex encoding, i.e.
+#: lowercase letters a-v and digits 0-9 ... the length of the ID must be between 5 and 1024"
+GOOGLE_EVENT_ID_PATTERN = r"^[a-v0-9]{5,1024}$"
+#: ``EventAttendee.email``: "Required when adding an attendee"
+GOOGLE_ATTENDEE_REQUIRED = frozenset({"email"})
+#: ``insert.scopes``: the OAuth scopes that may insert an event
+GOOGLE_SCOPES_FOR_INSERT = frozenset({"https://www.googleapis.com/auth/calendar",
+                                      "https://www.googleapis.com/auth/calendar.events"})
+
+
+# Kubernetes: ``kubernetes/kubernetes``, ``api/openapi-spec/v3/apis__apps__v1_openapi.json``
+# (commit 0032f46b): ``paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]`` and
+# ``components.schemas["io.k8s.api.apps.v1.Deployment"]``, ``[...DeploymentSpec]``.
+KUBERNETES_DEPLOYMENT_PATH = "/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+
+KUBERNETES_DEPLOYMENT = {
+    #: the path's own parameters (``name``, ``namespace`` in the path) apply to every method
+    "path_query": frozenset({"pretty"}),
+    #: ``get`` (readAppsV1NamespacedDeployment) declares no parameters of its own
+    "get_query": frozenset(),
+    #: ``patch`` (patchAppsV1NamespacedDeployment): its query parameters and the media types
+    #: of its requestBody (required)
+    "patch_query": frozenset({"dryRun", "fieldManager", "fieldValidation", "force"}),
+    "patch_media_types": frozenset({"application/apply-patch+cbor", "application/apply-patch+yaml",
+                                    "application/json-patch+json", "application/merge-patch+json",
+                                    "application/strategic-merge-patch+json"}),
+}
+#: ``io.k8s.api.apps.v1.Deployment.properties`` and ``DeploymentSpec.properties``; ``template``
+#: is an ``io.k8s.api.core.v1.PodTemplateSpec`` (``metadata``, ``spec``)
+KUBERNETES_DEPLOYMENT_PROPERTIES = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+KUBERNETES_DEPLOYMENT_SPEC_PROPERTIES = frozenset({"minReadySeconds", "paused", "progressDeadlineSeconds", "replicas",
+                                                   "revisionHistoryLimit", "selector", "strategy", "template"})
+KUBERNETES_POD_TEMPLATE_PROPERTIES = frozenset({"metadata", "spec"})

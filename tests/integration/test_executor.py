@@ -260,6 +260,51 @@ def test_second_line_of_defence_one_effect_for_a_doubled_approval(broker: Settin
     assert dead[0].header(H_ERROR_TYPE) == b"decode_error"
 
 
+def test_two_actions_with_one_natural_id_and_a_kill_after_the_call_make_one_calendar_event(
+        broker: Settings, sandboxes: LocalVendors, tmp_path) -> None:
+    """Google Calendar refuses a second event with one id, and the id comes from the natural id.
+    The first action's executor is SIGKILLed after Google created its event, before the result
+    committed; then a second action (its own id and key, the same natural id) is approved. The
+    restarted executor inserts both again: 409 ``duplicate`` each time, one event, and both
+    results name the event the first action made."""
+    vendors = sandboxes.vendors
+    bootstrap = broker.bootstrap_servers()
+    source = own_approved_topic(bootstrap)
+    run = uuid.uuid4().hex[:6]
+    calendar = f"exec-{run}@runonce.local"
+    natural_id = f"schedule_calendar_event:nid=sha256:{run}"
+    params = {"calendar_id": calendar, "start": "2026-12-01T15:00Z", "attendees": ["ana@x.com"]}
+    codec, producer = Codec(), clients.producer(bootstrap)
+
+    def approve_with_natural_id(key: str) -> dict[str, Any]:
+        request = build_request("schedule_calendar_event", params, agent_id="it", idempotency_key=key)
+        decision = approved_decision(request, key, natural_id=natural_id)
+        producer.produce(source, key=output_key(decision), value=codec.encode("ActionDecision", decision), partition=0)
+        assert producer.flush(10) == 0
+        return request
+
+    env = {**sandboxes.env(), **FAST_TAKEOVER}
+    argv = ["executor", "--vendor", "calendar", "--source-topic", source, "--group", f"g-cal-{run}"]
+    first = approve_with_natural_id(f"cal-{run}-1")
+    doomed = RunonceProcess(broker, "exec-calendar", argv, tmp_path, {**env, "RUNONCE_EXECUTOR_FAILPOINT": "after_call"})
+    doomed.start()
+    assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
+    (made,) = [e for e in vendors.ledger.effects("calendar") if e.detail.get("ref") and calendar in e.what]
+    second = approve_with_natural_id(f"cal-{run}-2")
+    again = RunonceProcess(broker, "exec-calendar", argv, tmp_path, env)
+    again.start()
+    try:
+        results = [final_result(bootstrap, r["action_id"]) for r in (first, second)]
+    finally:
+        again.stop()
+    assert [e.key for e in vendors.ledger.effects("calendar") if calendar in e.what] == [made.key], again.log_tail()
+    assert [(r["status"], r["vendor_ref"]) for r in results] == [("succeeded", made.key)] * 2, results
+    inserts = [r for r in vendors.ledger.requests(f"/calendar/v3/calendars/{calendar}/events") if r.method == "POST"]
+    assert len(inserts) == 3  # the first's (killed after it), its reconciling retry, the second's: 409 both
+    assert vendors.state.google.events[(calendar, made.key)]["extendedProperties"]["private"][
+        "runonceActionId"] == first["action_id"]
+
+
 def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
                                                            sandboxes: LocalVendors,
                                                            tmp_path) -> None:

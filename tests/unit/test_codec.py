@@ -34,7 +34,8 @@ def test_decision_embeds_the_request(codec: Codec) -> None:
                 "first_partition": 1, "first_offset": 7, "window_ms": 10, "event_time_ms": 5,
                 "source_partition": 2, "source_offset": 3}
     assert codec.decode(codec.encode("ActionDecision", decision)) == ("ActionDecision", decision | {
-        "hold_why": None, "hold_expires_at_ms": None, "hold_partition": None, "verdict_by": None, "verdict_id": None})
+        "hold_why": None, "hold_expires_at_ms": None, "hold_partition": None, "verdict_by": None, "verdict_id": None,
+        "natural_id": None})
 
 
 def test_a_record_written_with_a_previous_schema_is_read_as_the_current_one(codec: Codec) -> None:
@@ -60,7 +61,7 @@ def test_a_record_written_with_a_previous_schema_is_read_as_the_current_one(code
     name, record = codec.decode(MAGIC + fingerprint + body.getvalue())
     assert name == "ActionDecision"
     assert record == old | {"hold_why": None, "hold_expires_at_ms": None, "hold_partition": None,
-                            "verdict_by": None, "verdict_id": None}
+                            "verdict_by": None, "verdict_id": None, "natural_id": None}
 
 
 def test_each_schema_has_its_own_fingerprint(codec: Codec) -> None:

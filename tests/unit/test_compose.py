@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import SERVER_DEFAULTS
 from runonce.errors import ConfigError
 from runonce.ops.cli import HOST, build_parser, instance_name
@@ -79,7 +80,7 @@ def test_workers_and_executors_scale_by_count_without_edits() -> None:
     named_volumes = set(COMPOSE.get("volumes") or {})
     scaled = {name: s for name, s in services.items() if runonce_commands({"services": {name: s}}).get(name)
               in ("worker", "executor")}
-    assert "worker" in scaled and sum(1 for n in scaled if n.startswith("executor-")) == 7
+    assert "worker" in scaled and sum(1 for n in scaled if n.startswith("executor-")) == len(SANDBOX_VENDORS)
     for name, service in scaled.items():
         command = service["command"]
         identity = _flag(command, "--name") if command[1] == "worker" else _flag(command, "--slot")

@@ -87,6 +87,7 @@ def test_attempts_are_bounded() -> None:
 @pytest.mark.parametrize("capability, status, effects", [
     (Capability.NONE, Status.IN_DOUBT, 1),         # never re-run blindly
     (Capability.VENDOR_KEY, Status.SUCCEEDED, 2),  # the scripted vendor here does not dedupe; a real one replays
+    (Capability.NATURAL_KEY, Status.SUCCEEDED, 2), # so too: a real one refuses the copy
     (Capability.STATE_CHECK, Status.SUCCEEDED, 1), # the check finds the effect: no second call
 ])
 def test_a_timeout_is_outcome_unknown_never_failed(capability: Capability, status: Status, effects: int) -> None:
@@ -98,6 +99,7 @@ def test_a_timeout_is_outcome_unknown_never_failed(capability: Capability, statu
 @pytest.mark.parametrize("capability, status, calls", [
     (Capability.NONE, Status.IN_DOUBT, 0),
     (Capability.VENDOR_KEY, Status.SUCCEEDED, 1),
+    (Capability.NATURAL_KEY, Status.SUCCEEDED, 1),
     (Capability.STATE_CHECK, Status.SUCCEEDED, 0),
 ])
 def test_redelivery_with_intent_and_no_result_is_reconciled(capability: Capability, status: Status,
