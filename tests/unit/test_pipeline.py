@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
+from runonce.sdk.submit import build_request
 from runonce.testkit.scenarios import incidents
 from runonce.wire.headers import (
     H_ALERT,
@@ -190,3 +191,23 @@ def test_stage_two_in_place_decides_as_the_hop_through_the_scoped_topic(actions:
         assert inline.outputs[topics.DLQ] == hop.outputs[topics.DLQ]
         assert not inline.outputs[topics.SCOPED] and inline.offsets.get((topics.SCOPED, 0), 0) == 0
     go()
+
+
+def test_an_approved_decision_carries_the_natural_id_its_tenants_own() -> None:
+    """A natural-key vendor's executor derives its id from the stream's natural id: the same one
+    the write-once rule claimed, scoped to the tenant (two tenants' equal meetings are two)."""
+    pipe = MemoryPipeline()
+    params = {"calendar_id": "exec", "start": "2026-12-01T15:00Z", "attendees": ["a@x.com"]}
+    meeting = pipe.feed("schedule_calendar_event", params, timestamp_ms=T0)
+    named = pipe.feed("schedule_calendar_event", {**params, "calendar_id": "other"}, natural_id="QBR-2026",
+                      timestamp_ms=T0 + 1)
+    plain = pipe.feed("send_email", {"to": "x@y.com"}, timestamp_ms=T0 + 2)
+    derived = pipe.decision_for(meeting["action_id"])["natural_id"]
+    assert derived.startswith("schedule_calendar_event:nid=sha256:")
+    assert pipe.decision_for(named["action_id"])["natural_id"] == "schedule_calendar_event:nid=QBR-2026"
+    assert pipe.decision_for(plain["action_id"])["natural_id"] is None
+    other_tenant = MemoryPipeline()
+    record = build_request("schedule_calendar_event", params, agent_id="test", tenant="acme", requested_at_ms=T0)
+    other_tenant.feed_raw(other_tenant.codec.encode("ActionRequested", record), key=record["action_id"].encode(),
+                          timestamp_ms=T0)
+    assert other_tenant.decision_for(record["action_id"])["natural_id"] == f"tenant/acme/{derived}"
