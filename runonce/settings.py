@@ -150,6 +150,10 @@ class Settings:
     #: local secured broker only: also accept OAUTHBEARER tokens on its SASL_SSL listener, checked
     #: against this JWKS (an OIDC provider's; the token's ``sub`` is the principal)
     broker_oidc_jwks_url: str | None = None
+    #: ... whose ``iss`` must be this provider's, and whose ``aud`` this cluster's (Kafka 4.4's
+    #: validator will not start without both)
+    broker_oidc_issuer: str | None = None
+    broker_oidc_audience: str = "runonce-kafka"
 
     @property
     def broker_dir(self) -> Path:
@@ -253,6 +257,10 @@ class Settings:
             kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
         if env.get("RUNONCE_BROKER_OIDC_JWKS_URL"):
             kwargs["broker_oidc_jwks_url"] = env["RUNONCE_BROKER_OIDC_JWKS_URL"]
+        if env.get("RUNONCE_BROKER_OIDC_ISSUER"):
+            kwargs["broker_oidc_issuer"] = env["RUNONCE_BROKER_OIDC_ISSUER"]
+        if env.get("RUNONCE_BROKER_OIDC_AUDIENCE"):
+            kwargs["broker_oidc_audience"] = env["RUNONCE_BROKER_OIDC_AUDIENCE"]
         for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
                            ("RUNONCE_METRICS_PORT", "metrics_port"),
                            ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
@@ -294,6 +302,10 @@ class Settings:
             if not 6_000 <= getattr(self, name) <= 300_000:
                 raise ConfigError(f"{name} must be within 6000..300000 (the broker's "
                                   f"group.min/max.session.timeout.ms), got {getattr(self, name)}")
+        if self.broker_oidc_jwks_url and not self.broker_oidc_issuer:
+            raise ConfigError("RUNONCE_BROKER_OIDC_JWKS_URL needs RUNONCE_BROKER_OIDC_ISSUER: the broker checks "
+                              "each token's issuer, and its audience (RUNONCE_BROKER_OIDC_AUDIENCE, default "
+                              "runonce-kafka)")
         if not 1 <= self.executor_max_batch <= 10_000:
             raise ConfigError(f"executor_max_batch must be within 1..10000, got {self.executor_max_batch}")
         if not 1 <= self.executor_max_in_flight <= 1_000:

@@ -297,7 +297,8 @@ class Broker:
             pki = ensure_pki(self.dir / "tls", list(users))
             props.update(secured_properties(users, broker_port, controller_port, mtls_port, pki))
             if self.settings.broker_oidc_jwks_url:
-                props.update(oidc_properties(self.settings.broker_oidc_jwks_url))
+                props.update(oidc_properties(self.settings.broker_oidc_jwks_url, self.settings.broker_oidc_issuer or "",
+                                             self.settings.broker_oidc_audience))
             write_private(self.users_file, format_users(users))
             self.client_properties.write_text("# a client of this broker: RUNONCE_KAFKA_CONFIG=<this file>\n" + "".join(
                 f"{k}={v}\n" for k, v in client_config(pki).items()))

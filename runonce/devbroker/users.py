@@ -94,11 +94,15 @@ def scram_arguments(users: dict[str, str]) -> list[str]:
     return out
 
 
-def oidc_properties(jwks_url: str) -> dict[str, str]:
+def oidc_properties(jwks_url: str, issuer: str, audience: str) -> dict[str, str]:
     """OAUTHBEARER beside SCRAM on the SASL_SSL listener: a token from an OIDC provider, checked
-    against its JWKS by Kafka's own validator; the token's ``sub`` is the principal."""
+    against its JWKS by Kafka's own validator, its ``iss`` the provider's and its ``aud`` this
+    cluster's (a token minted for another service is refused; Kafka 4.4's validator will not
+    start without both); the token's ``sub`` is the principal."""
     prefix = "listener.name.sasl_ssl.oauthbearer."
+    checks = {"sasl.oauthbearer.expected.audience": audience, "sasl.oauthbearer.expected.issuer": issuer}
     return {
+        **{f"{prefix}{key}": value for key, value in checks.items()}, **checks,
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": f"{SCRAM},OAUTHBEARER",
         f"{prefix}sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
         f"{prefix}sasl.server.callback.handler.class":

@@ -19,6 +19,9 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+#: the audience the dev broker expects by default (RUNONCE_BROKER_OIDC_AUDIENCE)
+OIDC_AUDIENCE = "runonce-kafka"
+
 KEY_ID = "runonce-test-key"
 
 
@@ -39,8 +42,10 @@ class OidcClient:
 
 
 class LocalIdentityProvider:
-    def __init__(self, clients: list[OidcClient], lifetime_s: int = 300) -> None:
+    def __init__(self, clients: list[OidcClient], lifetime_s: int = 300, audience: str = OIDC_AUDIENCE) -> None:
         self.clients = {c.client_id: c for c in clients}
+        #: the ``aud`` of every token it issues: the cluster's (the broker checks it)
+        self.audience = audience
         self.lifetime_s = lifetime_s
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.issued: list[str] = []
@@ -104,8 +109,8 @@ class LocalIdentityProvider:
     def token(self, client: OidcClient, scope: str) -> str:
         now = int(time.time())
         header = {"alg": "RS256", "typ": "JWT", "kid": KEY_ID}
-        claims = {"iss": self.url, "sub": client.subject, "iat": now, "exp": now + self.lifetime_s,
-                  "scope": scope or "kafka"}
+        claims = {"iss": self.url, "sub": client.subject, "aud": self.audience, "iat": now,
+                  "exp": now + self.lifetime_s, "scope": scope or "kafka"}
         signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
         signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
         return f"{signing_input}.{_b64(signature)}"

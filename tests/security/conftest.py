@@ -81,7 +81,8 @@ def cluster(base_settings: Settings) -> Iterator[SecuredCluster]:
     # An OIDC provider of the session's own: the broker checks OAUTHBEARER tokens against its JWKS.
     identity = LocalIdentityProvider([OidcClient("agent-oidc", secrets_module.token_hex(16), "agent")])
     settings = base_settings.with_(broker_users_file=users_file, sasl_username="admin",
-                                   sasl_password=users["admin"], broker_oidc_jwks_url=identity.jwks_endpoint)
+                                   sasl_password=users["admin"], broker_oidc_jwks_url=identity.jwks_endpoint,
+                                       broker_oidc_issuer=identity.url, broker_oidc_audience=identity.audience)
     b = Broker(settings)
     try:
         status = b.start()

@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError
 from runonce.kafka import topics
 from runonce.sdk.submit import Submitter
 from runonce.streams.faust_runtime.kafka_config import OidcTokens
+from runonce.testkit.oidc import OIDC_AUDIENCE
 
 from tests.security.conftest import SecuredCluster
 from tests.security.test_authorization import _produce, _refusal
@@ -42,3 +43,16 @@ def test_fausts_token_provider_gets_the_same_token_the_broker_accepts(cluster: S
 
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
     assert claims["sub"] == "agent" and claims["exp"] > claims["iat"]
+
+
+def test_a_token_minted_for_another_audience_is_refused(cluster: SecuredCluster) -> None:
+    """Signed by the same provider, for the same subject, but for another service (its ``aud``
+    is not this cluster's): the broker refuses it. A stolen token for another API cannot be
+    replayed at Kafka."""
+    assert cluster.identity is not None
+    cluster.identity.audience = "another-service"
+    try:
+        refused = _refusal(cluster.oidc("agent-oidc"))
+    finally:
+        cluster.identity.audience = OIDC_AUDIENCE
+    assert "SASL authentication error" in refused and "invalid_token" in refused, refused
