@@ -16,7 +16,7 @@ from runonce.kafka import client_config
 from runonce.kafka.access import MECHANISMS, KafkaAccess
 from runonce.kafka.client_config import ClientConfig
 
-DEFAULT_KAFKA_VERSION = "3.9.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 
 
 @dataclass(frozen=True, slots=True)

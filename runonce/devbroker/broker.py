@@ -308,12 +308,13 @@ class Broker:
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
         log4j = resources.files("runonce.devbroker") / "log4j.properties"
+        log4j2 = resources.files("runonce.devbroker") / "log4j2.properties"
         return [
             "java", f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 256)}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
             # Kafka 3.9.1+ reaches only the OAuth URLs listed here (CVE-2025-27817)
             *([f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.settings.broker_oidc_jwks_url}"]
               if self.settings.broker_oidc_jwks_url else []),
-            f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{self.jar_dir}/*", main, *args,
+            f"-Dlog4j.configuration=file:{log4j}", f"-Dlog4j2.configurationFile={log4j2}", "-cp", f"{self.jar_dir}/*", main, *args,
         ]
 
     def start(self, timeout_s: float = 90.0) -> BrokerStatus:
