@@ -38,10 +38,11 @@ import re
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
 from runonce.connectors.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.bearer import BearerSource, StaticBearer
 from runonce.connectors.config import VendorFields
 from runonce.connectors.errors import (ConnectorError, PermanentVendorError, RateLimited,
                                        TransientVendorError)
@@ -68,29 +69,6 @@ def event_id(call: ActionCall) -> str:
     basis = call.natural_id or call.vendor_key
     digest = hashlib.sha256(_ID_SALT + basis.encode("utf-8")).digest()
     return base64.b32hexencode(digest).decode("ascii").rstrip("=").lower()
-
-
-class BearerSource(Protocol):
-    @property
-    def source(self) -> str:
-        """Where the credential comes from, for messages (never the credential)."""
-        ...
-
-    def bearer(self) -> str:
-        """A valid access token; raises a ConnectorError when none can be had."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class StaticToken:
-    token: Secret
-
-    @property
-    def source(self) -> str:
-        return f"token {self.token.source}"
-
-    def bearer(self) -> str:
-        return self.token.reveal()
 
 
 class ServiceAccount:
@@ -309,7 +287,7 @@ def from_config(fields: VendorFields) -> GoogleCalendarConnector:
         if subject:
             raise fields.error("subject", "impersonates a user through a service account's key; a token "
                                           "already belongs to its user")
-        credentials = StaticToken(token)
+        credentials = StaticBearer(token)
     return GoogleCalendarConnector(fields.name, credentials, base_url,
                                    fields.choice("send_updates", SEND_UPDATES, "all"),
                                    fields.integer("default_duration_min", 30), fields.tools(TOOLS),

@@ -18,9 +18,10 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from runonce.connectors.bearer import BearerSource, StaticBearer
 from runonce.connectors.errors import TransientVendorError
 from runonce.connectors.secrets import Secret
 from runonce.connectors.tls import is_loopback
@@ -30,25 +31,6 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 class KubeconfigError(ValueError):
     """The kubeconfig (or the pod's service account) cannot give a server and credentials."""
-
-
-class BearerToken(Protocol):
-    @property
-    def source(self) -> str: ...
-
-    def bearer(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class StaticBearer:
-    token: Secret
-
-    @property
-    def source(self) -> str:
-        return f"token {self.token.source}"
-
-    def bearer(self) -> str:
-        return self.token.reveal()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +55,7 @@ class ApiServer:
     url: str
     tls: ssl.SSLContext | None
     #: None: the client certificate in ``tls`` is the credential
-    token: BearerToken | None
+    token: BearerSource | None
     namespace: str
     #: where this came from, for messages: never a credential
     source: str
@@ -130,7 +112,7 @@ def from_kubeconfig(path: Path, context: str | None = None) -> ApiServer:
     if url.startswith("https"):
         tls = _context(cluster, base)
         _client_certificate(tls, user, base, where)
-    token: BearerToken | None = None
+    token: BearerSource | None = None
     if user.get("token"):
         token = StaticBearer(Secret(f"{where}, user {ctx.get('user')}", str(user["token"])))
     elif user.get("tokenFile"):

@@ -36,7 +36,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from runonce.connectors.sandbox.ledger import Effect, Ledger
 
-#: the Event resource's fields (the discovery document's ``schemas.Event.properties``)
+#: the Event resource's fields (the discovery document's ``schemas.Event.properties``); the
+#: tests keep their own copy (tests/connectors/vendor_api_facts.py) on purpose: a check of what
+#: the connector sends must not take the sandbox's word for what Google accepts
 EVENT_FIELDS = frozenset({
     "anyoneCanAddSelf", "attachments", "attendees", "attendeesOmitted", "colorId",
     "conferenceData", "created", "creator", "description", "end", "endTimeUnspecified", "etag", "eventType",

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
 from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.google_calendar import GoogleCalendarConnector, ServiceAccount, StaticToken, event_id
+from runonce.connectors.bearer import StaticBearer
+from runonce.connectors.google_calendar import GoogleCalendarConnector, ServiceAccount, event_id
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.google_calendar import ServiceAccountKey
@@ -142,7 +143,7 @@ def test_without_a_natural_id_each_vendor_key_is_an_event_of_its_own(local: Loca
 
 def test_a_wrong_token_is_a_clear_permanent_failure_that_never_shows_it(vendors: VendorServer) -> None:
     wrong = f"ya29.{uuid.uuid4().hex}"
-    connector = GoogleCalendarConnector("calendar", StaticToken(Secret("env:GOOGLE_TOKEN", wrong)), vendors.url)
+    connector = GoogleCalendarConnector("calendar", StaticBearer(Secret("env:GOOGLE_TOKEN", wrong)), vendors.url)
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_event())
     assert outcome.status is Status.FAILED, outcome
     assert "Google refused the credentials" in (outcome.error or "") and "UNAUTHENTICATED" in (outcome.error or "")

@@ -18,7 +18,8 @@ import trustme
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
 from runonce.connectors.errors import TransientVendorError
-from runonce.connectors.kubeconfig import ApiServer, KubeconfigError, StaticBearer, from_kubeconfig, in_cluster
+from runonce.connectors.bearer import StaticBearer
+from runonce.connectors.kubeconfig import ApiServer, KubeconfigError, from_kubeconfig, in_cluster
 from runonce.connectors.kubernetes import ACTION_ANNOTATION, KEEP, RESTARTED_AT, KubernetesConnector, annotation
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
