@@ -2,12 +2,12 @@
 # Broker versions teams run: the transactional runtime's exactly-once crash test (SIGKILLed
 # workers, the oracle accounts for every record) and the executor's crash tests (SIGKILL before
 # the vendor call, after it, after the commit), each against a local broker of every version in
-# RUNONCE_COMPAT_VERSIONS (default: 3.9.1, the last 3.x line, and 4.0.2, the oldest 4.x line).
+# RUNONCE_COMPAT_VERSIONS (default: 3.9.1, the last 3.x line; 4.0.2, the oldest 4.x line; 4.4.0, the default).
 # One line per version in bench/out/compat-<time>.txt; docs/measured.md records the results.
 # Exit status: the number of versions that failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-versions=${RUNONCE_COMPAT_VERSIONS:-"3.9.1 4.0.2"}
+versions=${RUNONCE_COMPAT_VERSIONS:-"3.9.1 4.0.2 4.4.0"}
 mkdir -p bench/out
 out=bench/out/compat-$(date +%Y%m%d-%H%M%S).txt
 failed=0
