@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from runonce.connectors.base import ActionCall
 from runonce.connectors.runner import ActionRunner
@@ -49,25 +49,34 @@ class Work:
         return self.msg.topic(), self.msg.partition()
 
 
+class Committed(Protocol):
+    """What the results index answers (results.py)."""
+
+    def result(self, action_id: str) -> Result | None: ...
+
+    def first_user(self, vendor_key: str) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Known:
     """What an executor knows of earlier actions when it plans one: committed results by action
-    id, the action that first used each vendor key, and outcomes whose result commit aborted."""
+    id and the action that first used each vendor key (the index), and outcomes whose result
+    commit aborted."""
 
-    by_action: Mapping[str, Result]
-    by_key: Mapping[str, str]
+    committed: Committed
     uncommitted: Mapping[str, Result]
 
 
 def plan_call(call: ActionCall, known: Known) -> tuple[Plan, Result | None]:
     """What to do with one approved action of this executor's tools, and the result it rests on."""
-    prior = known.by_action.get(call.action_id)
-    first_user = known.by_key.get(call.vendor_key)
+    prior = known.committed.result(call.action_id)
+    first_user = known.committed.first_user(call.vendor_key)
     recommit = known.uncommitted.get(call.action_id)
     if recommit is not None and (prior is None or not prior.status.final):
         return Plan.RECOMMIT, recommit
     if prior is None and first_user is not None and first_user != call.action_id:
-        original = known.by_action[first_user]
+        # the first user's result is kept at least as long as its claim on the key: none is a broken index
+        original = known.committed.result(first_user) or Result(Status.IN_DOUBT)
         status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
         return Plan.BLOCKED, Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
     if prior is not None and prior.status.final:

@@ -43,7 +43,8 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Protocol
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -53,7 +54,8 @@ from runonce.connectors.batch import Known, Plan, Work, carry_out, collides, dea
 from runonce.connectors.config import Rate
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
-from runonce.connectors.results import ResultIndex
+from runonce.connectors.result_store import ResultStore
+from runonce.connectors.results import CLOCK_MARGIN_MS, ResultIndex
 from runonce.connectors.limits import Throttle
 from runonce.connectors.runner import ActionRunner
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
@@ -80,20 +82,40 @@ LOOKUP_TIMEOUT_S = 10.0
 #: how often an idle executor asks a connector that keeps markers (``prune``) to drop those
 #: older than the key window
 PRUNE_EVERY_S = 600.0
+#: index entries one idle turn prunes at most (the rest at the next ones)
+INDEX_PRUNE_STEP = 20_000
 
 
 class Results(Protocol):
-    by_action: dict[str, Result]
-    by_key: dict[str, str]
+    """The results index (results.py): what batch.py plans with, and what the commits tell it."""
 
-    def put(self, action_id: str, vendor_key: str, outcome: Result) -> None: ...
+    def result(self, action_id: str) -> Result | None: ...
 
-    def restore(self, starts: dict[int, int]) -> int: ...
+    def first_user(self, vendor_key: str) -> str | None: ...
+
+    def record(self, entries: list[tuple[str, str, Result]], next_offsets: Mapping[int, int]) -> None: ...
+
+    def restore(self, starts: Mapping[int, int]) -> int: ...
+
+    def prune(self, limit: int = ...) -> int: ...
+
+    def close(self) -> None: ...
 
 
-def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
+def consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
+    """Static membership (``group.instance.id``, KIP-345): a restarted executor takes its
+    own partitions back at once, instead of after the session timeout of the instance it
+    replaces (which never left: it was killed). The instance is the transactional id, one
+    per slot, so two live processes of one slot fence each other in the group as they do in
+    their transactions."""
     return clients.transactional_consumer_config(settings.kafka_access(), group,
-                                                 session_timeout_ms=settings.executor_session_timeout_ms)
+                                                 session_timeout_ms=settings.executor_session_timeout_ms,
+                                                 **{"group.instance.id": instance})
+
+
+def results_folder(settings: Settings, transactional_id: str) -> Path:
+    """Where an executor slot keeps its results index."""
+    return settings.state_dir / "executors" / transactional_id
 
 
 def vendor_pace(settings: Settings, vendor: str, rate: Rate | None) -> Rate:
@@ -120,7 +142,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
-    consumer = Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
+    consumer = Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
     producer_config = transactional_config(access, transactional_id, **{
         "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
@@ -129,8 +151,10 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                               consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0),
                               txn_timeout_s=settings.executor_txn_timeout_ms / 1000)
     return Executor(connector, consumer=consumer, transactions=transactions,
-                    index=ResultIndex(access, connector.tools, source_topic=source_topic,
-                                      window_ms=window_ms), prune_window_ms=window_ms,
+                    index=ResultIndex(access, connector.tools,
+                                      ResultStore(results_folder(settings, transactional_id), key_window_ms=window_ms
+                                                  + CLOCK_MARGIN_MS),
+                                      source_topic=source_topic, window_ms=window_ms), prune_window_ms=window_ms,
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
                     failpoint=settings.executor_failpoint, stall=stall, group_stall=group_stall,
@@ -239,6 +263,7 @@ class Executor:
                 self._pool.shutdown(wait=True)
             self.transactions.close()
             self.consumer.close()
+            self.index.close()
 
     def step(self) -> None:
         """One batch: what was held back from the last one, or what the consumer has fetched
@@ -290,14 +315,19 @@ class Executor:
             raise ConsumerStuck(f"{self.who}: {stuck}")
 
     def _prune(self) -> None:
-        """Idle, every ``PRUNE_EVERY_S``: markers older than the key window go (the stream job
-        forgot those keys too). A failure is logged and tried at the next turn."""
-        prune = getattr(self.connector, "prune", None)
+        """Idle, every ``PRUNE_EVERY_S``: results and markers older than the key window go (the
+        stream job forgot those keys too). The index goes in bounded steps, one per idle turn
+        until it is done. A connector's failure is logged and tried at the next turn. Idle
+        means caught up: no approved record still to deliver is older than the window."""
         now = self.clock()
-        if prune is None or self.prune_window_ms is None or (
-                self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S):
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S:
             return
+        if self.index.prune() >= INDEX_PRUNE_STEP:
+            return  # more to go: the next idle turn
         self._pruned_at = now
+        prune = getattr(self.connector, "prune", None)
+        if prune is None or self.prune_window_ms is None:
+            return
         try:
             prune(self.prune_window_ms)
         except ConnectorError as exc:
@@ -315,7 +345,7 @@ class Executor:
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), exc)
             return dead_letter(msg, exc)
-        return plan_work(msg, call, request, Known(self.index.by_action, self.index.by_key, self.uncommitted))
+        return plan_work(msg, call, request, Known(self.index, self.uncommitted))
 
     def _run(self, batch: list[Work]) -> None:
         """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
@@ -374,12 +404,8 @@ class Executor:
         Known to the index from its commit on, so no later redelivery to this process takes it
         for new."""
         intent = Result(Status.ATTEMPTING)
-        if not self._commit([self._result_record(w, intent) for w in new], offsets):
-            return False
-        for w in new:
-            assert w.call is not None
-            self.index.put(w.call.action_id, w.call.vendor_key, intent)
-        return True
+        entries = [(w.call.action_id, w.call.vendor_key, intent) for w in new if w.call is not None]
+        return self._commit([self._result_record(w, intent) for w in new], offsets, entries=entries)
 
     def _commit_results(self, batch: list[Work], outcomes: dict[str, Result],
                         offsets: dict[tuple[str, int], int]) -> bool:
@@ -395,7 +421,9 @@ class Executor:
             elif work.call is not None and work.call.action_id in outcomes:
                 records.append(self._result_record(work, outcomes[work.call.action_id]))
         self.uncommitted.update(outcomes)
-        if not self._commit(records, offsets, abort=self.failpoint == "abort_result"):
+        entries = [(w.call.action_id, w.call.vendor_key, outcomes[w.call.action_id]) for w in batch
+                   if w.call is not None and w.call.action_id in outcomes]
+        if not self._commit(records, offsets, abort=self.failpoint == "abort_result", entries=entries):
             return False
         for work in batch:
             if work.call is None:
@@ -408,7 +436,6 @@ class Executor:
                     self._count(Plan.DONE.value, work.call.tool)
                 continue
             self.uncommitted.pop(work.call.action_id, None)
-            self.index.put(work.call.action_id, work.call.vendor_key, outcome)
             if work.plan in (Plan.RECOMMIT, Plan.BLOCKED):
                 self._count(work.plan.value, work.call.tool)
             self._count(outcome.status.value, work.call.tool)
@@ -418,8 +445,11 @@ class Executor:
         """Only offsets: skipped records, decided start positions."""
         return self._commit([], offsets)
 
-    def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int], abort: bool = False) -> bool:
-        """``abort``: the ``abort_result`` failpoint: write the transaction, then abort it (a
+    def _commit(self, records: list[Out], offsets: dict[tuple[str, int], int], abort: bool = False,
+                entries: list[tuple[str, str, Result]] | None = None) -> bool:
+        """``entries``: results the index learns once the transaction commits, with its end on
+        each results partition (the delivery reports: hence the flush), in one write batch.
+        ``abort``: the ``abort_result`` failpoint: write the transaction, then abort it (a
         coordinator move or timeout at the worst moment, on a real broker)."""
         if abort and records and records[0].key not in self._aborted:
             self._aborted.add(records[0].key)
@@ -427,7 +457,12 @@ class Executor:
             self.transactions.commit(records, offsets, abort=True)
             self._rewind()
             return False
-        if self.transactions.commit(records, offsets) is None:
+
+        def learn(ends: dict[tuple[str, int], int]) -> None:
+            self._failpoint("before_index_write")
+            self.index.record(entries or [], {p: end for (t, p), end in ends.items() if t == topics.RESULTS})
+
+        if self.transactions.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
             self.pending.clear()
             self.decided.clear()  # every commit carries the pending start positions
             return True

@@ -1,9 +1,16 @@
 """What an executor knows about past attempts: the latest result per action id (and which
-action first used each vendor key), restored from ``actions.results`` for the partitions it
-owns. Results are written to the same partition number as the approved record, so the
-owner of approved partition p is the only writer of results partition p.
+action first used each vendor key), kept on disk (result_store.py) and brought up to date
+from ``actions.results`` for the partitions it owns. Results are written to the same
+partition number as the approved record, so the owner of approved partition p is the only
+writer of results of its tools to results partition p.
 
-Bounded by what can still matter, never the topic's whole history (``restore``):
+A partition the store knows is read from the offset the store is complete up to: a restart
+over an intact folder reads what was written since, not the day. The executor's own commits
+reach the store with the end of their transaction on each partition (``record``), so that
+offset follows the executor's work, not only its restores.
+
+A partition the store does not know (an empty folder, a partition new to this executor) is
+read from what can still matter, never the topic's whole history:
 
 - the first line of defence (an action's own intent or result, by action id) matters only for
   approved records that can still be delivered: those at or after the group's committed
@@ -14,7 +21,8 @@ Bounded by what can still matter, never the topic's whole history (``restore``):
 
 Reading starts at the earlier of the two times, less a margin for clocks (results carry their
 executor's clock, approved records their worker's), found through the broker's time index:
-a restart reads the last day's results, not a month's.
+an empty folder reads the last day's results, not a month's, and writes them to the store in
+batches as it reads.
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import logging
 import time
 from typing import Callable, Mapping
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from runonce.errors import InvalidInput
+from runonce.connectors.result_store import Entry, ResultStore
+from runonce.errors import BrokerUnavailable, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
-from runonce.kafka.reader import read_messages
+from runonce.kafka.reader import fetched, high_watermark
 from runonce.wire.codec import Codec
 from runonce.wire.results import Result, result_of
 
@@ -38,59 +47,145 @@ log = logging.getLogger("runonce.executor")
 CLOCK_MARGIN_MS = 5 * 60 * 1000
 #: the key window when no policy says otherwise
 DEFAULT_WINDOW_MS = 24 * 3600 * 1000
+#: results a restore writes to the store at once (memory is bounded by this, not the window)
+RESTORE_BATCH = 10_000
+#: the group the index's readers name (they only assign: the executor's ACLs allow the prefix)
+READER_GROUP = "runonce-reader-results-window"
 
 
 class ResultIndex:
-    def __init__(self, bootstrap: KafkaTarget, tools: frozenset[str], codec: Codec | None = None,
+    """The executor's results index: a ``ResultStore`` on disk, kept up to date from
+    ``actions.results`` (read_committed) for the partitions the executor owns."""
+
+    def __init__(self, bootstrap: KafkaTarget, tools: frozenset[str], store: ResultStore, codec: Codec | None = None,
                  timeout_s: float = 60.0, *, window_ms: int = DEFAULT_WINDOW_MS, source_topic: str = topics.APPROVED,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.bootstrap = bootstrap
         self.tools = tools
+        self.store = store
         self.codec = codec or Codec()
         self.timeout_s = timeout_s
         #: the longest key TTL of the policies: how long a vendor key's first user matters
         self.window_ms = window_ms
         self.source_topic = source_topic
         self.clock_ms = clock_ms
-        self.by_action: dict[str, Result] = {}
-        #: vendor key -> the action id that first used it (second line of defense)
-        self.by_key: dict[str, str] = {}
         #: records on actions.results that are no ActionResult (a foreign writer's), counted and logged
         self.unreadable = 0
 
-    def put(self, action_id: str, vendor_key: str, result: Result) -> None:
-        self.by_action[action_id] = result
-        self.by_key.setdefault(vendor_key, action_id)
+    # -- what the executor asks, and tells -------------------------------------------
+    def result(self, action_id: str) -> Result | None:
+        return self.store.result(action_id)
 
+    def first_user(self, vendor_key: str) -> str | None:
+        return self.store.first_user(vendor_key, self.clock_ms() - CLOCK_MARGIN_MS)
+
+    def record(self, entries: list[tuple[str, str, Result]], next_offsets: Mapping[int, int]) -> None:
+        """Results this executor committed (action id, vendor key, result), and the end of its
+        transaction on each results partition: one write batch."""
+        now = self.clock_ms()
+        self.store.record((Entry(a, k, r, now) for a, k, r in entries), next_offsets)
+
+    def prune(self, limit: int = 20_000) -> int:
+        """Entries older than the key window (and the clock margin) go; ``limit`` a call."""
+        return self.store.prune(self.clock_ms() - self.window_ms - CLOCK_MARGIN_MS, limit)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- restore ---------------------------------------------------------------------
     def restore(self, starts: Mapping[int, int]) -> int:
-        """Read the results that can still matter for these approved partitions (partition ->
-        the offset reading starts at) to their end, read_committed; returns records applied."""
+        """Bring the store up to the end of the results partitions of these approved
+        partitions (partition -> the offset the executor's reading starts at), read_committed;
+        returns records applied. A partition the store knows is read from the offset it is
+        complete up to; one it does not know, from what can still matter (the module's
+        docstring), in write batches of ``RESTORE_BATCH``: never the window in memory."""
         if not starts:
             return 0
-        since_ms = min(self.clock_ms() - self.window_ms, self._first_unread_ms(starts)) - CLOCK_MARGIN_MS
-        applied = 0
-        for msg in read_messages(self.bootstrap, topics.RESULTS, self.timeout_s, partitions=list(starts),
-                                 since_ms=since_ms if since_ms > 0 else None):
-            value = msg.value()
-            if value is None:
-                continue
+        reader = clients.reader(self.bootstrap, group=READER_GROUP, to_end=True)
+        try:
+            begin = self._begin(reader, starts)
+            return self._read(reader, begin)
+        finally:
+            reader.close()
+
+    def _begin(self, reader: Consumer, starts: Mapping[int, int]) -> dict[int, int]:
+        known = self.store.next_offsets()
+        ends = {}
+        for p in starts:
             try:
-                _, r = self.codec.decode(value, expect="ActionResult")
-            except InvalidInput as exc:  # not an executor's: it tells nothing about any action
-                self.unreadable += 1
-                log.warning("results: skipped an unreadable record at %s[%d]@%d: %s",
-                            msg.topic(), msg.partition(), msg.offset(), exc)
-                continue
-            if r["tool"] in self.tools:
-                # the vendor key the executor wrote (a tenant's own), else the action id
-                self.put(r["action_id"], r["idempotency_key"] or r["action_id"], result_of(r))
-                applied += 1
+                ends[p] = high_watermark(reader, TopicPartition(topics.RESULTS, p))
+            except KafkaException as exc:
+                raise clients.translate(exc, f"reading the end of {topics.RESULTS}[{p}]") from exc
+        beyond = sorted(p for p in starts if known.get(p, 0) > ends[p])
+        if beyond:  # not the topic this store was filled from (recreated): start over
+            log.warning("results index: %s holds offsets beyond the end of %s %s; starting it over",
+                        self.store.path, topics.RESULTS, beyond)
+            self.store.wipe()
+            known = {}
+        begin = {p: known[p] for p in starts if p in known}
+        unknown = sorted(p for p in starts if p not in known)
+        if unknown:
+            since_ms = max(min(self.clock_ms() - self.window_ms, self._first_unread_ms(
+                {p: starts[p] for p in unknown})) - CLOCK_MARGIN_MS, 0)
+            try:
+                found = reader.offsets_for_times([TopicPartition(topics.RESULTS, p, since_ms) for p in unknown],
+                                                 timeout=10)
+            except KafkaException as exc:
+                raise clients.translate(exc, f"looking up {topics.RESULTS} by time") from exc
+            for tp in found:  # -1: nothing at or after that time: the end
+                begin[tp.partition] = tp.offset if tp.offset >= 0 else ends[tp.partition]
+        return begin
+
+    def _read(self, reader: Consumer, begin: Mapping[int, int]) -> int:
+        reader.assign([TopicPartition(topics.RESULTS, p, o) for p, o in begin.items()])
+        pending = set(begin)
+        reached = dict(begin)
+        entries: list[Entry] = []
+        applied = 0
+        deadline = time.monotonic() + self.timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailable(f"reading {topics.RESULTS} did not reach its end within {self.timeout_s:.0f} s "
+                                        f"(partitions {sorted(pending)} pending)")
+            for msg in fetched(reader, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                        reached[msg.partition()] = max(reached[msg.partition()], msg.offset())
+                        continue
+                    raise clients.translate(err, f"reading {topics.RESULTS}")
+                reached[msg.partition()] = msg.offset() + 1
+                entry = self._entry(msg)
+                if entry is not None:
+                    entries.append(entry)
+                if len(entries) >= RESTORE_BATCH:
+                    applied += self.store.record(entries, reached)
+                    entries = []
+                    deadline = time.monotonic() + self.timeout_s  # progress: the wait is for a stall
+        applied += self.store.record(entries, reached)
         return applied
+
+    def _entry(self, msg: Message) -> Entry | None:
+        value = msg.value()
+        if value is None:
+            return None
+        try:
+            _, r = self.codec.decode(value, expect="ActionResult")
+        except InvalidInput as exc:  # not an executor's: it tells nothing about any action
+            self.unreadable += 1
+            log.warning("results: skipped an unreadable record at %s[%d]@%d: %s",
+                        msg.topic(), msg.partition(), msg.offset(), exc)
+            return None
+        if r["tool"] not in self.tools:
+            return None
+        # the vendor key the executor wrote (a tenant's own), else the action id
+        return Entry(r["action_id"], r["idempotency_key"] or r["action_id"], result_of(r), msg.timestamp()[1])
 
     def _first_unread_ms(self, starts: Mapping[int, int]) -> int:
         """When the earliest approved record still to be read was written (now, if none is)."""
         earliest = self.clock_ms()
-        reader = clients.reader(self.bootstrap, group="runonce-reader-results-window", to_end=True)
+        reader = clients.reader(self.bootstrap, group=READER_GROUP, to_end=True)
         try:
             reader.assign([TopicPartition(self.source_topic, p, offset) for p, offset in starts.items()])
             pending = set(starts)

@@ -54,13 +54,27 @@ class _Counted:
         return self.inner.check(call)
 
 
+@dataclasses.dataclass
+class _Committed:
+    """What the executor's results index would answer, as plain dicts (batch.Committed)."""
+
+    by_action: dict[str, Result] = dataclasses.field(default_factory=dict)
+    by_key: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def result(self, action_id: str) -> Result | None:
+        return self.by_action.get(action_id)
+
+    def first_user(self, vendor_key: str) -> str | None:
+        return self.by_key.get(vendor_key)
+
+
 def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[], int]) -> Result:
     """Run the replay test; raises AssertionError naming the broken assertion. Returns the outcome."""
     counted = _Counted(connector)
     runner = ActionRunner(counted, RetryPolicy(max_attempts=3, base_backoff_s=0.05))
-    by_action: dict[str, Result] = {}
-    by_key: dict[str, str] = {}
-    known = Known(by_action, by_key, {})
+    committed = _Committed()
+    by_action, by_key = committed.by_action, committed.by_key
+    known = Known(committed, {})
 
     def step(expected: Plan) -> Result | None:
         plan, prior = plan_call(call, known)
@@ -111,7 +125,7 @@ def _twin_makes_no_second_effect(runner: ActionRunner, counted: _Counted, call: 
     """5. another action, its own key, the same natural id: planned PERFORM (the executor
     cannot know), it reaches the vendor, which refuses the copy; its result names the first's."""
     twin = dataclasses.replace(call, action_id=f"{call.action_id}-twin", vendor_key=f"{call.vendor_key}-twin")
-    plan, _ = plan_call(twin, Known({}, {call.vendor_key: call.action_id}, {}))
+    plan, _ = plan_call(twin, Known(_Committed(by_key={call.vendor_key: call.action_id}), {}))
     assert plan is Plan.PERFORM, f"{counted.name}: a twin with its own key was planned {plan.value}"
     before, performs = side_effects(), counted.performs
     out = carry_out(runner, plan, twin, None)

@@ -292,8 +292,8 @@ class Settings:
         if not 128 <= self.broker_heap_mb <= 4096:
             raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
         if self.executor_failpoint is not None and not _executor_failpoint_ok(self.executor_failpoint):
-            raise ConfigError(f"executor_failpoint must be before_call, after_call, after_commit, "
-                              f"before_vendor_commit or abort_result, each optionally :N (the Nth pass), "
+            raise ConfigError(f"executor_failpoint must be one of {', '.join(EXECUTOR_FAILPOINTS)}, each "
+                              f"optionally :N (the Nth pass), "
                               f"got {self.executor_failpoint!r}")
         if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
             raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
@@ -337,7 +337,8 @@ _PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER
 RUNTIMES = ("transactional", "faust")
 
 
-EXECUTOR_FAILPOINTS = ("before_call", "after_call", "after_commit", "before_vendor_commit", "abort_result")
+EXECUTOR_FAILPOINTS = ("before_call", "after_call", "after_commit", "before_vendor_commit", "abort_result",
+                       "before_index_write")
 
 
 def _executor_failpoint_ok(value: str) -> bool:

@@ -2,7 +2,8 @@
 repeats an executor meets (a decision approved twice, a second action with an order's key),
 and the executor SIGKILLed once at each point of its protocol: before the statement, after the
 statement and its marker and before their COMMIT, after that COMMIT and before the Kafka commit,
-and after the Kafka commit. Then, counted on the user's own table: one row per order, every
+after the Kafka commit, and after a Kafka commit and before the results index on disk learned of
+it (each restart opens the same index folder). Then, counted on the user's own table: one row per order, every
 action with a final result, none in doubt."""
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ ORDERS = 1_600
 DOUBLED = 200  # decisions written twice (a zombie stream worker's)
 SAME_KEY = 200  # a second action id with an order's idempotency key
 #: each process dies at one point, at the pass given; the last one finishes the work
-KILLS = ("before_call:2", "before_vendor_commit:40", "after_call:2", "after_commit:2")
+KILLS = ("before_call:2", "before_vendor_commit:40", "after_call:2", "after_commit:2", "before_index_write:3")
 SQL = "INSERT INTO refunds (order_id, amount_cents) VALUES (%(order_id)s, %(amount_cents)s) RETURNING id"
 
 

@@ -141,6 +141,53 @@ def test_sigkill_at_each_point_never_doubles_the_effect(broker: Settings, sandbo
     assert result["history"][0] == "attempting"  # the intent was durable before the call
 
 
+#: a kill after the Kafka transaction committed and before the results index wrote it:
+#: (vendor, which commit: 1 the intent, 2 the result) -> (effects, final status, requests)
+INDEX_KILLS = {("smtp", 1): (0, "in_doubt", 0), ("payments", 2): (1, "succeeded", 1)}
+
+
+@pytest.mark.parametrize("vendor, nth", sorted(INDEX_KILLS))
+def test_a_kill_between_the_commit_and_the_index_write_is_repaired_from_the_topic(
+        broker: Settings, sandboxes: LocalVendors, tmp_path, vendor: str, nth: int) -> None:
+    """The restart opens the same folder, whose index never learned of the committed intent
+    (SMTP: then it must not send, as it cannot ask) or result (payments: then it must not call
+    again). It reads actions.results from the offset the index is complete up to, which
+    never passes what it holds: the tail it reads is exactly what the kill cost, one record,
+    though the partition holds an older result of the same tool (written first, here)."""
+    vendors = sandboxes.vendors
+    bootstrap = broker.bootstrap_servers()
+    source = own_approved_topic(bootstrap)
+    tool, params, ledger_vendor = CASES[vendor]
+    key = f"{vendor}-index-{uuid.uuid4().hex[:6]}"
+    older = result_record(str(uuid.uuid4()), f"older-{key}", tool, Result(Status.SUCCEEDED, "x", None, 1),
+                          int(time.time() * 1000) - 60_000)
+    producer = clients.producer(bootstrap)
+    producer.produce(topics.RESULTS, key=older["action_id"].encode(), value=Codec().encode("ActionResult", older),
+                     partition=partition_for(key.encode(), 6))
+    assert producer.flush(10) == 0
+    request = approve(bootstrap, source, tool, {**params, "n": key}, key)
+    before = len(vendors.ledger.effects(ledger_vendor))
+
+    argv = ["executor", "--vendor", vendor, "--source-topic", source, "--group", f"g-{key}", "--loglevel", "info"]
+    doomed = RunonceProcess(broker, f"exec-{vendor}", argv, tmp_path,
+                            {**sandboxes.env(), "RUNONCE_EXECUTOR_FAILPOINT": f"before_index_write:{nth}"})
+    doomed.start()
+    assert doomed.wait_exit(90) == -9, f"the failpoint never fired:\n{doomed.log_tail()}"
+    again = RunonceProcess(broker, f"exec-{vendor}-again", argv, tmp_path, sandboxes.env())
+    again.start()
+    try:
+        result = final_result(bootstrap, request["action_id"])
+        deadline = time.monotonic() + 60  # the result may have committed before the kill: wait for the restore
+        while "assigned" not in again.log_tail(200) and again.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        again.stop()
+    effects = len(vendors.ledger.effects(ledger_vendor)) - before
+    assert (effects, result["status"]) == INDEX_KILLS[(vendor, nth)][:2], (result, again.log_tail())
+    assert _requests_for(vendors, vendor, request, key) == INDEX_KILLS[(vendor, nth)][2], again.log_tail()
+    assert "restored 1 results" in again.log_tail(), again.log_tail()
+
+
 def _requests_for(vendors: VendorServer, vendor: str, request: dict[str, Any], key: str) -> int:
     """Requests the sandbox received for this action: every one, even where the vendor deduplicates."""
     call = ActionCall(request["action_id"], request["tool"], {}, key)

@@ -4,14 +4,18 @@ second one is visible), and builders of approved records."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from confluent_kafka import KafkaError, TopicPartition
 
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.executor import Executor
+from runonce.connectors.result_store import ResultStore
+from runonce.connectors.results import DEFAULT_WINDOW_MS, ResultIndex
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
@@ -70,28 +74,47 @@ class FakeTransactions:
     answers: list[bool] = field(default_factory=list)
     commits: list[tuple[list[Any], dict[tuple[str, int], int]]] = field(default_factory=list)
     transactional_id: str = "runonce-exec-test-0"
+    #: per (topic, partition): the next offset a record would get (committed or aborted)
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
 
-    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int], abort: bool = False) -> Failure | None:
-        """``answers``: True commits, False aborts (as ``Checkpoint.commit``: None or a Failure)."""
+    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int], *, flush: bool = False,
+               after_commit: Callable[[dict[tuple[str, int], int]], None] | None = None,
+               abort: bool = False) -> Failure | None:
+        """``answers``: True commits, False aborts (as ``Checkpoint.commit``: None or a Failure,
+        and ``after_commit`` told each partition's end once committed)."""
         self.commits.append((list(records), dict(offsets)))
-        return None if (self.answers.pop(0) if self.answers else True) else Failure.ABORTABLE
+        written: dict[tuple[str, int], int] = {}
+        for r in records:
+            at = (r.topic, r.partition if r.partition is not None else 0)
+            self.ends[at] = self.ends.get(at, 0) + 1
+            written[at] = self.ends[at]
+        for at in written:
+            self.ends[at] += 1  # the commit or abort marker
+        if abort or not (self.answers.pop(0) if self.answers else True):
+            return Failure.ABORTABLE
+        if after_commit is not None:
+            after_commit(written)
+        return None
 
     def close(self) -> None:
         pass
 
 
-@dataclass
-class FakeIndex:
-    by_action: dict[str, Result] = field(default_factory=dict)
-    by_key: dict[str, str] = field(default_factory=dict)
-    restored: list[dict[int, int]] = field(default_factory=list)
+class LocalIndex(ResultIndex):
+    """The results index on a real RocksDB store (a temporary folder), without a broker:
+    ``restore`` only records what it was asked for."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        super().__init__("unused:9092", frozenset(), ResultStore(
+            folder or Path(tempfile.mkdtemp(prefix="runonce-index-")), key_window_ms=DEFAULT_WINDOW_MS))
+        self.restored: list[dict[int, int]] = []
 
     def put(self, action_id: str, vendor_key: str, outcome: Result) -> None:
-        self.by_action[action_id] = outcome
-        self.by_key.setdefault(vendor_key, action_id)
+        """A result committed earlier (its offsets are not this test's concern)."""
+        self.record([(action_id, vendor_key, outcome)], {})
 
-    def restore(self, starts: dict[int, int]) -> int:
-        self.restored.append(starts)
+    def restore(self, starts: Mapping[int, int]) -> int:
+        self.restored.append(dict(starts))
         return 0
 
 
@@ -115,7 +138,7 @@ def executor(consumer: FakeConsumer, transactions: FakeTransactions | None = Non
              start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None) -> Executor:
     connector = connector or Mailer()
     return Executor(connector, consumer=consumer, transactions=transactions or FakeTransactions(),
-                    index=FakeIndex(), start=start,
+                    index=LocalIndex(), start=start,
                     runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
 
 

@@ -31,14 +31,14 @@ from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE
 from runonce.wire.results import Result, Status
 
-from tests.support.executor_fakes import (T, CheckedVendor, FakeConsumer, FakeIndex, FakeTransactions, KeyedVendor,
+from tests.support.executor_fakes import (T, CheckedVendor, FakeConsumer, LocalIndex, FakeTransactions, KeyedVendor,
                                           Mailer, Msg, approved, executor, tp)
 
 
 # -- where it starts ---------------------------------------------------------------------
 
 def test_the_client_never_picks_a_position() -> None:
-    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g")["auto.offset.reset"] == "error"
+    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["auto.offset.reset"] == "error"
 
 
 def test_committed_offsets_always_win_whatever_the_policy() -> None:
@@ -308,7 +308,8 @@ def test_an_aborted_batch_result_commits_every_seen_outcome_and_calls_no_one_aga
     consumer.messages = list(batch)  # redelivered from the committed offset
     ex.step()
     assert sorted(vendor.calls) == ["a1", "a2", "a3"] and ex.uncommitted == {}
-    assert {a: r.status for a, r in ex.index.by_action.items()} == {a: Status.SUCCEEDED for a in ("a1", "a2", "a3")}
+    assert {a: getattr(ex.index.result(a), "status", None) for a in ("a1", "a2", "a3")} == \
+        {a: Status.SUCCEEDED for a in ("a1", "a2", "a3")}
 
 
 def test_vendor_calls_of_a_batch_are_in_flight_together() -> None:
@@ -325,7 +326,7 @@ def test_vendor_calls_of_a_batch_are_in_flight_together() -> None:
     consumer = FakeConsumer([tp(0, 0)])
     vendor = Slow()
     connector: Any = vendor
-    ex = Executor(connector, consumer=consumer, transactions=FakeTransactions(), index=FakeIndex(),
+    ex = Executor(connector, consumer=consumer, transactions=FakeTransactions(), index=LocalIndex(),
                   runner=ActionRunner(connector, RetryPolicy(max_attempts=1), sleep=lambda _s: None),
                   max_in_flight=4)
     consumer.messages = [Msg(0, i, approved(f"a{i}")) for i in range(3)]
@@ -352,7 +353,7 @@ def test_an_idle_executor_prunes_markers_older_than_the_window_every_ten_minutes
 
     connector = MarkedMailer(pruned=[])
     now = [1000.0]
-    ex = Executor(connector, consumer=FakeConsumer([]), transactions=FakeTransactions(), index=FakeIndex(),
+    ex = Executor(connector, consumer=FakeConsumer([]), transactions=FakeTransactions(), index=LocalIndex(),
                   runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
                   clock=lambda: now[0], prune_window_ms=86_400_000)
     ex.step()  # idle: the first turn prunes
