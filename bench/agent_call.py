@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.local_broker import OUT, local_broker  # noqa: E402
 from runonce.connectors import registry  # noqa: E402
 from runonce.connectors.base import ActionCall  # noqa: E402
 from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
@@ -34,8 +35,6 @@ from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
-
-from bench.local_broker import OUT, local_broker  # noqa: E402
 
 WARMUP = 20
 

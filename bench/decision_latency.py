@@ -57,12 +57,12 @@ from confluent_kafka.admin import NewTopic  # noqa: E402
 from bench.local_broker import OUT, child_env, local_broker  # noqa: E402
 from bench.txn_floor import HOPS, PARTITIONS, SIDE_TOPICS, passthrough  # noqa: E402
 from runonce.core.policy import PolicyBook  # noqa: E402
-from runonce.kafka.checkpoint import Step  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.access import KafkaTarget  # noqa: E402
+from runonce.kafka.checkpoint import Step  # noqa: E402
+from runonce.kafka.clients import base_config  # noqa: E402
 from runonce.kafka.reader import read_messages  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
-from runonce.kafka.access import KafkaTarget  # noqa: E402
-from runonce.kafka.clients import base_config  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.streams.transactional.worker import DECIDE  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402

@@ -28,7 +28,6 @@ from runonce.streams.metrics import StreamMetrics  # noqa: E402
 from runonce.streams.ports import Inbound  # noqa: E402
 from runonce.streams.processor import Pipeline  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
-
 from tests.support.memory import MemoryStore  # noqa: E402
 
 PARTITIONS = 6
@@ -54,11 +53,11 @@ def _inbounds(codec: Codec, n: int) -> list[Inbound]:
 
 def _run(inbounds: list[Inbound], observe: bool) -> float:
     codec = Codec()
-    pipeline = Pipeline(codec=codec, policies=PolicyBook.load(), partitions=PARTITIONS, keys=MemoryStore(),
-                        scopes=MemoryStore(), metrics=StreamMetrics(), decides_scope_here=lambda _p: True)
+    metrics = StreamMetrics()
     if not observe:
-        for stage in (pipeline.keys, pipeline.scopes):
-            stage._age = _NoObservation()
+        metrics.age = _NoObservation()  # type: ignore[assignment]  # the stages observe nothing
+    pipeline = Pipeline(codec=codec, policies=PolicyBook.load(), partitions=PARTITIONS, keys=MemoryStore(),
+                        scopes=MemoryStore(), metrics=metrics, decides_scope_here=lambda _p: True)
     started = time.perf_counter()
     for inbound in inbounds:
         pipeline.process(inbound)

@@ -1,14 +1,20 @@
 """An executor restarting over a long history of results: N results already on
-actions.results (a month of them, timestamps spread evenly over 30 days), one new approved
-charge waiting. Timed from the executor process's start to the vendor's first request, with
-the executor's peak RSS (VmHWM) and how many results it restored.
+actions.results, one new approved charge waiting. Timed from the executor process's start
+(joining its group included) to the vendor's first request, with the executor's peak RSS
+(VmHWM) and how many results it restored.
 
-    .venv/bin/python bench/executor_restart.py [--results 10000000] [--full]
+    .venv/bin/python bench/executor_restart.py [--results 10000000] [--span-hours 720] [--full]
 
-``--full`` also runs the executor as it was before the bounded restore (every result from
-the beginning of the topic): pass a smaller --results for it, it holds them all in memory.
-Real broker; the payments executor against the sandbox; the history is produced straight
-to the topic (results of the payments tool, so the executor decodes and keeps them).
+Two starts of one executor slot: the first over an empty results-index folder (it restores
+every result within the key window into RocksDB), the second over the folder the first left
+(it reads only what was written since). ``--span-hours`` spreads the history's timestamps
+evenly over that many hours before now: 720 (a month; two thirds of it outside the 24 h
+window) or 1 (every result inside the window: the worst case for an empty folder).
+
+``--full`` also runs the executor reading every result from the beginning of the topic, as
+before the bounded restore. Real broker; the payments executor against the sandbox; the
+history is produced straight to the topic (results of the payments tool, so the executor
+decodes and keeps them).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Producer  # noqa: E402
 
+from bench.local_broker import OUT, local_broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
@@ -38,8 +45,6 @@ from runonce.testkit.decisions import approved_decision  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.results import Result, Status, result_record  # noqa: E402
 
-from bench.local_broker import OUT, local_broker  # noqa: E402
-
 DAY_MS = 24 * 3600 * 1000
 
 
@@ -47,15 +52,15 @@ def say(msg: str) -> None:
     print(f"executor-restart: {msg}", file=sys.stderr, flush=True)
 
 
-def history(bootstrap: str, n: int, partitions: int) -> None:
-    """n final results of charge_payment over the last 30 days, oldest first."""
+def history(bootstrap: str, n: int, partitions: int, span_ms: int) -> None:
+    """n final results of charge_payment over the last ``span_ms``, oldest first."""
     codec = Codec()
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10000,
                   "compression.type": "lz4", "queue.buffering.max.messages": 2_000_000})
     now = int(time.time() * 1000)
     started = time.monotonic()
     for i in range(n):
-        at = now - 30 * DAY_MS + (30 * DAY_MS * i) // n
+        at = now - span_ms + (span_ms * i) // n
         action_id = str(uuid.UUID(int=i + 1))
         value = codec.encode("ActionResult", result_record(action_id, f"h{i}", "charge_payment",
                                                            Result(Status.SUCCEEDED, f"ch_{i}", attempts=1), at))
@@ -89,13 +94,13 @@ def vm_hwm_mb(pid: int) -> int:
     return -1
 
 
-def restart(settings: Settings, sandbox: Any, full: bool) -> dict[str, Any]:
+def restart(settings: Settings, sandbox: Any, full: bool, group: str, folder: str) -> dict[str, Any]:
     vendors = sandbox.vendors
     env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     if full:
         env["RUNONCE_BENCH_FULL_RESTORE"] = "1"
-    log_path = OUT / f"executor-restart-{'full' if full else 'bounded'}.log"
-    group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
+    log_path = OUT / f"executor-restart-{'full' if full else folder}.log"
+    log_path.unlink(missing_ok=True)
     code = ("import os, sys, runonce.connectors.results as r\n"
             "if os.environ.get('RUNONCE_BENCH_FULL_RESTORE'):\n"
             "    r.ResultIndex._first_unread_ms = lambda self, starts: 0\n"
@@ -122,7 +127,8 @@ def restart(settings: Settings, sandbox: Any, full: bool) -> dict[str, Any]:
         proc.terminate()
         proc.wait(60)
     restored = re.findall(r"restored (\d+) results in ([\d.]+) s", log_path.read_text(errors="replace"))
-    return {"restore": "whole topic" if full else "bounded", "assigned_after_s": round(assigned - started, 2),
+    return {"restore": "whole topic" if full else "bounded", "index_folder": folder,
+            "assigned_after_s": round(assigned - started, 2),
             "first_action_performed_after_s": round(first - started, 2), "executor_peak_rss_mb": peak,
             "results_restored": int(restored[-1][0]) if restored else None,
             "restore_s": float(restored[-1][1]) if restored else None}
@@ -131,6 +137,8 @@ def restart(settings: Settings, sandbox: Any, full: bool) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=int, default=10_000_000)
+    ap.add_argument("--span-hours", type=float, default=720.0,
+                    help="the history's timestamps spread over this many hours before now (1: all in the window)")
     ap.add_argument("--full", action="store_true", help="also time the unbounded restore (as before)")
     args = ap.parse_args()
     from runonce.connectors.sandbox.local import LocalVendors
@@ -138,14 +146,19 @@ def main() -> int:
     with local_broker("executor-restart", say) as settings:
         sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
         try:
-            say(f"history: {args.results:,} results over 30 days")
-            history(settings.bootstrap_servers(), args.results, settings.partitions)
-            rows = [restart(settings, sandbox, full=False)]
-            say(json.dumps(rows[-1]))
-            if args.full:
-                rows.append(restart(settings, sandbox, full=True))
+            say(f"history: {args.results:,} results over {args.span_hours:g} h")
+            history(settings.bootstrap_servers(), args.results, settings.partitions,
+                    int(args.span_hours * 3600 * 1000))
+            group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
+            rows = []
+            for folder in ("empty", "intact"):  # one slot, twice: the second start finds the first's folder
+                rows.append(restart(settings, sandbox, False, group, folder))
                 say(json.dumps(rows[-1]))
-            print(json.dumps({"results_on_topic": args.results, "runs": rows}, indent=2))
+            if args.full:
+                rows.append(restart(settings, sandbox, True, f"runonce-exec-bench-{uuid.uuid4().hex[:6]}", "empty"))
+                say(json.dumps(rows[-1]))
+            print(json.dumps({"results_on_topic": args.results, "span_hours": args.span_hours, "runs": rows},
+                             indent=2))
         finally:
             sandbox.stop()
     return 0

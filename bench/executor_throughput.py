@@ -35,14 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from runonce.connectors.sandbox.faults import Fault  # noqa: E402
-from runonce.connectors import registry  # noqa: E402
-from runonce.connectors.base import ActionCall  # noqa: E402
-from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
-from runonce.settings import Settings  # noqa: E402
-
 from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
 from bench.vendor_servers import approve as approve_many  # noqa: E402
+from runonce.connectors import registry  # noqa: E402
+from runonce.connectors.base import ActionCall  # noqa: E402
+from runonce.connectors.sandbox.faults import Fault  # noqa: E402
+from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
 
 CHARGES = "/v1/charges"
 

@@ -17,11 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runonce.kafka import topics  # noqa: E402
-from runonce.ops.export import export  # noqa: E402
-
 from bench.local_broker import OUT, local_broker  # noqa: E402
 from bench.sdk_outcomes import flood  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.ops.export import export  # noqa: E402
 
 
 def say(msg: str) -> None:

@@ -26,7 +26,7 @@ from runonce.core.decision import KeyState, Origin, Outcome, ScopeState
 from runonce.core.policy import PolicyBook
 from runonce.core.tenant import scoped
 from runonce.errors import InvalidInput
-from runonce.streams.records import stage2_record, decision_record
+from runonce.streams.records import decision_record, stage2_record
 from runonce.wire.codec import Codec
 
 codec = Codec()

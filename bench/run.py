@@ -47,7 +47,6 @@ from runonce.testkit.workload import generate  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.keys import request_key  # noqa: E402
 
-
 POLICIES = PolicyBook.load()
 
 

@@ -30,14 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Producer  # noqa: E402
 
+from bench.local_broker import OUT, local_broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.results import Result, Status, result_record  # noqa: E402
-
-from bench.local_broker import OUT, local_broker  # noqa: E402
 
 CHARGE = {"card": "tok_bench", "amount_cents": 4200}
 

@@ -26,14 +26,13 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Producer  # noqa: E402
 
+from bench.local_broker import OUT, local_broker  # noqa: E402
 from runonce.core.decision import Claim, KeyState  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.watch import DecisionWatcher  # noqa: E402
-
-from bench.local_broker import OUT, local_broker  # noqa: E402
 
 
 def say(msg: str) -> None:

@@ -46,29 +46,29 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+import confluent_kafka
+from confluent_kafka import Message, TopicPartition
 
 from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.errors import ConnectorError
 from runonce.connectors.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
 from runonce.connectors.config import Rate
-from runonce.core.action import parse_params
-from runonce.core.policy import PolicyBook
+from runonce.connectors.errors import ConnectorError
+from runonce.connectors.limits import Throttle
+from runonce.connectors.metrics import ExecutorMetrics
 from runonce.connectors.result_store import ResultStore
 from runonce.connectors.results import CLOCK_MARGIN_MS, ResultIndex
-from runonce.connectors.limits import Throttle
 from runonce.connectors.runner import ActionRunner
+from runonce.core.action import parse_params
+from runonce.core.policy import PolicyBook
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput
 from runonce.kafka import clients, groups, topics
+from runonce.kafka.checkpoint import CommitPath
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
-from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
-from runonce.kafka.reader import fetched
+from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, transactional_checkpoint
+from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out
-from runonce.kafka.checkpoint import Checkpoint
-from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
-from runonce.kafka.watchdog import Watchdog, leave_for_restart
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
@@ -129,7 +129,8 @@ def vendor_pace(settings: Settings, vendor: str, rate: Rate | None) -> Rate:
 
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
-                    runner: ActionRunner | None = None, metrics: Any = None, rate: Rate | None = None) -> Executor:
+                    runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
+                    rate: Rate | None = None) -> Executor:
     """``rate``: the connectors file's pace toward the vendor; ``RUNONCE_VENDOR_LIMITS`` overrides it."""
     group = group or f"{groups.EXECUTOR_PREFIX}{connector.name}"
     transactional_id = f"{group}-{slot}"
@@ -142,15 +143,13 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
-    consumer = Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
+    consumer = confluent_kafka.Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
-    producer_config = transactional_config(access, transactional_id, **{
-        "transaction.timeout.ms": settings.executor_txn_timeout_ms, "linger.ms": 0})
     window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
-    transactions = Checkpoint(transactional_id, lambda: init_producer(producer_config, transactional_id),
-                              consumer.consumer_group_metadata, Watchdog(transactional_id, TXN_TIMEOUT_S + 15.0),
-                              txn_timeout_s=settings.executor_txn_timeout_ms / 1000)
-    return Executor(connector, consumer=consumer, transactions=transactions,
+    checkpoint = transactional_checkpoint(access, transactional_id, consumer,
+                                          transaction_timeout_ms=settings.executor_txn_timeout_ms,
+                                          producer_config={"linger.ms": 0})
+    return Executor(connector, consumer=consumer, checkpoint=checkpoint,
                     index=ResultIndex(access, connector.tools,
                                       ResultStore(results_folder(settings, transactional_id), key_window_ms=window_ms
                                                   + CLOCK_MARGIN_MS),
@@ -163,9 +162,10 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
 
 
 class Executor:
-    def __init__(self, connector: Connector, *, consumer: Any, transactions: Any, index: Results,
+    def __init__(self, connector: Connector, *, consumer: Consumer, checkpoint: CommitPath, index: Results,
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
-                 runner: ActionRunner | None = None, metrics: Any = None, failpoint: str | None = None,
+                 runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
+                 failpoint: str | None = None,
                  clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
                  group_stall: GroupStall | None = None,
                  max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None) -> None:
@@ -174,7 +174,7 @@ class Executor:
         self.prune_window_ms = prune_window_ms
         self._pruned_at: float | None = None
         self.consumer = consumer
-        self.transactions = transactions
+        self.checkpoint = checkpoint
         self.index = index
         #: actions.approved; another topic of ActionDecisions only for tests and replays
         self.source_topic = source_topic
@@ -193,14 +193,12 @@ class Executor:
         self.clock = clock
         #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
         self.stall = stall
-        #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
-        self.group_stall = group_stall
         if metrics is not None:  # every final status from the start at 0: "none in doubt" is a series too
             for tool in sorted(connector.tools):
                 for status in (Status.SUCCEEDED, Status.FAILED, Status.IN_DOUBT):
                     metrics.outcomes.labels(connector.name, tool, status.value)
         self.codec = Codec()
-        self.who: str = transactions.transactional_id
+        self.who: str = checkpoint.transactional_id
         #: offsets (next to read) not yet committed: records skipped (other vendors' tools) and
         #: start positions decided for a new group
         self.pending: dict[tuple[str, int], int] = {}
@@ -212,16 +210,14 @@ class Executor:
         self.uncommitted: dict[str, Result] = {}
         #: result records the abort_result failpoint aborted already (once each)
         self._aborted: set[bytes | None] = set()
-        #: records fetched but left for the next batch (batch.py: one vendor key in flight at once)
-        self.held: list[Any] = []
         #: at most this many records a batch, and this many vendor calls at once
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
         self._pool: ThreadPoolExecutor | None = None
-        self.running = True
+        self.loop = ConsumerLoop(self.who, consumer, self, [source_topic], wait_s=0.5, group_stall=group_stall)
 
     # -- assignment ------------------------------------------------------------------
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Start each partition at an explicit position (positions.py), never the client's."""
         starts = [s for _, s in explicit_starts(consumer, partitions, self.start, self.who, LOOKUP_TIMEOUT_S)]
         numbers = [s.partition for s in starts]
@@ -237,74 +233,65 @@ class Executor:
         log.info("%s assigned %s; restored %d results in %.2f s; starts: %s", self.who, numbers, applied, restore_s,
                  "; ".join(f"[{s.partition}] {s.why}" for s in starts))
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.pending.clear()
-        self.held = []
         self.decided.clear()
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
 
-    # -- loop ------------------------------------------------------------------------
+    # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def run(self) -> None:
-        self.consumer.subscribe([self.source_topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
-        try:
-            while self.running:
-                self.step()
-        except FatalError:
-            self.pending.clear()  # a fenced or broken producer cannot commit them; the next owner re-reads them
-            raise
-        finally:
-            try:
-                self._flush_pending(force=True)
-            except FatalError as exc:
-                log.warning("%s: on exit: %s", self.who, exc)
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-            self.transactions.close()
-            self.consumer.close()
-            self.index.close()
+        self.loop.run()
 
-    def step(self) -> None:
-        """One batch: what was held back from the last one, or what the consumer has fetched
-        (waiting up to 0.5 s for the first record); when idle, commit what is pending."""
-        msgs, self.held = (self.held, []) if self.held else (fetched(self.consumer, 0.5, self.max_batch), [])
-        if not msgs:
-            self._flush_pending(force=False)
-            self._check_stall()
-            self._prune()
-            return
+    def step(self) -> int:
+        """One turn of the loop; returns the records committed."""
+        return self.loop.turn()
+
+    def batch_limit(self) -> int:
+        return self.max_batch
+
+    def close(self, failure: BaseException | None) -> None:
+        if isinstance(failure, FatalError):
+            self.pending.clear()  # a fenced or broken producer cannot commit them; the next owner re-reads them
+        try:
+            self._flush_pending(force=True)
+        except FatalError as exc:
+            log.warning("%s: on exit: %s", self.who, exc)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self.checkpoint.close()
+        self.index.close()
+
+    def idle(self) -> None:
+        """Commit what is pending (skipped records, decided starts), check the fetching, prune."""
+        self._flush_pending(force=False)
+        self._check_stall()
+        self._prune()
+
+    def process(self, records: list[Message]) -> Processed:
+        """One batch of what was fetched, planned record by record (batch.py); a batch ends
+        before a record whose action id or vendor key is already in it: that record and the
+        rest wait for the next batch, planned against this one's committed results."""
         batch: list[Work] = []
         action_ids: set[str] = set()
         vendor_keys: set[str] = set()
-        for i, msg in enumerate(msgs):
-            if msg.error():
-                err: KafkaError = msg.error()
-                if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                    # The fetch position is not in the log (out of range): never let the client move us.
-                    raise UnknownPosition(f"{self.who}: {msg.topic()}[{msg.partition()}]: {err.str()}")
-                if err.fatal():
-                    raise FatalError(f"consumer: {err}")
-                log.warning("consumer: %s", err)
-                continue
+        deferred: list[Message] = []
+        for i, msg in enumerate(records):
             work = self._plan(msg)
             if collides(work, action_ids, vendor_keys):
-                self.held = [m for m in msgs[i:] if not m.error()]  # the next batch, with this one's results known
+                deferred = records[i:]
                 break
             if work.call is not None:
                 action_ids.add(work.call.action_id)
                 vendor_keys.add(work.call.vendor_key)
             batch.append(work)
-        if batch:
-            self._run(batch)
+        if not self._run(batch):
+            return Processed(0)  # rewound: the deferred records come again from the committed offsets
+        return Processed(len(batch), deferred)
 
     def _check_stall(self) -> None:
-        """Idle: a consumer without its group coordinator for good, or with records to read and
-        stopped fetching, leaves for a restart. The first leaves at once (``leave_for_restart``):
-        closing a consumer that lost its coordinator can block as long as the loss."""
-        lost = self.group_stall.check() if self.group_stall is not None else None
-        if lost is not None:
-            leave_for_restart(f"{self.who}: {lost}")
+        """Idle: a consumer with records to read that stopped fetching leaves for a restart (the
+        loop itself checks for a lost group coordinator)."""
         if self.stall is None:
             return
         stuck = self.stall.check(
@@ -347,10 +334,11 @@ class Executor:
             return dead_letter(msg, exc)
         return plan_work(msg, call, request, Known(self.index, self.uncommitted))
 
-    def _run(self, batch: list[Work]) -> None:
+    def _run(self, batch: list[Work]) -> bool:
         """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
         ``max_in_flight`` at once; 3. every outcome and dead letter, with the offsets past the
-        batch. Only offsets move for a batch with nothing to record."""
+        batch. Only offsets move for a batch with nothing to record. False: a transaction
+        aborted, and the consumer went back to the committed offsets."""
         first: dict[tuple[str, int], int] = {}
         after: dict[tuple[str, int], int] = {}
         for work in batch:
@@ -359,7 +347,7 @@ class Executor:
         new = [w for w in batch if w.plan is Plan.PERFORM]
         if new:
             if not self._commit_intents(new, {**self.pending, **first}):
-                return
+                return False
             self._failpoint("before_call")
         outcomes = self._perform([w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)])
         if new:
@@ -373,9 +361,11 @@ class Executor:
                 if work.plan is Plan.DONE and work.call is not None:
                     self._count(Plan.DONE.value, work.call.tool)
             self._advance(after)
-            return
-        if self._commit_results(batch, outcomes, {**self.pending, **after}):
-            self._failpoint("after_commit")
+            return True
+        if not self._commit_results(batch, outcomes, {**self.pending, **after}):
+            return False
+        self._failpoint("after_commit")
+        return True
 
     def _perform(self, work: list[Work]) -> dict[str, Result]:
         """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``."""
@@ -454,19 +444,19 @@ class Executor:
         if abort and records and records[0].key not in self._aborted:
             self._aborted.add(records[0].key)
             log.warning("failpoint abort_result: aborting the result of %r", records[0].key)
-            self.transactions.commit(records, offsets, abort=True)
-            self._rewind()
+            self.checkpoint.commit(records, offsets, abort=True)
+            self.rewind_to_committed()
             return False
 
         def learn(ends: dict[tuple[str, int], int]) -> None:
             self._failpoint("before_index_write")
             self.index.record(entries or [], {p: end for (t, p), end in ends.items() if t == topics.RESULTS})
 
-        if self.transactions.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
+        if self.checkpoint.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
             self.pending.clear()
             self.decided.clear()  # every commit carries the pending start positions
             return True
-        self._rewind()
+        self.rewind_to_committed()
         return False
 
     def _result_record(self, work: Work, outcome: Result) -> Out:
@@ -478,12 +468,11 @@ class Executor:
         return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
                    result_partition(work.msg.partition()))
 
-    def _rewind(self) -> None:
+    def rewind_to_committed(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered.
         An unknown position is an exit; the restarted executor resumes from what the group
         coordinator holds."""
         self.pending.clear()
-        self.held = []  # fetched before the rewind: they come again from the committed offsets
         decided = {(self.source_topic, p): offset for p, offset in self.decided.items()}
         for topic, s in rewind(self.consumer, decided, self.who, LOOKUP_TIMEOUT_S):
             if s.decided:
@@ -504,4 +493,4 @@ class Executor:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
 
 
-__all__ = ["Executor", "create_executor", "StartPolicy", "TXN_TIMEOUT_S"]
+__all__ = ["Executor", "create_executor", "StartPolicy"]

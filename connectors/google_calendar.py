@@ -44,8 +44,7 @@ from urllib.parse import quote, urlencode
 from runonce.connectors.base import ActionCall, Capability, NoStateCheck, VendorResponse
 from runonce.connectors.bearer import BearerSource, StaticBearer
 from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import (ConnectorError, PermanentVendorError, RateLimited,
-                                       TransientVendorError)
+from runonce.connectors.errors import ConnectorError, PermanentVendorError, RateLimited, TransientVendorError
 from runonce.connectors.secrets import Secret
 from runonce.connectors.tls import client_context
 from runonce.connectors.transport import HttpResult, http_request, raise_for_status, retry_after_seconds

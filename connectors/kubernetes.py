@@ -39,9 +39,9 @@ from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.bearer import StaticBearer
 from runonce.connectors.config import VendorFields
 from runonce.connectors.errors import PermanentVendorError, RateLimited, TransientVendorError
-from runonce.connectors.bearer import StaticBearer
 from runonce.connectors.kubeconfig import SERVICE_ACCOUNT_DIR, ApiServer, KubeconfigError, from_kubeconfig, in_cluster
 from runonce.connectors.tls import client_context
 from runonce.connectors.transport import HttpResult, http_request, raise_for_status, retry_after_seconds

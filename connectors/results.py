@@ -49,6 +49,9 @@ CLOCK_MARGIN_MS = 5 * 60 * 1000
 DEFAULT_WINDOW_MS = 24 * 3600 * 1000
 #: results a restore writes to the store at once (memory is bounded by this, not the window)
 RESTORE_BATCH = 10_000
+#: what the restore's reader fetches ahead at most (librdkafka's default is 64 MB): the
+#: store's writes, not the fetches, set the pace, so a larger buffer only holds memory
+READER_BUFFER = {"queued.max.messages.kbytes": 16 * 1024}
 #: the group the index's readers name (they only assign: the executor's ACLs allow the prefix)
 READER_GROUP = "runonce-reader-results-window"
 
@@ -101,7 +104,7 @@ class ResultIndex:
         docstring), in write batches of ``RESTORE_BATCH``: never the window in memory."""
         if not starts:
             return 0
-        reader = clients.reader(self.bootstrap, group=READER_GROUP, to_end=True)
+        reader = clients.reader(self.bootstrap, group=READER_GROUP, to_end=True, **READER_BUFFER)
         try:
             begin = self._begin(reader, starts)
             return self._read(reader, begin)

@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
-from runonce.connectors.errors import (ConnectorError, OutcomeUnknown, PermanentVendorError, RateLimited,
-                                       TransientVendorError)
+from runonce.connectors.errors import (
+    ConnectorError,
+    OutcomeUnknown,
+    PermanentVendorError,
+    RateLimited,
+    TransientVendorError,
+)
 from runonce.connectors.limits import Throttle
 from runonce.wire.results import Result, Status
 

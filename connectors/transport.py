@@ -47,7 +47,6 @@ from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, Rate
 from runonce.connectors.secrets import Secret
 from runonce.connectors.tls import client_context
 
-
 #: HTTP statuses that say the vendor did not act and a retry may succeed
 NOT_PERFORMED = frozenset({409, 429, 503})
 

@@ -48,7 +48,7 @@ class Holder:
         return f"{self.name}:{self.digest}:{tools}"
 
 
-def _digest(token: str) -> str:
+def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -105,7 +105,7 @@ def add(path: Path, name: str, tools: frozenset[str] | None = None, tenant: str 
         raise ConfigError(f"tenant {tenant!r}: letters, digits and _ . @ - only, at most 64")
     token = secrets.token_urlsafe(24)
     known = read(path)
-    known[name] = Holder(name, _digest(token), tools, None if tenant in (None, name) else tenant)
+    known[name] = Holder(name, token_digest(token), tools, None if tenant in (None, name) else tenant)
     _write(path, known)
     return token
 
@@ -121,7 +121,7 @@ def revoke(path: Path, name: str) -> bool:
 
 def who(path: Path, token: str) -> Holder | None:
     """The holder of ``token``, or None. Every entry is compared, in constant time each."""
-    digest = _digest(token)
+    digest = token_digest(token)
     found = None
     for holder in read(path).values():
         if hmac.compare_digest(holder.digest, digest):

@@ -9,6 +9,8 @@ phase() { echo "== $* ($(( SECONDS / 60 ))m$(( SECONDS % 60 ))s in) =="; }
 bash scripts/setup.sh
 phase "mypy --strict (the whole package)"
 .venv/bin/mypy
+phase "ruff: import order, unused imports, no reaching into another object's privates"
+.venv/bin/ruff check .
 phase "import-linter: each layer imports only the layers below it"
 .venv/bin/lint-imports
 phase "mkdocs build --strict: the docs build, and a broken link fails"

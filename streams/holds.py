@@ -28,8 +28,19 @@ import json
 import time
 from typing import Any, Callable
 
-from runonce.core.approval import (EXPIRY, ApprovalRule, Change, Hold, HoldStatus, Verdict, VerdictDecision,
-                                   VerdictRecord, decide_verdict, hold, sweep)
+from runonce.core.approval import (
+    EXPIRY,
+    ApprovalRule,
+    Change,
+    Hold,
+    HoldStatus,
+    Verdict,
+    VerdictDecision,
+    VerdictRecord,
+    decide_verdict,
+    hold,
+    sweep,
+)
 from runonce.core.decision import Outcome, Reason
 from runonce.errors import DecodeError, InvariantViolation
 from runonce.kafka import topics

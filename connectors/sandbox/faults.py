@@ -32,6 +32,18 @@ class Fault:
     _tokens: float = field(default=-1.0, repr=False)
     _stamp: float = field(default=0.0, repr=False)
 
+    def refused_for_s(self, now: float) -> int | None:
+        """The rate limit's answer to one call at ``now``: None lets it through (and spends a
+        token), else the whole seconds until one call is allowed (HTTP's delay-seconds)."""
+        if self._tokens < 0:  # first call: a full bucket
+            self._tokens, self._stamp = self.rate_limit_per_s, now
+        self._tokens = min(self.rate_limit_per_s, self._tokens + (now - self._stamp) * self.rate_limit_per_s)
+        self._stamp = now
+        if self._tokens < 1.0:
+            return max(1, math.ceil((1.0 - self._tokens) / self.rate_limit_per_s))
+        self._tokens -= 1.0
+        return None
+
 
 def _on(f: Fault, path: str, method: str) -> bool:
     return path.startswith(f.prefix) and (not f.method or not method or f.method == method)
@@ -74,14 +86,9 @@ class Faults:
             for f in self._faults:
                 if not _on(f, path, method) or f.rate_limit_per_s <= 0:
                     continue
-                if f._tokens < 0:  # first call: a full bucket
-                    f._tokens, f._stamp = f.rate_limit_per_s, now
-                f._tokens = min(f.rate_limit_per_s, f._tokens + (now - f._stamp) * f.rate_limit_per_s)
-                f._stamp = now
-                if f._tokens < 1.0:
-                    # HTTP's delay-seconds are whole: the time until one call is allowed, rounded up
-                    return max(1, math.ceil((1.0 - f._tokens) / f.rate_limit_per_s))
-                f._tokens -= 1.0
+                refused = f.refused_for_s(now)
+                if refused is not None:
+                    return refused
         return None
 
     def take(self, path: str, kind: str, method: str = "") -> bool:

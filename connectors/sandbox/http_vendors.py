@@ -52,9 +52,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from runonce.connectors.sandbox.faults import Fault, Faults
 from runonce.connectors.sandbox.google_calendar import GoogleCalendarApi, google_error
-from runonce.connectors.sandbox.kubernetes_api import KubernetesApi, status as kubernetes_status
+from runonce.connectors.sandbox.kubernetes_api import KubernetesApi
+from runonce.connectors.sandbox.kubernetes_api import status as kubernetes_status
 from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
-
 
 #: request headers that carry credentials: recorded as their scheme and ``<redacted>``
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})

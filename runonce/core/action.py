@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from runonce.core import limits
-from runonce.core.tenant import DEFAULT_TENANT, check_tenant
-from runonce.core.content import canonical_json, content_hash
+from runonce.core.content import content_hash
 from runonce.core.normal import nfc
+from runonce.core.tenant import DEFAULT_TENANT, check_tenant
 from runonce.errors import InvalidAction
 
 if TYPE_CHECKING:
@@ -144,14 +144,3 @@ class Action:
             tenant=tenant,
         )
 
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "action_id": self.action_id,
-            "agent_id": self.agent_id,
-            "tool": self.tool,
-            "params_json": canonical_json(dict(self.params)),
-            "idempotency_key": self.idempotency_key,
-            "natural_id": self.natural_id,
-            "requested_at_ms": self.requested_at_ms,
-            "tenant": self.tenant,
-        }

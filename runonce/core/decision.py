@@ -110,9 +110,6 @@ class ScopeState:
         claims = [*self.natural_ids.values(), *self.contents.values(), *self.budget]
         return max((c.expires_at_ms for c in claims), default=0)
 
-    def is_empty(self) -> bool:
-        return not (self.natural_ids or self.contents or self.budget)
-
     def to_bytes(self) -> bytes:
         return json.dumps(
             {

@@ -27,8 +27,18 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.devbroker.tls import Pki, ensure_pki
-from runonce.devbroker.users import (SUPER_USER, admin_access, client_config, format_users, read_users, scram_arguments,
-                                     oidc_properties, secured_properties, upsert_scram, write_private)
+from runonce.devbroker.users import (
+    SUPER_USER,
+    admin_access,
+    client_config,
+    format_users,
+    oidc_properties,
+    read_users,
+    scram_arguments,
+    secured_properties,
+    upsert_scram,
+    write_private,
+)
 from runonce.errors import BrokerSetupError
 from runonce.kafka.access import KafkaAccess
 from runonce.settings import Settings
@@ -166,7 +176,7 @@ class Broker:
     def _ports_file(self) -> Path:
         return self.dir / "ports.json"
 
-    def _read_pid(self) -> int | None:
+    def read_pid(self) -> int | None:
         try:
             return int(self._pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
@@ -212,13 +222,13 @@ class Broker:
 
     # -- status ----------------------------------------------------------------------
     def status(self) -> BrokerStatus:
-        pid = self._read_pid()
+        pid = self.read_pid()
         bootstrap = self._bootstrap_if_any()
         if pid is None:
             return BrokerStatus(BrokerState.STOPPED, None, None, self.log_file)
         if not pid_alive(pid):
             return BrokerStatus(BrokerState.CRASHED, pid, bootstrap, self.log_file)
-        if bootstrap and _answers(self._health_access(bootstrap)):
+        if bootstrap and _answers(self.health_access(bootstrap)):
             return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
         return BrokerStatus(BrokerState.UNRESPONSIVE, pid, bootstrap, self.log_file)
 
@@ -268,7 +278,7 @@ class Broker:
         """The broker's own copy of its users: once secured, a data dir stays secured."""
         return self.dir / "users.properties"
 
-    def _users(self) -> dict[str, str] | None:
+    def users(self) -> dict[str, str] | None:
         """The SASL users when this broker runs secured, else None: ``settings.broker_users_file``,
         else the copy a secured start left in the broker's folder, so restarting a secured broker
         without RUNONCE_BROKER_USERS never starts it open (its ACLs would then protect nothing)."""
@@ -280,11 +290,11 @@ class Broker:
     def secured(self) -> bool:
         return self.settings.broker_users_file is not None or self.users_file.exists()
 
-    def _health_access(self, bootstrap: str) -> KafkaAccess:
-        users = self._users()
+    def health_access(self, bootstrap: str) -> KafkaAccess:
+        users = self.users()
         return admin_access(bootstrap, users, self.pki) if users else KafkaAccess(bootstrap)
 
-    def _write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
+    def write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
         props = dict(SERVER_DEFAULTS)
         props.update({
             "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
@@ -292,7 +302,7 @@ class Broker:
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
             "log.dirs": str((self.dir / "data").resolve()),
         })
-        users = self._users()
+        users = self.users()
         if users:
             pki = ensure_pki(self.dir / "tls", list(users))
             props.update(secured_properties(users, broker_port, controller_port, mtls_port, pki))
@@ -328,8 +338,8 @@ class Broker:
         self.fetch()
         self.dir.mkdir(parents=True, exist_ok=True)
         broker_port, controller_port, mtls_port = self._ports()
-        props = self._write_properties(broker_port, controller_port, mtls_port)
-        users = self._users()
+        props = self.write_properties(broker_port, controller_port, mtls_port)
+        users = self.users()
         if not (self.dir / "data" / "meta.properties").exists():
             self.progress("formatting KRaft storage ...")
             # admin's SCRAM credential before the first start: the broker authenticates to itself with it
@@ -339,7 +349,7 @@ class Broker:
         pid = self._spawn(props, self.settings.broker_heap_mb)
         status = self._wait_ready(pid, timeout_s)
         if users:
-            upsert_scram(self._health_access(status.bootstrap or ""), users)
+            upsert_scram(self.health_access(status.bootstrap or ""), users)
         return status
 
     def _format(self, props: Path, cluster_id: str, extra: list[str]) -> None:
@@ -371,16 +381,16 @@ class Broker:
     def _wait_ready(self, pid: int, timeout_s: float) -> BrokerStatus:
         deadline = time.monotonic() + timeout_s
         bootstrap = self._bootstrap_if_any()
-        access = self._health_access(bootstrap) if bootstrap else None
+        access = self.health_access(bootstrap) if bootstrap else None
         while time.monotonic() < deadline:
             if not pid_alive(pid):
-                raise BrokerSetupError(f"the broker exited while starting; last log lines:\n{self._log_tail()}")
+                raise BrokerSetupError(f"the broker exited while starting; last log lines:\n{self.log_tail()}")
             if access is not None and _answers(access, timeout_s=1.0):
                 return BrokerStatus(BrokerState.RUNNING, pid, bootstrap, self.log_file)
             time.sleep(0.3)
-        raise BrokerSetupError(f"the broker did not answer within {timeout_s:.0f} s; last log lines:\n{self._log_tail()}")
+        raise BrokerSetupError(f"the broker did not answer within {timeout_s:.0f} s; last log lines:\n{self.log_tail()}")
 
-    def _log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
@@ -389,22 +399,22 @@ class Broker:
     # -- stop ------------------------------------------------------------------------
     def stop(self, timeout_s: float = 30.0) -> BrokerStatus:
         """Stop cleanly (SIGTERM), escalating to SIGKILL; leaves no process behind."""
-        pid = self._read_pid()
+        pid = self.read_pid()
         if pid is not None and pid_alive(pid):
-            self._signal(pid, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
-            self._signal(pid, signal.SIGTERM)
+            self.signal_group(pid, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
+            self.signal_group(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout_s
             while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
             if pid_alive(pid):
-                self._signal(pid, signal.SIGKILL)
+                self.signal_group(pid, signal.SIGKILL)
                 while pid_alive(pid):
                     time.sleep(0.1)
         self._pid_file.unlink(missing_ok=True)
         return self.status()
 
     @staticmethod
-    def _signal(pid: int, sig: signal.Signals) -> None:
+    def signal_group(pid: int, sig: signal.Signals) -> None:
         try:
             os.killpg(pid, sig)  # the broker leads its own session/group
         except (ProcessLookupError, PermissionError):

@@ -54,10 +54,10 @@ class Node(Broker):
     def _ports(self) -> tuple[int, int, int]:
         return (*self.ports, 0)  # no mTLS listener: the cluster runs plaintext
 
-    def _users(self) -> dict[str, str] | None:
+    def users(self) -> dict[str, str] | None:
         return None  # the cluster runs plaintext: it is for failover, not for ACL tests
 
-    def _write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
+    def write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
         replicas = min(3, self.cluster.size)
         props = dict(SERVER_DEFAULTS)
         props.update({
@@ -80,17 +80,17 @@ class Node(Broker):
 
     def launch(self) -> int:
         """Format (once) and start this node's JVM; return its pid without waiting for it."""
-        current = self._read_pid()
+        current = self.read_pid()
         if current is not None and pid_alive(current):
             return current
         self.dir.mkdir(parents=True, exist_ok=True)
-        props = self._write_properties(*self.ports)
+        props = self.write_properties(*self.ports)
         if not (self.dir / "data" / "meta.properties").exists():
             self._format(props, self.cluster.cluster_id, [])
         return self._spawn(props, NODE_HEAP_MB)
 
     def status(self) -> BrokerStatus:
-        pid = self._read_pid()
+        pid = self.read_pid()
         if pid is None:
             return BrokerStatus(BrokerState.STOPPED, None, self.address, self.log_file)
         if not pid_alive(pid):
@@ -102,9 +102,9 @@ class Node(Broker):
         """SIGKILL: the node dies as a machine would, nothing flushed."""
         import signal
 
-        pid = self._read_pid()
+        pid = self.read_pid()
         if pid is not None and pid_alive(pid):
-            self._signal(pid, signal.SIGKILL)
+            self.signal_group(pid, signal.SIGKILL)
             while pid_alive(pid):
                 time.sleep(0.05)
 
@@ -169,7 +169,7 @@ class Cluster:
             dead = [i for i, pid in pids.items() if not pid_alive(pid)]
             if dead:
                 raise BrokerSetupError(f"node {dead[0]} exited while starting; last log lines:\n"
-                                       f"{self.nodes[dead[0]]._log_tail()}")
+                                       f"{self.nodes[dead[0]].log_tail()}")
             if self.brokers_seen() == self.size:
                 return self.bootstrap
             time.sleep(0.5)
@@ -208,11 +208,11 @@ class Cluster:
         """Stop every node at once: one by one, the last ones would wait for a quorum already gone."""
         import signal
 
-        pids = {i: node._read_pid() for i, node in self.nodes.items()}
+        pids = {i: node.read_pid() for i, node in self.nodes.items()}
         for pid in pids.values():
             if pid is not None and pid_alive(pid):
-                Broker._signal(pid, signal.SIGCONT)
-                Broker._signal(pid, signal.SIGTERM)
+                Broker.signal_group(pid, signal.SIGCONT)
+                Broker.signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         while any(p is not None and pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
             time.sleep(0.2)

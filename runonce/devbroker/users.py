@@ -14,8 +14,8 @@ import re
 import secrets
 from pathlib import Path
 
-from runonce.errors import ConfigError
 from runonce.devbroker.tls import Pki
+from runonce.errors import ConfigError
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.client_config import ClientConfig
 
@@ -151,8 +151,7 @@ def secured_properties(users: dict[str, str], broker_port: int, controller_port:
 def upsert_scram(admin: KafkaAccess, users: dict[str, str]) -> None:
     """Every user's SCRAM credential, as admin (users added to the file after the first start
     included); written through the Admin API, so no password is on a command line."""
-    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
-                                       UserScramCredentialUpsertion)
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
     from runonce.errors import BrokerSetupError
     from runonce.kafka.clients import base_config

@@ -29,8 +29,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from runonce.core.decision import Reason
 from runonce.core import limits
+from runonce.core.decision import Reason
 from runonce.errors import InvalidInput, RunonceError
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Calls, Taken

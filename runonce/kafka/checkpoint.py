@@ -27,14 +27,14 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runonce.errors import FatalError
 from runonce.kafka import clients
 from runonce.kafka.record import Out
-from runonce.kafka.transactions import TXN_TIMEOUT_S
+from runonce.kafka.transactions import CALL_TIMEOUT_S
 from runonce.kafka.watchdog import Watchdog
 
 log = logging.getLogger("runonce.kafka")
@@ -106,13 +106,25 @@ def classify(err: KafkaError) -> Failure:
     return Failure.ABORTABLE
 
 
+class CommitPath(Protocol):
+    """What a committing process holds of its ``Checkpoint`` (tests give fakes that record)."""
+
+    transactional_id: str
+
+    def commit(self, records: Iterable[Out], offsets: Mapping[tuple[str, int], int], *, flush: bool = False,
+               after_commit: Callable[[dict[tuple[str, int], int]], None] | None = None,
+               abort: bool = False) -> Failure | None: ...
+
+    def close(self) -> None: ...
+
+
 class Checkpoint:
     def __init__(self, transactional_id: str, new_producer: Callable[[], Producer],
-                 group_metadata: Callable[[], Any], watchdog: Watchdog, *, txn_timeout_s: float,
+                 group_metadata: Callable[[], Any], watchdog: Watchdog, *, transaction_timeout_s: float,
                  on_step: Callable[[Step, float], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         """``new_producer``: an initialised transactional producer (called now, and again after
-        a FATAL failure). ``txn_timeout_s``: the producer's transaction.timeout.ms, in seconds.
+        a FATAL failure). ``transaction_timeout_s``: the producer's transaction.timeout.ms, in seconds.
         ``on_step``: told each step's seconds (by ``clock``) once a transaction has committed."""
         self.transactional_id = transactional_id
         self.on_step = on_step
@@ -120,7 +132,7 @@ class Checkpoint:
         self._new_producer = new_producer
         self._group_metadata = group_metadata
         self.watchdog = watchdog
-        self.txn_timeout_s = txn_timeout_s
+        self.transaction_timeout_s = transaction_timeout_s
         self.producer = new_producer()
 
     def commit(self, records: Iterable[Out], offsets: Mapping[tuple[str, int], int], *, flush: bool = False,
@@ -153,12 +165,12 @@ class Checkpoint:
             done(Step.PRODUCE)
             if flush or abort:                                                         # 3
                 with self.watchdog.guard("flush"):
-                    undelivered = self.producer.flush(TXN_TIMEOUT_S)
+                    undelivered = self.producer.flush(CALL_TIMEOUT_S)
                 if undelivered:
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{undelivered} records not delivered"))
                 done(Step.FLUSH)
             if offsets:                                                                # 4
-                limit_s = min(self.txn_timeout_s, TXN_TIMEOUT_S)
+                limit_s = min(self.transaction_timeout_s, CALL_TIMEOUT_S)
                 with self.watchdog.guard("send_offsets_to_transaction", limit_s + 5):
                     self.producer.send_offsets_to_transaction(
                         [TopicPartition(t, p, o) for (t, p), o in offsets.items()], self._group_metadata(), limit_s)
@@ -195,7 +207,7 @@ class Checkpoint:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 with self.watchdog.guard("commit_transaction"):
-                    self.producer.commit_transaction(TXN_TIMEOUT_S)
+                    self.producer.commit_transaction(CALL_TIMEOUT_S)
                 return
             except KafkaException as exc:
                 if not resumable(exc.args[0]) or attempt == COMMIT_ATTEMPTS:
@@ -217,7 +229,7 @@ class Checkpoint:
         log.warning("%s: aborting transaction (%s): %s", self.transactional_id, failure.value, err)
         try:
             with self.watchdog.guard("abort_transaction"):
-                self.producer.abort_transaction(TXN_TIMEOUT_S)
+                self.producer.abort_transaction(CALL_TIMEOUT_S)
         except KafkaException as abort_exc:
             if classify(abort_exc.args[0]) is Failure.FENCED:
                 raise FatalError(f"{self.transactional_id}: fenced while aborting: {abort_exc}") from abort_exc

@@ -10,7 +10,6 @@ from runonce.errors import BrokerUnavailable, ConfigError
 from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
 
-
 #: every executor group and transactional id begins with this (acls.toml grants the prefix)
 EXECUTOR_PREFIX = "runonce-exec-"
 

@@ -25,13 +25,18 @@ FETCH_LIMIT = 1000
 
 
 def fetched(consumer: Any, wait_s: float, limit: int = FETCH_LIMIT) -> list[Any]:
-    """The messages (and events) a consumer has for us: waits up to ``wait_s`` for the first,
-    then takes what is already fetched without waiting again. ``consume(n, wait)`` alone would
-    hold every record until n arrive or the wait ends; ``poll`` alone costs a call per record."""
-    first = consumer.poll(wait_s)
-    if first is None:
-        return []
-    return [first, *consumer.consume(limit - 1, 0)]
+    """The messages (and events) a consumer has for us, at most ``limit``: what has already
+    arrived, without waiting; if nothing has, waits up to ``wait_s`` for a first one and takes
+    what came with it. ``consume(n, wait)`` alone would hold every record until n arrive or the
+    wait ends (a batch that waits to fill adds its wait to every record's latency; under load
+    batches grow by themselves); ``poll`` alone costs a call per record."""
+    msgs = consumer.consume(limit, 0)
+    if msgs:
+        return list(msgs)
+    msgs = consumer.consume(1, wait_s)
+    if msgs and limit > 1:
+        msgs += consumer.consume(limit - 1, 0)
+    return list(msgs)
 
 
 def read_all(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *, partitions: Iterable[int] | None = None,

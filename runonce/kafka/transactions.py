@@ -15,7 +15,7 @@ from runonce.kafka.access import KafkaTarget
 log = logging.getLogger("runonce.kafka")
 
 #: how long one transactional call may take (librdkafka's timeout argument)
-TXN_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 30.0
 #: how long a starting producer waits for the transaction coordinator (a restarting broker)
 INIT_TIMEOUT_S = 180.0
 
@@ -40,7 +40,7 @@ def init_producer(config: Mapping[str, Any], transactional_id: str,
     deadline = clock() + INIT_TIMEOUT_S
     while True:
         try:
-            producer.init_transactions(TXN_TIMEOUT_S)
+            producer.init_transactions(CALL_TIMEOUT_S)
             return producer
         except KafkaException as exc:
             err: KafkaError = exc.args[0]

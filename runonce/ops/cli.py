@@ -12,8 +12,8 @@ import time
 from typing import Any, Callable, Sequence
 
 from runonce.errors import ConfigError, FatalError, RunonceError
-from runonce.settings import Settings
 from runonce.ops import gateway_cli, vendors_cli
+from runonce.settings import Settings
 
 
 def _say(msg: str) -> None:

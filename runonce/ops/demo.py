@@ -15,22 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from runonce.approvals.client import Approvals
+from runonce.connectors import registry
 from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.errors import ConnectorError
-from runonce.connectors import registry
 from runonce.connectors.sandbox.local import LocalVendors
-from runonce.approvals.client import Approvals
 from runonce.core.approval import Verdict
 from runonce.core.decision import Outcome, Reason
+from runonce.devbroker.users import write_private
 from runonce.errors import InvariantViolation
-from runonce.kafka.access import KafkaTarget
 from runonce.kafka import groups, topics
+from runonce.kafka.access import KafkaTarget
 from runonce.sdk.submit import Submitter
-from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from runonce.settings import Settings
 from runonce.testkit.postgres import LocalPostgres
 from runonce.testkit.scenarios import Incident, approval_race, incidents, refund_race
-from runonce.devbroker.users import write_private
+from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from runonce.wire.decisions import DecisionView
 
 Progress = Callable[[str], None]

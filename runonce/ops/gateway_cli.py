@@ -30,8 +30,8 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
         return cmd_gateway_serve(settings, args)
     import anyio
 
-    from runonce.gateway import server
     from runonce.core.policy import PolicyBook
+    from runonce.gateway import server
     from runonce.gateway.calls import Caller, Calls
     from runonce.sdk.client import ActionClient
 
@@ -72,8 +72,8 @@ def cmd_gateway(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.gateway import server
     from runonce.core.policy import PolicyBook
+    from runonce.gateway import server
     from runonce.gateway.app import create_app, serve
     from runonce.gateway.calls import Calls
     from runonce.gateway.http_api import HttpApi

@@ -18,8 +18,8 @@ from typing import Callable
 
 from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import Broker, BrokerStatus, free_ports, pid_alive, stop_group
-from runonce.errors import ConfigError
 from runonce.devbroker.users import SUPER_USER, client_config, read_users, write_private, write_users
+from runonce.errors import ConfigError
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.topics import create_topics
@@ -108,7 +108,7 @@ class Stack:
     def credentials(self) -> Path:
         return self.settings.home / "credentials"
 
-    def _secure(self) -> tuple[Settings, dict[str, str]]:
+    def secure(self) -> tuple[Settings, dict[str, str]]:
         """Users with random passwords (once), one password file per principal; the admin's settings."""
         users_file = self.credentials / "users.properties"
         users = (read_users(users_file) if users_file.exists()
@@ -150,7 +150,7 @@ class Stack:
         one principal per component; credentials are written to ``<home>/credentials``.
         ``observe`` starts a Prometheus scraping every component, with runonce's alert rules."""
         secure = secure or Broker(self.settings).secured
-        admin, users = self._secure() if secure else (self.settings, {})
+        admin, users = self.secure() if secure else (self.settings, {})
         broker = Broker(admin, progress=self.progress)
         status = broker.start()
         self.progress(status.describe() + (" (SASL_SSL with SCRAM-SHA-512, mTLS, ACLs)" if secure else ""))

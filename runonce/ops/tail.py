@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from runonce.errors import InvalidInput
 from runonce.core.tenant import DEFAULT_TENANT
+from runonce.errors import InvalidInput
 from runonce.kafka import topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all

@@ -78,7 +78,7 @@ class Handle:
         approval has no outcome until someone decides: its ResultTimeout says so."""
         if self._outcome is None:
             try:
-                self._outcome = self.client._resolve(self.action_id, time.monotonic() + timeout)
+                self._outcome = self.client.resolve(self.action_id, time.monotonic() + timeout)
             except ResultTimeout as exc:
                 held = self.held
                 if held is None:
@@ -92,10 +92,7 @@ class Handle:
     def held(self) -> HeldFor | None:
         """Why and until when this action waits for a person's approval (None: it does not,
         or not any more)."""
-        if self._outcome is not None:
-            return None
-        record = self.client._outcomes.held(self.action_id)
-        return HeldFor(record["hold_why"], record["hold_expires_at_ms"]) if record is not None else None
+        return self.client.held_for(self.action_id) if self._outcome is None else None
 
     def __await__(self) -> Generator[Any, None, ActionOutcome]:
         return asyncio.get_running_loop().run_in_executor(None, self.result).__await__()
@@ -147,7 +144,17 @@ class ActionClient:
         """Actions this client keeps entries for (handles not resolved yet, and their originals)."""
         return self._outcomes.watched
 
-    def _resolve(self, action_id: str, deadline: float) -> ActionOutcome:
+    def held_for(self, action_id: str) -> HeldFor | None:
+        """Why and until when this action waits for a person's approval, as far as this
+        client has seen (None: it does not, or not any more)."""
+        record = self._outcomes.held(action_id)
+        return HeldFor(record["hold_why"], record["hold_expires_at_ms"]) if record is not None else None
+
+    def cached(self, action_id: str) -> bool:
+        """Whether this client holds an outcome for the action from its recent window."""
+        return self._outcomes.recent.get(action_id) is not None
+
+    def resolve(self, action_id: str, deadline: float) -> ActionOutcome:
         """This action's outcome: its own result, or for a repeat its original's (followed from
         the drop's ``first_action_id``, looked up where the original was written). A timeout
         keeps this action watched, so waiting again still finds it."""

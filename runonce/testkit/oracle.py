@@ -30,8 +30,8 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.kafka.record import Record
 from runonce.wire.codec import Codec
-from runonce.wire.keys import request_key
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
+from runonce.wire.keys import request_key
 
 APPROVED, DROPPED = Outcome.APPROVE.value, Outcome.DROP.value
 Position = tuple[int, int]  # (partition, offset) in actions.requested

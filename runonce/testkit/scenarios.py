@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from runonce.core.decision import Reason
 
@@ -79,12 +79,6 @@ def incidents(run_id: str | None = None) -> list[Incident]:
                  "post_slack_message audits repeats within 5 min: approved and flagged, not blocked",
                  tags=("footnote",)),
     ]
-
-
-def all_requests(items: list[Incident]) -> Iterator[tuple[Incident, Request]]:
-    for incident in items:
-        for request in incident.requests:
-            yield incident, request
 
 
 def approval_race(run_id: str | None = None) -> Incident:

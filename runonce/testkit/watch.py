@@ -47,6 +47,11 @@ class DecisionWatcher:
                 self.headers_by_action[d["request"]["action_id"]].append(
                     {k: v for k, v in _pairs(msg.headers()) if isinstance(v, bytes)})
 
+    def decisions(self) -> list[dict[str, Any]]:
+        """Every decision seen so far (a snapshot)."""
+        with self._lock:
+            return [d for ds in self.by_action.values() for d in ds]
+
     def wait(self, action_ids: Iterable[str], timeout_s: float = 60.0, *,
              final: bool = False) -> dict[str, dict[str, Any]]:
         """Each action's first decision (a hold is one); ``final``: its first that is not a hold."""

@@ -33,12 +33,12 @@ from mode.supervisors import CrashingSupervisor
 from runonce.core.policy import PolicyBook
 from runonce.errors import InvariantViolation
 from runonce.kafka import topics
-from runonce.streams.faust_runtime import kafka_config
+from runonce.kafka.reader import first_committed_offset
 from runonce.settings import Settings
+from runonce.streams.faust_runtime import kafka_config
 from runonce.streams.faust_runtime.drain import drain_before_commit
 from runonce.streams.faust_runtime.failpoints import PassOver
 from runonce.streams.faust_runtime.fence import InputFence, fence_commits
-from runonce.kafka.reader import first_committed_offset
 from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
 from runonce.streams.faust_runtime.stop import stop_before_ack

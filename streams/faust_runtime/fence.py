@@ -118,7 +118,7 @@ def fence_commits() -> None:
 
     if getattr(Consumer, _PATCHED, False):
         return
-    new_offset = Consumer._new_offset
+    new_offset = Consumer._new_offset  # noqa: SLF001  # the method this patch wraps
     perform_seek = Consumer.perform_seek
     on_revoked = Consumer.on_partitions_revoked
 
@@ -145,7 +145,7 @@ def fence_commits() -> None:
             fence.revoked((tp.topic, tp.partition) for tp in revoked)
         await on_revoked(self, revoked)
 
-    Consumer._new_offset = _new_offset  # type: ignore[method-assign]
+    Consumer._new_offset = _new_offset  # type: ignore[method-assign]  # noqa: SLF001  # the patch
     Consumer.perform_seek = _perform_seek  # type: ignore[method-assign]
     Consumer.on_partitions_revoked = _on_partitions_revoked  # type: ignore[method-assign]
     setattr(Consumer, _PATCHED, True)

@@ -1,7 +1,7 @@
 """Bring one partition's local RocksDB up to its changelog before deciding anything on it.
 
-The database is trusted up to its checkpoint (the changelog offset it was written at), so a
-restart reads only the changelog's tail; a missing database, or one whose checkpoint the
+The database is trusted up to its next offset (the changelog offset it is complete up to), so a
+restart reads only the changelog's tail; a missing database, or one whose next offset the
 changelog cannot have produced, is rebuilt from the changelog's start, in batches (one
 write batch per consumed batch).
 
@@ -71,13 +71,13 @@ def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float 
     started = time.monotonic()
     low, high = _bounds(reader, table, partition, bounds_timeout_s, backoff_s)
     part = table.open(partition)
-    checkpoint = part.checkpoint
-    rebuilt = checkpoint is None or checkpoint > high or checkpoint < low
-    if rebuilt and checkpoint is not None:
+    stored = part.next_offset
+    rebuilt = stored is None or stored > high or stored < low
+    if rebuilt and stored is not None:
         log.warning("%s[%d]: local state at changelog offset %d, changelog spans %d..%d: rebuilding",
-                    table.name, partition, checkpoint, low, high)
+                    table.name, partition, stored, low, high)
         part = table.open(partition, wipe=True)
-    start = low if rebuilt else int(checkpoint)  # type: ignore[arg-type]
+    start = low if rebuilt else int(stored)  # type: ignore[arg-type]
     records = 0
     if start < high:
         reader.assign([TopicPartition(table.changelog, partition, start)])
@@ -108,7 +108,7 @@ def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float 
                     records += len(changes)
         finally:
             reader.unassign()
-        if records == 0 and part.checkpoint != position:
+        if records == 0 and part.next_offset != position:
             part.apply([], position)  # only markers or aborted records: remember how far we read
     elif rebuilt:
         part.apply([], start)

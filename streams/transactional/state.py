@@ -2,12 +2,12 @@
 
 A store holds the changes of the open transaction apart (``pending``) until the transaction
 commits; only then are they written to RocksDB, in one write batch together with the
-changelog offset they reach (the checkpoint). So the local database never holds a change
+changelog offset they reach (its next offset). So the local database never holds a change
 whose transaction aborted, and a restart knows exactly which tail of the changelog it lacks.
 
 Durability rule (one for every runtime): a state change reaches the changelog in the same
 transaction as the input offset that caused it; the local RocksDB is a cache of the
-changelog, trusted up to its checkpoint."""
+changelog, trusted up to its next offset."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 from rocksdict import Options, Rdict, WriteBatch
 
 #: sorts before every state key (keys are text: dedup keys and scopes)
-CHECKPOINT_KEY = b"\x00runonce.changelog.next_offset"
+NEXT_OFFSET_KEY = b"\x00runonce.changelog.next_offset"
 
 
 def _options() -> Options:
@@ -38,9 +38,9 @@ class PartitionDB:
         self.pending: dict[bytes, bytes | None] = {}
 
     @property
-    def checkpoint(self) -> int | None:
+    def next_offset(self) -> int | None:
         """The changelog offset this database is complete up to (exclusive), or None."""
-        raw = self.db.get(CHECKPOINT_KEY)
+        raw = self.db.get(NEXT_OFFSET_KEY)
         return int(raw) if raw is not None else None
 
     def get(self, key: bytes) -> bytes | None:
@@ -53,7 +53,7 @@ class PartitionDB:
         out: list[tuple[bytes, bytes]] = []
         items = self.db.items(from_key=after) if after is not None else self.db.items()
         for key, value in items:
-            if key == CHECKPOINT_KEY or (after is not None and key == after):
+            if key == NEXT_OFFSET_KEY or (after is not None and key == after):
                 continue
             out.append((bytes(key), bytes(value)))  # type: ignore[arg-type]  # rocksdict keys/values: bytes here
             if len(out) >= limit:
@@ -61,14 +61,14 @@ class PartitionDB:
         return out
 
     def apply(self, changes: Iterable[tuple[bytes, bytes | None]], next_offset: int) -> None:
-        """Write changes and the checkpoint atomically (restore, and committed transactions)."""
+        """Write changes and the next offset atomically (restore, and committed transactions)."""
         batch = WriteBatch(raw_mode=True)
         for key, value in changes:
             if value is None:
                 batch.delete(key)
             else:
                 batch.put(key, value)
-        batch.put(CHECKPOINT_KEY, str(next_offset).encode())
+        batch.put(NEXT_OFFSET_KEY, str(next_offset).encode())
         self.db.write(batch)
 
     def close(self) -> None:

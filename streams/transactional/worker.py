@@ -20,23 +20,22 @@ at all; read_committed readers never see a decision twice, even across SIGKILLs.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from runonce.core.policy import PolicyBook
-from runonce.errors import FatalError, InvariantViolation
-from runonce.kafka import clients, topics
+from runonce.errors import InvariantViolation
+from runonce.kafka import clients, loop, topics
+from runonce.kafka.checkpoint import Failure
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
-from runonce.kafka.positions import StartPolicy, UnknownPosition, explicit_starts, rewind
-from runonce.kafka.checkpoint import Checkpoint, Failure
+from runonce.kafka.loop import ConsumerLoop, Processed, transactional_checkpoint
+from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
-from runonce.kafka.transactions import TXN_TIMEOUT_S, init_producer, transactional_config
-from runonce.kafka.watchdog import Watchdog, leave_for_restart
+from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
@@ -51,7 +50,14 @@ GROUP = "runonce"
 #: the step of ``runonce_transaction_step_seconds`` before the commit path's own (checkpoint.Step)
 DECIDE = "decide"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
-TXN_TIMEOUT_MS = 10_000
+#: the broker aborts a worker's transaction open longer (transaction.timeout.ms). A batch
+#: commits in milliseconds; a short timeout bounds how long a worker that died mid-transaction
+#: (and does not come back) holds up the partitions' next owner: its restore and its stable
+#: offset fetch wait for that transaction to be resolved.
+TRANSACTION_TIMEOUT_MS = 10_000
+#: the worker's producer, beyond what every transactional producer has
+PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
+                   "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024}
 
 
 def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
@@ -69,7 +75,7 @@ def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStal
 
 class TransactionalWorker:
     def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
-                 consumer: Any = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
+                 consumer: loop.Consumer | None = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
                  watchdog: Watchdog | None = None) -> None:
         """``consumer``, ``reader`` (restores), ``new_producer`` and ``watchdog`` are made here
         from ``settings`` unless given (tests give fakes)."""
@@ -93,7 +99,6 @@ class TransactionalWorker:
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
         self.starts: dict[tuple[str, int], int] = {}
-        self.running = True
         self.transactional_id = f"runonce-stream-{settings.worker_name}"
         #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
         self.group_stall = GroupStall()
@@ -101,30 +106,19 @@ class TransactionalWorker:
             consumer_config(settings, self.metrics, self.group_stall))
         self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
                                                                         to_end=True)
-        # A transactional call that blocks past its timeout (librdkafka#5456, a coordinator that
-        # went away) is an exit for a restart, never a worker that holds partitions and decides nothing.
-        self.checkpoint = Checkpoint(self.transactional_id, new_producer or self._new_producer,
-                                     self.consumer.consumer_group_metadata,
-                                     watchdog or Watchdog(self.transactional_id, TXN_TIMEOUT_S + 15.0),
-                                     txn_timeout_s=TXN_TIMEOUT_MS / 1000,
-                                     on_step=lambda step, seconds: self._took(step.value, seconds))
+        self.checkpoint = transactional_checkpoint(
+            self.access, self.transactional_id, self.consumer, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+            producer_config=PRODUCER_CONFIG, new_producer=new_producer, watchdog=watchdog,
+            on_step=lambda step, seconds: self._took(step.value, seconds))
+        self.loop = ConsumerLoop(self.transactional_id, self.consumer, self, INPUTS, wait_s=self.max_wait_s,
+                                 group_stall=self.group_stall)
 
     def _took(self, step: str, seconds: float) -> None:
         """One step of a committed transaction: ``DECIDE``, or a ``checkpoint.Step``'s value."""
         self.metrics.step_seconds.labels(step).observe(seconds)
 
-    def _new_producer(self) -> Producer:
-        # A batch commits in milliseconds. A short transaction timeout bounds how long a worker
-        # that died mid-transaction (and does not come back) holds up the partitions' next owner:
-        # its restore and its stable offset fetch wait for that transaction to be resolved.
-        return init_producer(transactional_config(self.access, self.transactional_id, **{
-            "transaction.timeout.ms": TXN_TIMEOUT_MS,
-            "linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
-            "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
-        }), self.transactional_id)
-
     # -- assignment ------------------------------------------------------------------
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: loop.Consumer, partitions: list[TopicPartition]) -> None:
         # A new group starts at the earliest request: nothing an agent published is skipped.
         starts = [TopicPartition(topic, s.partition, s.offset)
                   for topic, s in explicit_starts(consumer, partitions, StartPolicy.EARLIEST, self.transactional_id,
@@ -152,75 +146,63 @@ class TransactionalWorker:
         log.info("%s assigned %s", self.transactional_id,
                  ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: loop.Consumer, partitions: list[TopicPartition]) -> None:
         for table in self.tables:
             table.abort()
         self.pipeline.rolled_back()
 
-    # -- loop ------------------------------------------------------------------------
+    # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def run(self) -> None:
-        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
-        self.consumer.subscribe(list(INPUTS), on_assign=self._on_assign, on_revoke=self._on_revoke)
-        try:
-            while self.running:
-                self.step()
-        finally:
-            self.consumer.close()
-            self.reader.close()
-            for table in self.tables:
-                table.close_all()
+        self.loop.run()
 
     def step(self) -> int:
-        """Consume one batch and commit everything it caused; returns records decided."""
-        # What arrived while the last transaction committed, without waiting for more: a batch
-        # that waits to fill adds its wait to every record's latency, and under load the
-        # batches grow by themselves. Idle, block until a first record comes.
-        cap = self.cap.records
-        msgs = self.consumer.consume(cap, 0)
-        if not msgs:
-            msgs = self.consumer.consume(1, self.max_wait_s)
-            if msgs and cap > 1:
-                msgs += self.consumer.consume(cap - 1, 0)
-        batch: list[Record] = []
-        for msg in msgs:
-            err = msg.error()
-            if err is None:
-                batch.append(Record.of(msg))
-            elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-                raise UnknownPosition(f"{self.transactional_id}: {msg.topic()}[{msg.partition()}]: {err.str()}")
-            elif err.fatal():
-                raise FatalError(f"consumer: {err}")
-            elif err.code() != KafkaError._PARTITION_EOF:
-                log.warning("consumer: %s", err)
-        if not batch:
-            lost = self.group_stall.check()
-            if lost is not None:
-                leave_for_restart(f"{self.transactional_id}: {lost}")
-            return 0
-        started = time.perf_counter()
-        if self._commit(batch):
-            self.metrics.transactions.labels("committed").inc()
-            self.metrics.batch_records.observe(len(batch))
-            self.metrics.commit_seconds.observe(time.perf_counter() - started)
-            self.metrics.batch_cap.set(self.cap.committed(len(batch)))
-            return len(batch)
-        return 0
+        """One turn of the loop; returns the records committed."""
+        return self.loop.turn()
 
-    def _commit(self, batch: list[Record]) -> bool:
-        """The batch decided, and everything it caused committed with its input offsets in one
-        transaction (runonce/kafka/checkpoint.py); after the commit, the state changes go to
-        RocksDB with the changelog offsets they reached. False: aborted and rewound."""
+    def batch_limit(self) -> int:
+        # smaller after a transaction the broker did not take in time (batch_cap.py)
+        return self.cap.records
+
+    def idle(self) -> None:
+        return None
+
+    def close(self, failure: BaseException | None) -> None:
+        self.reader.close()
+        for table in self.tables:
+            table.close_all()
+
+    def process(self, records: list[Message]) -> Processed:
+        """Decide a batch and commit everything it caused."""
+        batch = [Record.of(msg) for msg in records]
         started = time.perf_counter()
+        decided = self._decide(batch)
+        decided_s = time.perf_counter() - started
+        if not self._commit(batch, decided):
+            return Processed(0)
+        self._took(DECIDE, decided_s)
+        self.metrics.transactions.labels("committed").inc()
+        self.metrics.batch_records.observe(len(batch))
+        self.metrics.commit_seconds.observe(time.perf_counter() - started)
+        self.metrics.batch_cap.set(self.cap.committed(len(batch)))
+        return Processed(len(batch))
+
+    def _decide(self, batch: list[Record]) -> list[Out]:
+        """Everything the batch causes: decisions, re-keys, dead letters, and each table's
+        changes for its changelog."""
         records = list(self.pipeline.process_batch(batch))
         for table in self.tables:
             records += [Out(table.changelog, key, value, partition) for partition, key, value in table.changes()]
-        decided_s = time.perf_counter() - started
+        return records
+
+    def _commit(self, batch: list[Record], records: list[Out]) -> bool:
+        """The decided batch committed with its input offsets in one transaction
+        (runonce/kafka/checkpoint.py); after the commit, the state changes go to RocksDB with
+        the changelog offsets they reached. False: aborted and rewound."""
         offsets: dict[tuple[str, int], int] = {}
         for r in batch:
             offsets[(r.topic, r.partition)] = r.offset + 1
         failure = self.checkpoint.commit(records, offsets, flush=True, after_commit=self._write_state)
         if failure is None:
-            self._took(DECIDE, decided_s)
             return True
         for table in self.tables:
             table.abort()

@@ -8,17 +8,15 @@ import uuid
 
 import pytest
 
-from runonce.connectors.base import ActionCall
+from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.errors import OutcomeUnknown, TransientVendorError
+from runonce.connectors.jira import label
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.base import Connector
 from runonce.connectors.smtp import SmtpConnector
-from runonce.connectors.jira import label
 from runonce.wire.results import Status
-
 from tests.support.jira import ISSUE, jira_connector
 from tests.support.slack import POST, post, slack_connector
 

@@ -21,7 +21,6 @@ from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.errors import ConfigError
 from runonce.testkit.postgres import LocalPostgres
 from runonce.wire.results import Status
-
 from tests.support.commit_cut import CommitCut
 
 REFUND_SQL = ("INSERT INTO refunds (order_id, amount_cents) VALUES (%(order_id)s, %(amount_cents)s) "

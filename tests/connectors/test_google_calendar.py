@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
-from runonce.connectors.errors import PermanentVendorError
 from runonce.connectors.bearer import StaticBearer
+from runonce.connectors.errors import PermanentVendorError
 from runonce.connectors.google_calendar import GoogleCalendarConnector, ServiceAccount, event_id
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
@@ -27,7 +27,6 @@ from runonce.connectors.sandbox.ledger import Request
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.secrets import Secret
 from runonce.wire.results import Status
-
 from tests.connectors import vendor_api_facts as facts
 
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01)
@@ -168,8 +167,8 @@ def test_a_key_google_does_not_know_is_a_clear_permanent_failure_that_never_show
 
 def test_the_calendar_refuses_what_google_refuses(local: LocalVendors, vendors: VendorServer) -> None:
     """The sandbox answers as the API does: a client id outside base32hex, no end, no offset."""
-    from runonce.connectors.transport import http_json
     from runonce.connectors.errors import PermanentVendorError as Refused
+    from runonce.connectors.transport import http_json
 
     url = f"{vendors.url}{CALENDARS}c1/events"
     auth = {"Authorization": f"Bearer {local.google_token}"}

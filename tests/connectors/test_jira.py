@@ -18,7 +18,6 @@ from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.secrets import Secret
 from runonce.wire.results import Status
-
 from tests.support.jira import ISSUE, jira_connector
 
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01, check_attempts=3, lag_poll_s=0.1)

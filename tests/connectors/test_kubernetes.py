@@ -17,8 +17,8 @@ import trustme
 
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
-from runonce.connectors.errors import TransientVendorError
 from runonce.connectors.bearer import StaticBearer
+from runonce.connectors.errors import TransientVendorError
 from runonce.connectors.kubeconfig import ApiServer, KubeconfigError, from_kubeconfig, in_cluster
 from runonce.connectors.kubernetes import ACTION_ANNOTATION, KEEP, RESTARTED_AT, KubernetesConnector, annotation
 from runonce.connectors.runner import ActionRunner, RetryPolicy
@@ -29,7 +29,6 @@ from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.secrets import Secret
 from runonce.errors import ConfigError
 from runonce.wire.results import Status
-
 from tests.connectors import vendor_api_facts as facts
 
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01, check_attempts=3, lag_poll_s=0.1)

@@ -14,7 +14,6 @@ from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.wire.results import Status
-
 from tests.support.slack import POST, post, slack_connector
 
 LIMIT_PER_S = 20

@@ -11,7 +11,6 @@ from runonce.connectors.base import ActionCall, Connector
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.wire.results import Result
-
 from tests.support.slack import POST, slack_connector
 
 PARAMS: dict[str, tuple[str, dict[str, Any], str]] = {

@@ -12,7 +12,13 @@ import pytest
 
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
-from runonce.connectors.errors import ConnectorError, OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.errors import (
+    ConnectorError,
+    OutcomeUnknown,
+    PermanentVendorError,
+    RateLimited,
+    TransientVendorError,
+)
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
@@ -21,7 +27,6 @@ from runonce.connectors.secrets import Secret
 from runonce.connectors.slack import SlackConnector, SlackWebhookConnector, _raise_for_slack
 from runonce.connectors.transport import HttpResult
 from runonce.wire.results import Status
-
 from tests.connectors.vendor_api_facts import SLACK_BASE_PATH, SLACK_DOCUMENTED_ERRORS, SLACK_POST_MESSAGE
 from tests.support.slack import POST, slack_connector
 

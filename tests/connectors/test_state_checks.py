@@ -9,14 +9,13 @@ import uuid
 import pytest
 
 from runonce.connectors.base import ActionCall
+from runonce.connectors.jira import label
 from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.connectors.salesforce import SalesforceConnector
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.jira import label
-from runonce.connectors.salesforce import SalesforceConnector
 from runonce.connectors.secrets import Secret
 from runonce.wire.results import Status
-
 from tests.support.jira import ISSUE, SEARCH, jira_connector
 
 FAST = RetryPolicy(max_attempts=3, base_backoff_s=0.01, check_attempts=3, lag_poll_s=0.1)

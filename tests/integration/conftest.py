@@ -7,9 +7,8 @@ import pytest
 
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.sdk.submit import Submitter
-from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
-
+from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 

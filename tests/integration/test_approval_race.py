@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from runonce.sdk.submit import Submitter
-from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
-
+from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

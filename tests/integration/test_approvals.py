@@ -34,7 +34,6 @@ from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.watch import DecisionWatcher
 from runonce.wire.codec import Codec
-
 from tests.support.cdp import BrowserSession
 from tests.support.load import final_results
 from tests.support.worker import RunonceProcess, WorkerProcess

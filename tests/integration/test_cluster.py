@@ -28,10 +28,8 @@ from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.settings import Settings
 from runonce.testkit.workload import generate
-
 from tests.support.coordinators import busiest, coordinators
-from tests.support.load import (EXECUTED, Load, account_decisions, account_results, check_effects,
-                                 explain_pending)
+from tests.support.load import EXECUTED, Load, account_decisions, account_results, check_effects, explain_pending
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

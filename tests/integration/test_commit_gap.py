@@ -37,7 +37,6 @@ from runonce.kafka import topics
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.testkit.oracle import Report, verify
-
 from tests.support.quota import produce_quota
 from tests.support.worker import RUNTIMES, Supervisor, WorkerProcess
 

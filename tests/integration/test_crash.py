@@ -31,7 +31,6 @@ from runonce.settings import Settings
 from runonce.streams.transactional.worker import GROUP
 from runonce.testkit.oracle import verify
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
-
 from tests.support.load import describe_group
 from tests.support.worker import RUNTIMES, WorkerProcess
 

@@ -26,7 +26,6 @@ from runonce.streams.records import output_key
 from runonce.testkit.decisions import approved_decision
 from runonce.testkit.postgres import LocalPostgres
 from runonce.wire.codec import Codec
-
 from tests.integration.test_executor import FAST_TAKEOVER, own_approved_topic
 from tests.support.worker import RunonceProcess
 

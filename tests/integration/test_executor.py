@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from runonce.connectors.base import ActionCall
+from runonce.connectors.jira import label as jira_label
 from runonce.connectors.sandbox.faults import Fault
 from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.smtp import SmtpConnector
-from runonce.connectors.jira import label as jira_label
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
@@ -29,7 +29,6 @@ from runonce.testkit.decisions import approved_decision
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_TOPIC
 from runonce.wire.results import Result, Status, result_record
-
 from tests.support.worker import RunonceProcess
 
 pytestmark = pytest.mark.broker

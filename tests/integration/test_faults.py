@@ -30,13 +30,20 @@ from runonce.kafka import groups, topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
+from runonce.streams.transactional.worker import GROUP
 from runonce.testkit.oracle import verify
 from runonce.testkit.workload import Family, generate
-from runonce.streams.transactional.worker import GROUP
 from runonce.wire.codec import Codec
-
-from tests.support.load import (EXECUTED, Load, account_decisions, account_results, approved_positions,
-                                 check_effects, describe_group, explain_pending)
+from tests.support.load import (
+    EXECUTED,
+    Load,
+    account_decisions,
+    account_results,
+    approved_positions,
+    check_effects,
+    describe_group,
+    explain_pending,
+)
 from tests.support.worker import RunonceProcess, Supervisor, WorkerProcess
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]

@@ -26,7 +26,6 @@ from runonce.kafka.partitioner import partition_for
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.testkit.watch import DecisionWatcher
-
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

@@ -30,7 +30,6 @@ from runonce.settings import Settings
 from runonce.testkit.oracle import verify
 from runonce.testkit.scenarios import incidents
 from runonce.testkit.watch import DecisionWatcher
-
 from tests.support.browser import PageCounts, dump_dom, screenshot
 from tests.support.png import colours
 from tests.support.worker import RunonceProcess, WorkerProcess

@@ -20,9 +20,9 @@ from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import build_request
-from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
+from runonce.testkit.watch import DecisionWatcher
 from runonce.wire.codec import MAGIC, Codec
 from runonce.wire.headers import (
     H_ERROR_MESSAGE,
@@ -32,7 +32,6 @@ from runonce.wire.headers import (
     H_ORIGIN_TIMESTAMP,
     H_ORIGIN_TOPIC,
 )
-
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

@@ -13,12 +13,11 @@ from confluent_kafka import Producer
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.sdk.submit import Submitter, build_request
-from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
 from runonce.testkit.oracle import verify
+from runonce.testkit.watch import DecisionWatcher
 from runonce.wire.codec import MAGIC, Codec
 from runonce.wire.headers import H_ALERT, H_ERROR_MESSAGE, H_ERROR_TYPE, H_ORIGIN_TOPIC
-
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

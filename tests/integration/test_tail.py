@@ -11,9 +11,8 @@ import pytest
 
 from runonce.ops.cli import main
 from runonce.sdk.submit import Submitter
-from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
-
+from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 # The default runtime only: tail reads the topics, whichever runtime wrote them.

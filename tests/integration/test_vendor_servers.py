@@ -24,10 +24,9 @@ from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.scenarios import incidents
-from runonce.testkit.watch import DecisionWatcher, ResultWatcher
-
-from tests.integration.test_executor import approve_all, own_approved_topic
 from runonce.testkit.vendor_servers import Mailpit, StripeMock
+from runonce.testkit.watch import DecisionWatcher, ResultWatcher
+from tests.integration.test_executor import approve_all, own_approved_topic
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = pytest.mark.broker

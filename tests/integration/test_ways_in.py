@@ -34,9 +34,8 @@ from runonce.connectors.sandbox.http_vendors import VendorServer
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.connectors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
-from runonce.testkit.watch import DecisionWatcher
 from runonce.settings import Settings
-
+from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -424,17 +423,14 @@ def test_a_field_over_its_bound_is_refused_at_the_door_naming_it(
     answer = raw.decode(errors="replace")
     assert answer.startswith("HTTP/1.1 413") and "bytes" in answer, answer[:300]
     time.sleep(2)  # a published action would be decided (or dead-lettered) by now
-    with decision_log._lock:
-        seen = [d for ds in decision_log.by_action.values() for d in ds
-                if len(d["request"]["idempotency_key"] or "") == 5000]
+    seen = [d for d in decision_log.decisions() if len(d["request"]["idempotency_key"] or "") == 5000]
     assert seen == []  # the key over its bound published nothing
 
 
 # -- agent frameworks: their own retries, made harmless ------------------------------------
 
 def _attempts(decision_log: DecisionWatcher, agent_id: str) -> int:
-    with decision_log._lock:
-        return sum(1 for ds in decision_log.by_action.values() for d in ds if d["request"]["agent_id"] == agent_id)
+    return sum(1 for d in decision_log.decisions() if d["request"]["agent_id"] == agent_id)
 
 
 def test_langchains_retry_on_a_slow_tool_sends_one_email(

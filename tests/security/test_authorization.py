@@ -18,7 +18,6 @@ from runonce.kafka.access import KafkaAccess
 from runonce.kafka.client_config import ClientConfig
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter
-
 from tests.security.conftest import Connect, SecuredCluster
 
 pytestmark = pytest.mark.broker

@@ -15,7 +15,6 @@ from runonce.kafka import topics
 from runonce.sdk.submit import Submitter
 from runonce.streams.faust_runtime.kafka_config import OidcTokens
 from runonce.testkit.oidc import OIDC_AUDIENCE
-
 from tests.security.conftest import SecuredCluster
 from tests.security.test_authorization import _produce, _refusal
 

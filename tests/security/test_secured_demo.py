@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from runonce.ops.demo import DemoAccess, format_table, run_demo
-
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import WorkerProcess
 

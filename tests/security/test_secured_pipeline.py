@@ -19,7 +19,6 @@ from runonce.kafka.reader import read_all
 from runonce.sdk.client import ActionClient
 from runonce.testkit.oracle import verify
 from runonce.wire.codec import Codec
-
 from tests.security.conftest import SecuredCluster, Transport
 from tests.support.worker import RunonceProcess, WorkerProcess
 

@@ -1,5 +1,5 @@
 """Fakes for the executor's Kafka protocol, for tests without a broker: an injected consumer
-and transactions that record every commit and abort, vendors that count every call (so a
+and checkpoint that record every commit and abort, vendors that count every call (so a
 second one is visible), and builders of approved records."""
 
 from __future__ import annotations
@@ -37,16 +37,16 @@ def tp(partition: int, offset: int = NO_OFFSET, error: KafkaError | None = None)
 
 class FakeConsumer:
     def __init__(self, committed: list[Any], watermarks: dict[int, tuple[int, int]] | None = None) -> None:
-        self._committed = committed
+        self.committed_offsets = committed
         self.watermarks = watermarks or {}
         self.assigned: list[tuple[int, int]] = []
         self.seeks: list[tuple[int, int]] = []
         self.messages: list[Any] = []
 
     def committed(self, partitions: Any, timeout: float) -> list[Any]:
-        if isinstance(self._committed, Exception):
-            raise self._committed
-        return self._committed
+        if isinstance(self.committed_offsets, Exception):
+            raise self.committed_offsets
+        return self.committed_offsets
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
         return self.watermarks[partition.partition]
@@ -56,7 +56,7 @@ class FakeConsumer:
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(T, p) for p, _ in self.assigned] or [TopicPartition(T, c.partition)
-                                                                     for c in self._committed]
+                                                                     for c in self.committed_offsets]
 
     def seek(self, partition: TopicPartition) -> None:
         self.seeks.append((partition.partition, partition.offset))
@@ -70,7 +70,7 @@ class FakeConsumer:
 
 
 @dataclass
-class FakeTransactions:
+class FakeCheckpoint:
     answers: list[bool] = field(default_factory=list)
     commits: list[tuple[list[Any], dict[tuple[str, int], int]]] = field(default_factory=list)
     transactional_id: str = "runonce-exec-test-0"
@@ -134,10 +134,10 @@ class Mailer:
         return None
 
 
-def executor(consumer: FakeConsumer, transactions: FakeTransactions | None = None,
+def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
              start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None) -> Executor:
     connector = connector or Mailer()
-    return Executor(connector, consumer=consumer, transactions=transactions or FakeTransactions(),
+    return Executor(connector, consumer=consumer, checkpoint=checkpoint or FakeCheckpoint(),
                     index=LocalIndex(), start=start,
                     runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
 

@@ -54,7 +54,7 @@ class MemoryPipeline:
         self.key_stage, self.scope_stage = self.pipeline.keys, self.pipeline.scopes
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)
-        self._last_decision: dict[str, dict[str, Any]] = {}
+        self.last_decision: dict[str, dict[str, Any]] = {}
         self._held: dict[str, dict[str, Any]] = {}
 
     def _next_offset(self, topic: str, partition: int) -> int:
@@ -68,7 +68,7 @@ class MemoryPipeline:
             partition = partition_for(key, self.partitions) if key else 0
         inbound = Inbound(topics.REQUESTED, partition, self._next_offset(topics.REQUESTED, partition), timestamp_ms,
                           key, value)
-        self._process(inbound)
+        self.process(inbound)
         return inbound
 
     def feed(self, tool: str, params: dict[str, Any], *, timestamp_ms: int, key: str | None = None,
@@ -91,7 +91,7 @@ class MemoryPipeline:
             "verdict": verdict, "approver": approver, "reason": reason})
         inbound = Inbound(topics.APPROVALS, partition, self._next_offset(topics.APPROVALS, partition), timestamp_ms,
                           action_id.encode(), value)
-        self._process(inbound)
+        self.process(inbound)
         return inbound
 
     def tick(self, partition: int, timestamp_ms: int) -> None:
@@ -104,9 +104,9 @@ class MemoryPipeline:
 
     def redeliver(self, inbound: Inbound) -> None:
         """The same record again, as after a crash before the offset commit."""
-        self._process(inbound)
+        self.process(inbound)
 
-    def _process(self, first: Inbound) -> None:
+    def process(self, first: Inbound) -> None:
         queue = [first]
         while queue:
             inbound = queue.pop(0)
@@ -119,7 +119,7 @@ class MemoryPipeline:
                 self.outputs[out.topic].append((out.key, out.value, out.headers))
                 if out.topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
                     decision = self.codec.decode(out.value, expect="ActionDecision")[1]
-                    self._last_decision[decision["request"]["action_id"]] = decision
+                    self.last_decision[decision["request"]["action_id"]] = decision
                     if out.topic == topics.HELD:
                         self._held[decision["request"]["action_id"]] = decision
 
@@ -127,5 +127,5 @@ class MemoryPipeline:
         return [self.codec.decode(value, expect="ActionDecision")[1] for _, value, _ in self.outputs[topic]]
 
     def decision_for(self, action_id: str) -> dict[str, Any]:
-        assert action_id in self._last_decision, f"no decision for {action_id}"
-        return self._last_decision[action_id]
+        assert action_id in self.last_decision, f"no decision for {action_id}"
+        return self.last_decision[action_id]

@@ -14,7 +14,6 @@ from typing import Iterator
 from runonce.devbroker.broker import Broker
 from runonce.settings import Settings
 
-
 HELPER = Path(__file__).with_name("ClientQuota.java")
 
 

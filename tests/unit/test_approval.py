@@ -5,10 +5,21 @@ the first verdict in time order decides."""
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from runonce.core.approval import (EXPIRY, ApprovalRule, Change, Hold, HoldStatus, Verdict, VerdictRecord,
-                                   decide_verdict, hold, sweep)
+from runonce.core.approval import (
+    EXPIRY,
+    ApprovalRule,
+    Change,
+    Hold,
+    HoldStatus,
+    Verdict,
+    VerdictRecord,
+    decide_verdict,
+    hold,
+    sweep,
+)
 
 HOUR = 3_600_000
 RULE = ApprovalRule(expires_ms=24 * HOUR, above={"amount_cents": 50_000}, max_items={"to": 5})

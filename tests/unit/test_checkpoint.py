@@ -12,7 +12,6 @@ from runonce.errors import AccessDenied, FatalError
 from runonce.kafka.checkpoint import FAILURES, Checkpoint, Failure, Step
 from runonce.kafka.record import Out
 from runonce.kafka.watchdog import Watchdog
-
 from tests.support.kafka_fakes import FakeProducer, Made
 
 
@@ -23,7 +22,7 @@ def failing(code: int, **flags: bool) -> KafkaException:
 def checkpoint(*producers: FakeProducer) -> tuple[Checkpoint, Made]:
     made = Made(*producers)
     return Checkpoint("runonce-test", made, lambda: "group-metadata", Watchdog("t", 60, start=False),  # type: ignore[arg-type]
-                      txn_timeout_s=10), made
+                      transaction_timeout_s=10), made
 
 
 RECORDS = [Out("actions.approved", b"k", b"v", 0), Out("changelog", b"k", None, 2), Out("changelog", b"j", b"x", 2)]
@@ -55,7 +54,7 @@ def test_a_committed_transaction_reports_the_time_of_each_step_and_an_aborted_on
     rebalance = failing(KafkaError.REBALANCE_IN_PROGRESS, txn_requires_abort=True)
     made = Made(TimedProducer(), TimedProducer(fail={"offsets": [rebalance]}))
     ckpt = Checkpoint("runonce-test", made, lambda: "group-metadata",  # type: ignore[arg-type]
-                      Watchdog("t", 60, start=False), txn_timeout_s=10,
+                      Watchdog("t", 60, start=False), transaction_timeout_s=10,
                       on_step=lambda step, s: steps.append((step, s)), clock=lambda: TimedProducer.clock)
     assert ckpt.commit(RECORDS, OFFSETS, flush=True) is None
     # begin and three produces, then each step on its own (not the time since the transaction began)

@@ -21,7 +21,8 @@ def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) 
         main(["--help"])
     out = capsys.readouterr().out
     assert all(c in out for c in COMMANDS)
-    assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)  # type: ignore[union-attr]
+    # argparse lists its subcommands only through its privates
+    assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)  # type: ignore[union-attr]  # noqa: SLF001
 
 
 def test_no_broker_address_is_a_clear_error(tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:

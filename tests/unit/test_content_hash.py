@@ -4,7 +4,8 @@ import json
 import random
 from typing import Any
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runonce.core.action import Action
 from runonce.core.content import canonical_json, content_hash

@@ -3,7 +3,8 @@ and Kafka's partitionFor, against values Java itself gives."""
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.coordinators import busiest, java_string_hash, transaction_partition
 

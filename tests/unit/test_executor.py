@@ -1,4 +1,4 @@
-"""The executor's Kafka protocol without a broker: an injected consumer and transactions.
+"""The executor's Kafka protocol without a broker: an injected consumer and checkpoint.
 
 Where it starts reading (never a position the client picks), what it does after an aborted
 transaction (back to the committed offsets, never a guess), and which commits carry what."""
@@ -30,10 +30,19 @@ from runonce.streams.records import decision_record
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE
 from runonce.wire.results import Result, Status
-
-from tests.support.executor_fakes import (T, CheckedVendor, FakeConsumer, LocalIndex, FakeTransactions, KeyedVendor,
-                                          Mailer, Msg, approved, executor, tp)
-
+from tests.support.executor_fakes import (
+    CheckedVendor,
+    FakeCheckpoint,
+    FakeConsumer,
+    KeyedVendor,
+    LocalIndex,
+    Mailer,
+    Msg,
+    T,
+    approved,
+    executor,
+    tp,
+)
 
 # -- where it starts ---------------------------------------------------------------------
 
@@ -64,12 +73,12 @@ def test_an_offset_that_could_not_be_read_is_unknown(bad: Committed) -> None:
 
 def test_assignment_starts_every_partition_at_an_explicit_offset_and_commits_a_decided_start() -> None:
     consumer = FakeConsumer([tp(0, 120), tp(1)], watermarks={1: (7, 40)})
-    txns = FakeTransactions()
-    ex = executor(consumer, txns, start=StartPolicy.END)
-    ex._on_assign(consumer, [TopicPartition(T, 0), TopicPartition(T, 1)])
+    checkpoint = FakeCheckpoint()
+    ex = executor(consumer, checkpoint, start=StartPolicy.END)
+    ex.on_assign(consumer, [TopicPartition(T, 0), TopicPartition(T, 1)])
     assert consumer.assigned == [(0, 120), (1, 40)]
     ex.step()  # idle: the decided start is committed, so no later owner decides again
-    assert txns.commits == [([], {(T, 1): 40})]
+    assert checkpoint.commits == [([], {(T, 1): 40})]
 
 
 @pytest.mark.parametrize("committed", [
@@ -79,7 +88,7 @@ def test_assignment_starts_every_partition_at_an_explicit_offset_and_commits_a_d
 def test_assignment_with_an_unknown_position_exits_for_a_restart(committed: Any) -> None:
     consumer = FakeConsumer(committed)
     with pytest.raises(UnknownPosition):
-        executor(consumer)._on_assign(consumer, [TopicPartition(T, 0), TopicPartition(T, 1)])
+        executor(consumer).on_assign(consumer, [TopicPartition(T, 0), TopicPartition(T, 1)])
     assert consumer.assigned == []
 
 
@@ -96,7 +105,7 @@ def test_rewind_seeks_to_the_committed_offsets() -> None:
     consumer = FakeConsumer([tp(0, 120), tp(1, 7)])
     ex = executor(consumer)
     ex.pending = {(T, 0): 9}
-    ex._rewind()
+    ex.rewind_to_committed()
     assert consumer.seeks == [(0, 120), (1, 7)] and ex.pending == {}
 
 
@@ -104,15 +113,15 @@ def test_rewind_seeks_to_the_committed_offsets() -> None:
 def test_rewind_never_guesses_a_position(bad: Any) -> None:
     consumer = FakeConsumer([tp(0, 120), bad])
     with pytest.raises(UnknownPosition, match="cannot rewind"):
-        executor(consumer)._rewind()
+        executor(consumer).rewind_to_committed()
     assert consumer.seeks == []  # no partition moved, least of all to offset 0
 
 
 def test_rewind_returns_to_a_start_it_decided_but_could_not_commit_yet() -> None:
     consumer = FakeConsumer([tp(0)], watermarks={0: (0, 40)})
-    ex = executor(consumer, FakeTransactions(answers=[False]), start=StartPolicy.END)
-    ex._on_assign(consumer, [TopicPartition(T, 0)])
-    consumer._committed = [tp(0)]  # the abort left the group without an offset
+    ex = executor(consumer, FakeCheckpoint(answers=[False]), start=StartPolicy.END)
+    ex.on_assign(consumer, [TopicPartition(T, 0)])
+    consumer.committed_offsets = [tp(0)]  # the abort left the group without an offset
     consumer.messages = [Msg(0, 40, approved("a1"))]
     ex.step()  # the intent transaction aborts
     assert consumer.seeks == [(0, 40)] and ex.pending == {(T, 0): 40}
@@ -130,12 +139,12 @@ def test_rewind_positions_shared_by_every_transactional_consumer() -> None:
 
 def test_intent_then_result_each_with_the_offsets_it_owns() -> None:
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions()
+    checkpoint = FakeCheckpoint()
     mailer = Mailer()
-    ex = executor(consumer, txns, connector=mailer)
+    ex = executor(consumer, checkpoint, connector=mailer)
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
-    (intent, intent_offsets), (result, result_offsets) = txns.commits
+    (intent, intent_offsets), (result, result_offsets) = checkpoint.commits
     codec = Codec()
     assert codec.decode(intent[0].value, expect="ActionResult")[1]["status"] == "attempting"
     assert codec.decode(result[0].value, expect="ActionResult")[1]["status"] == "succeeded"
@@ -145,7 +154,7 @@ def test_intent_then_result_each_with_the_offsets_it_owns() -> None:
 def test_an_aborted_intent_performs_nothing() -> None:
     consumer = FakeConsumer([tp(0, 3)])
     mailer = Mailer()
-    ex = executor(consumer, FakeTransactions(answers=[False]), connector=mailer)
+    ex = executor(consumer, FakeCheckpoint(answers=[False]), connector=mailer)
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     assert mailer.sent == [] and consumer.seeks == [(0, 3)]
@@ -153,10 +162,10 @@ def test_an_aborted_intent_performs_nothing() -> None:
 
 def test_a_record_no_decision_is_dead_lettered_with_its_offset() -> None:
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions()
+    checkpoint = FakeCheckpoint()
     consumer.messages = [Msg(0, 3, b"not avro")]
-    executor(consumer, txns).step()
-    (records, offsets), = txns.commits
+    executor(consumer, checkpoint).step()
+    (records, offsets), = checkpoint.commits
     assert records[0].topic == topics.DLQ and offsets == {(T, 0): 4}
     assert dict(records[0].headers)[H_ERROR_TYPE] == b"decode_error"
 
@@ -173,29 +182,29 @@ def test_redelivered_result_is_not_performed_again() -> None:
 
 # -- an abort never forgets an intent -----------------------------------------------------
 
-def _statuses(txns: FakeTransactions) -> list[str]:
+def _statuses(checkpoint: FakeCheckpoint) -> list[str]:
     codec = Codec()
     return [codec.decode(records[0].value, expect="ActionResult")[1]["status"]
-            for records, _ in txns.commits if records]
+            for records, _ in checkpoint.commits if records]
 
 
-def _last_result(txns: FakeTransactions) -> dict[str, Any]:
-    records, offsets = txns.commits[-1]
+def _last_result(checkpoint: FakeCheckpoint) -> dict[str, Any]:
+    records, offsets = checkpoint.commits[-1]
     return {**Codec().decode(records[0].value, expect="ActionResult")[1], "offsets": offsets}
 
 
 def test_an_aborted_result_commit_commits_the_seen_outcome_and_calls_no_one() -> None:
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions(answers=[True, False])  # intent commits, the result aborts
+    checkpoint = FakeCheckpoint(answers=[True, False])  # intent commits, the result aborts
     mailer = Mailer()
-    ex = executor(consumer, txns, connector=mailer)
+    ex = executor(consumer, checkpoint, connector=mailer)
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     assert consumer.seeks == [(0, 3)]
     consumer.messages = [Msg(0, 3, approved("a1"))]  # redelivered after the rewind
     ex.step()
     assert mailer.sent == ["a1"]
-    last = _last_result(txns)
+    last = _last_result(checkpoint)
     assert (last["status"], last["vendor_ref"], last["offsets"]) == ("succeeded", "msg-a1", {(T, 0): 4})
     assert ex.uncommitted == {}
 
@@ -208,13 +217,13 @@ def test_an_aborted_result_commit_commits_the_seen_outcome_and_calls_no_one() ->
 def test_after_an_aborted_result_commit_and_a_revoke_the_redelivery_reconciles_by_capability(
         vendor: type, status: str, performs: int, checks: int) -> None:
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions(answers=[True, False])
+    checkpoint = FakeCheckpoint(answers=[True, False])
     connector = vendor()
-    ex = executor(consumer, txns, connector=connector)
+    ex = executor(consumer, checkpoint, connector=connector)
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
-    ex._on_revoke(consumer, [TopicPartition(T, 0)])  # what this process saw is no longer the truth
-    ex._on_assign(consumer, [TopicPartition(T, 0)])
+    ex.on_revoke(consumer, [TopicPartition(T, 0)])  # what this process saw is no longer the truth
+    ex.on_assign(consumer, [TopicPartition(T, 0)])
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     calls = connector.sent if isinstance(connector, Mailer) else connector.calls
@@ -223,20 +232,20 @@ def test_after_an_aborted_result_commit_and_a_revoke_the_redelivery_reconciles_b
     if not isinstance(connector, Mailer):
         assert len(set(connector.effects.values())) == 1  # one effect
     # the aborted result, then the reconciled one; no second intent: the first was remembered
-    assert _statuses(txns) == ["attempting", "succeeded", status]
-    assert _last_result(txns)["offsets"] == {(T, 0): 4}
+    assert _statuses(checkpoint) == ["attempting", "succeeded", status]
+    assert _last_result(checkpoint)["offsets"] == {(T, 0): 4}
 
 
 def test_an_aborted_intent_commit_performs_once_on_redelivery() -> None:
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions(answers=[False])
+    checkpoint = FakeCheckpoint(answers=[False])
     mailer = Mailer()
-    ex = executor(consumer, txns, connector=mailer)
+    ex = executor(consumer, checkpoint, connector=mailer)
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
     consumer.messages = [Msg(0, 3, approved("a1"))]  # redelivered after the rewind
     ex.step()
-    assert mailer.sent == ["a1"] and _statuses(txns) == ["attempting", "attempting", "succeeded"]
+    assert mailer.sent == ["a1"] and _statuses(checkpoint) == ["attempting", "attempting", "succeeded"]
 
 
 def test_a_vendors_5_mb_error_page_still_makes_a_result_that_fits() -> None:
@@ -247,12 +256,12 @@ def test_a_vendors_5_mb_error_page_still_makes_a_result_that_fits() -> None:
             raise PermanentVendorError("HTTP 400: " + "<html>" * 1_000_000)
 
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions()
+    checkpoint = FakeCheckpoint()
     consumer.messages = [Msg(0, 3, approved("a1"))]
-    executor(consumer, txns, connector=Huge()).step()
-    (result, _), = [c for c in txns.commits if c[0]][1:]
+    executor(consumer, checkpoint, connector=Huge()).step()
+    (result, _), = [c for c in checkpoint.commits if c[0]][1:]
     limit = int(next(s for s in topics.TOPICS if s.name == topics.RESULTS).configs["max.message.bytes"])
-    assert _last_result(txns)["status"] == "failed" and len(result[0].value) < limit // 100
+    assert _last_result(checkpoint)["status"] == "failed" and len(result[0].value) < limit // 100
 
 
 # -- batches -----------------------------------------------------------------------------
@@ -266,13 +275,13 @@ def approved_keyed(action_id: str, key: str) -> bytes:
 
 def test_a_batch_is_one_intent_and_one_result_transaction_with_the_offsets_each_owns() -> None:
     consumer = FakeConsumer([tp(0, 3), tp(1, 8)])
-    txns = FakeTransactions()
+    checkpoint = FakeCheckpoint()
     vendor = KeyedVendor()
-    ex = executor(consumer, txns, connector=vendor)  # type: ignore[arg-type]
+    ex = executor(consumer, checkpoint, connector=vendor)  # type: ignore[arg-type]
     consumer.messages = [Msg(0, 3, approved("a1")), Msg(1, 8, approved("b1")), Msg(0, 4, approved("a2")),
                          Msg(0, 5, approved("other", tool="charge_payment")), Msg(1, 9, b"not avro")]
     ex.step()
-    (intents, intent_offsets), (results, result_offsets) = txns.commits
+    (intents, intent_offsets), (results, result_offsets) = checkpoint.commits
     codec = Codec()
     assert [codec.decode(r.value, expect="ActionResult")[1]["action_id"] for r in intents] == ["a1", "b1", "a2"]
     assert intent_offsets == {(T, 0): 3, (T, 1): 8}  # the batch's first records: redelivered after a crash
@@ -283,15 +292,15 @@ def test_a_batch_is_one_intent_and_one_result_transaction_with_the_offsets_each_
 
 def test_two_actions_with_one_vendor_key_are_never_in_one_batch() -> None:
     consumer = FakeConsumer([tp(0, 3)])
-    txns = FakeTransactions()
+    checkpoint = FakeCheckpoint()
     vendor = CheckedVendor()  # deduplicates nothing: a second call would be a second ticket
-    ex = executor(consumer, txns, connector=vendor)  # type: ignore[arg-type]
+    ex = executor(consumer, checkpoint, connector=vendor)  # type: ignore[arg-type]
     consumer.messages = [Msg(0, 3, approved_keyed("a1", "k")), Msg(0, 4, approved_keyed("a2", "k"))]
     ex.step()
-    assert vendor.calls == ["k"] and [m.offset() for m in ex.held] == [4]
+    assert vendor.calls == ["k"] and [m.offset() for m in ex.loop.deferred] == [4]
     ex.step()  # the held record, planned against a1's committed result
-    assert vendor.calls == ["k"] and ex.held == []
-    (results, offsets) = txns.commits[-1]
+    assert vendor.calls == ["k"] and ex.loop.deferred == []
+    (results, offsets) = checkpoint.commits[-1]
     blocked = Codec().decode(results[0].value, expect="ActionResult")[1]
     assert (blocked["action_id"], blocked["status"]) == ("a2", "succeeded") and "duplicate of action a1" in blocked["error"]
     assert offsets == {(T, 0): 5}
@@ -300,7 +309,7 @@ def test_two_actions_with_one_vendor_key_are_never_in_one_batch() -> None:
 def test_an_aborted_batch_result_commits_every_seen_outcome_and_calls_no_one_again() -> None:
     consumer = FakeConsumer([tp(0, 3)])
     vendor = KeyedVendor()  # a call again would be counted, even where the vendor deduplicates
-    ex = executor(consumer, FakeTransactions(answers=[True, False]), connector=vendor)  # type: ignore[arg-type]
+    ex = executor(consumer, FakeCheckpoint(answers=[True, False]), connector=vendor)  # type: ignore[arg-type]
     batch = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2")), Msg(0, 5, approved("a3"))]
     consumer.messages = list(batch)
     ex.step()  # intents commit, the results' transaction aborts
@@ -326,7 +335,7 @@ def test_vendor_calls_of_a_batch_are_in_flight_together() -> None:
     consumer = FakeConsumer([tp(0, 0)])
     vendor = Slow()
     connector: Any = vendor
-    ex = Executor(connector, consumer=consumer, transactions=FakeTransactions(), index=LocalIndex(),
+    ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=LocalIndex(),
                   runner=ActionRunner(connector, RetryPolicy(max_attempts=1), sleep=lambda _s: None),
                   max_in_flight=4)
     consumer.messages = [Msg(0, i, approved(f"a{i}")) for i in range(3)]
@@ -353,7 +362,7 @@ def test_an_idle_executor_prunes_markers_older_than_the_window_every_ten_minutes
 
     connector = MarkedMailer(pruned=[])
     now = [1000.0]
-    ex = Executor(connector, consumer=FakeConsumer([]), transactions=FakeTransactions(), index=LocalIndex(),
+    ex = Executor(connector, consumer=FakeConsumer([]), checkpoint=FakeCheckpoint(), index=LocalIndex(),
                   runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
                   clock=lambda: now[0], prune_window_ms=86_400_000)
     ex.step()  # idle: the first turn prunes

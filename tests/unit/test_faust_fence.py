@@ -2,6 +2,8 @@
 pipeline has decided it, whatever faust acknowledged, and a record delivered past skipped
 records stops the worker (streams/faust_runtime/fence.py)."""
 
+# ruff: noqa: SLF001  # these tests drive the faust internals the runtime patches (faust has no seam)
+
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +11,8 @@ from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from intervaltree import IntervalTree
 
 from runonce.streams.faust_runtime.fence import InputFence, RecordsSkipped, fence_commits

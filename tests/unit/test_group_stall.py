@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runonce.kafka.group_stall import GroupStall
-
 from tests.support.executor_fakes import FakeConsumer, executor, tp
 
 STATES = ("init", "term", "query-coord", "wait-coord", "wait-broker", "wait-broker-transport", "up")
@@ -66,12 +66,12 @@ def _leave(why: str) -> None:
 
 
 def test_an_idle_executor_without_its_coordinator_leaves_for_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runonce.connectors.executor.leave_for_restart", _leave)
+    monkeypatch.setattr("runonce.kafka.loop.leave_for_restart", _leave)
     ex = executor(FakeConsumer([tp(0, 0)]))
-    ex.group_stall = GroupStall(limit_s=60)
-    ex.group_stall.on_stats(stats("up", 600))
+    stall = ex.loop.group_stall = GroupStall(limit_s=60)
+    stall.on_stats(stats("up", 600))
     ex.step()  # idle, group up: stays
-    ex.group_stall.on_stats(stats("query-coord", 61))
+    stall.on_stats(stats("query-coord", 61))
     with pytest.raises(Left, match="no group coordinator for 61 s"):
         ex.step()
 
@@ -80,7 +80,7 @@ def test_an_idle_stream_worker_without_its_coordinator_leaves_for_a_restart(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.unit.test_worker_commit import worker
 
-    monkeypatch.setattr("runonce.streams.transactional.worker.leave_for_restart", _leave)
+    monkeypatch.setattr("runonce.kafka.loop.leave_for_restart", _leave)
     w, _ = worker(tmp_path, [])
     w.group_stall.on_stats(stats("up", 600))
     assert w.step() == 0

@@ -3,6 +3,7 @@ runtime runs, in memory): held, released once whoever approves, denied, expired 
 time, and a replay that never reopens a hold."""
 
 from __future__ import annotations
+
 import time
 
 import pytest
@@ -14,7 +15,6 @@ from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
 from runonce.wire.codec import Codec
-
 from tests.support.memory import MemoryPipeline, MemoryStore
 
 T0 = 1_800_000_000_000
@@ -116,7 +116,7 @@ def test_a_replayed_request_does_not_reopen_a_released_hold() -> None:
 
 def test_a_verdict_that_cannot_be_read_is_dead_lettered() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
-    pipe._process(Inbound(topics.APPROVALS, 0, 0, T0, b"x", b"not a verdict"))
+    pipe.process(Inbound(topics.APPROVALS, 0, 0, T0, b"x", b"not a verdict"))
     assert len(pipe.outputs[topics.DLQ]) == 1
 
 

@@ -3,6 +3,7 @@ raised), every record the job writes fits its topic, and identity is compared in
 form. Over the same ``Pipeline`` every runtime runs, in memory."""
 
 from __future__ import annotations
+
 import json
 import unicodedata
 from typing import Any
@@ -17,10 +18,9 @@ from runonce.errors import InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.sdk.submit import build_request
-from runonce.streams.processor import StateStoreFailed
 from runonce.streams.ports import Inbound
+from runonce.streams.processor import StateStoreFailed
 from runonce.wire.headers import H_ERROR_MESSAGE, H_ERROR_TYPE
-
 from tests.support.memory import MemoryPipeline
 
 T0 = 1_800_000_000_000

@@ -22,10 +22,10 @@ def served(registry: CollectorRegistry) -> set[Row]:
     rows = set()
     # prometheus_client keeps a registry's collectors (the metric objects) here; describe() gives
     # names and types but not label names
-    for metric in registry._collector_to_names:
+    for metric in registry._collector_to_names:  # noqa: SLF001  # no public way to the label names
         for family in metric.describe():
             name = f"{family.name}_total" if family.type == "counter" else family.name
-            rows.add((name, family.type, tuple(metric._labelnames)))
+            rows.add((name, family.type, tuple(metric._labelnames)))  # noqa: SLF001
     return rows
 
 

@@ -3,7 +3,8 @@ agree where a key lives, or a record is re-keyed forever or judged by the wrong 
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runonce.kafka.partitioner import murmur2, partition_for
 

@@ -1,6 +1,7 @@
 """The stream job's logic (the same KeyStage/ScopeStage faust runs) over in-memory state."""
 
 from __future__ import annotations
+
 from collections import Counter
 from typing import Any
 
@@ -20,7 +21,6 @@ from runonce.wire.headers import (
     H_ORIGIN_PARTITION,
     H_ORIGIN_TOPIC,
 )
-
 from tests.support.memory import MemoryPipeline
 
 T0 = 1_800_000_000_000
@@ -54,7 +54,7 @@ def test_a_record_on_the_wrong_partition_is_rekeyed_not_misjudged() -> None:
         assert drop["reason"] == "duplicate_key" and drop["first_action_id"] == a["action_id"]
         # The rekeyed action still reports where it first arrived.
         assert (drop["first_partition"], drop["first_offset"]) == (wrong, 0)
-        assert pipe.key_stage.metrics.rekeyed._value.get() == 1
+        assert pipe.key_stage.metrics.registry.get_sample_value("runonce_rekeyed_total") == 1
     go()
 
 
@@ -186,7 +186,7 @@ def test_stage_two_in_place_decides_as_the_hop_through_the_scoped_topic(actions:
             ids = f"a{i}"
             hop.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
             inline.feed(tool, params, key=key, timestamp_ms=t, action_id=ids)
-            assert inline._last_decision.get(ids) == hop._last_decision.get(ids)
+            assert inline.last_decision.get(ids) == hop.last_decision.get(ids)
         assert inline.scopes.parts == hop.scopes.parts  # the same stage-2 state
         assert inline.outputs[topics.DLQ] == hop.outputs[topics.DLQ]
         assert not inline.outputs[topics.SCOPED] and inline.offsets.get((topics.SCOPED, 0), 0) == 0

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runonce.ops.report.page import render
 from runonce.ops.report.summary import summarize
-
 from tests.support.browser import PageCounts
 
 T0 = 1_796_000_000_000

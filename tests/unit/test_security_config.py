@@ -87,10 +87,10 @@ def test_a_broker_secured_once_stays_secured(tmp_path: Path) -> None:
     users_file = tmp_path / "users"
     users = write_users(users_file, ["agent"])
     home = tmp_path / "home"
-    Broker(Settings(home=home, broker_users_file=users_file))._write_properties(1, 2)  # as `broker start` does
+    Broker(Settings(home=home, broker_users_file=users_file)).write_properties(1, 2)  # as `broker start` does
     again = Broker(Settings(home=home))  # restarted without RUNONCE_BROKER_USERS
-    assert again.secured and again._users() == users
-    assert again._health_access("h:1").username == "admin"
+    assert again.secured and again.users() == users
+    assert again.health_access("h:1").username == "admin"
     assert not Broker(Settings(home=tmp_path / "other")).secured
 
 
@@ -100,7 +100,7 @@ def test_secured_stack_hands_each_component_its_own_principal(tmp_path: Path, mo
     monkeypatch.setenv("RUNONCE_SASL_USERNAME", "admin")  # the caller's principal must not leak down
     monkeypatch.setenv("RUNONCE_SASL_PASSWORD", "caller-secret")
     stack = Stack(Settings(home=tmp_path, bootstrap="h:1"))
-    admin, _ = stack._secure()
+    admin, _ = stack.secure()
     assert admin.sasl_username == "admin" and admin.broker_users_file == tmp_path / "credentials" / "users.properties"
     by_name = {svc.name: stack.env(svc, secure=True) for svc in services()}
     assert by_name["worker"]["RUNONCE_SASL_USERNAME"] == "stream"

@@ -6,11 +6,12 @@ changelog cannot have produced is rebuilt. The changelog here is a list (no Kafk
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from runonce.streams.transactional.restore import RestoreStuck, restore
-from runonce.streams.transactional.state import CHECKPOINT_KEY, TableState
+from runonce.streams.transactional.state import NEXT_OFFSET_KEY, TableState
 
 LOG = "runonce-keys-changelog"
 
@@ -69,13 +70,13 @@ def test_a_transaction_is_invisible_to_rocksdb_until_it_commits(tmp_path: Path) 
     part = table.open(0)
     table.put(0, b"k1", b"v1")
     assert table.get(0, b"k1") == b"v1"  # the open transaction reads its own writes
-    assert part.db.get(b"k1") is None and part.checkpoint is None
+    assert part.db.get(b"k1") is None and part.next_offset is None
     table.commit({0: 17})
-    assert part.db.get(b"k1") == b"v1" and part.checkpoint == 17 and part.pending == {}
+    assert part.db.get(b"k1") == b"v1" and part.next_offset == 17 and part.pending == {}
     table.delete(0, b"k1")
     table.put(0, b"k2", b"v2")
     table.abort()
-    assert table.get(0, b"k1") == b"v1" and table.get(0, b"k2") is None and part.checkpoint == 17
+    assert table.get(0, b"k1") == b"v1" and table.get(0, b"k2") is None and part.next_offset == 17
     assert list(table.changes()) == []
 
 
@@ -103,9 +104,9 @@ def test_state_and_checkpoint_survive_a_reopen(tmp_path: Path) -> None:
     table.commit({3: 5})
     table.close_all()
     again = TableState("keys", LOG, tmp_path).open(3)
-    assert (again.get(b"a"), again.get(b"b"), again.checkpoint) == (b"1", b"2", 5)
+    assert (again.get(b"a"), again.get(b"b"), again.next_offset) == (b"1", b"2", 5)
     assert [k for k, _ in again.scan(None, 10)] == [b"a", b"b"]  # the checkpoint is no state entry
-    assert again.db.get(CHECKPOINT_KEY) == b"5"
+    assert again.db.get(NEXT_OFFSET_KEY) == b"5"
 
 
 def test_a_missing_database_is_rebuilt_from_the_changelog_and_tombstones_delete(tmp_path: Path) -> None:
@@ -114,7 +115,7 @@ def test_a_missing_database_is_rebuilt_from_the_changelog_and_tombstones_delete(
     done = restore(log, table, 0)
     part = table.parts[0]
     assert (done.records, done.rebuilt, log.read_from) == (3, True, [0])
-    assert part.get(b"a") is None and part.get(b"b") == b"2" and part.checkpoint == 5
+    assert part.get(b"a") is None and part.get(b"b") == b"2" and part.next_offset == 5
 
 
 def test_a_restart_reads_only_the_tail(tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ def test_a_restart_reads_only_the_tail(tmp_path: Path) -> None:
     log = Changelog({0: (b"a", b"1"), 2: (b"c", b"3")}, high=4)  # another owner wrote offset 2 meanwhile
     done = restore(log, table, 0)
     assert (done.records, done.rebuilt, log.read_from) == (1, False, [2])
-    assert table.get(0, b"c") == b"3" and table.parts[0].checkpoint == 4
+    assert table.get(0, b"c") == b"3" and table.parts[0].next_offset == 4
 
 
 def test_a_database_ahead_of_its_changelog_is_not_trusted(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def test_the_sdk_keys_an_unkeyed_action_where_stage_1_decides_it_without_a_rekey
             assert key.startswith("content:")
             pipe.feed_raw(pipe.codec.encode("ActionRequested", record), key=key.encode(),
                                 timestamp_ms=record["requested_at_ms"])
-        assert pipe.key_stage.metrics.rekeyed._value.get() == 0
+        assert pipe.key_stage.metrics.registry.get_sample_value("runonce_rekeyed_total") == 0
         assert len(pipe.outputs[topics.REKEY]) == 0
         assert len(pipe.decisions(topics.APPROVED)) == 2
         assert [d["reason"] for d in pipe.decisions(topics.DROPPED)] == ["duplicate_key"]

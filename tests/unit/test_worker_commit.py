@@ -15,10 +15,9 @@ from runonce.kafka.partitioner import partition_for
 from runonce.kafka.watchdog import Watchdog
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
-from runonce.streams.transactional.state import CHECKPOINT_KEY
+from runonce.streams.transactional.state import NEXT_OFFSET_KEY
 from runonce.streams.transactional.worker import TransactionalWorker
 from runonce.wire.codec import Codec
-
 from tests.support.kafka_fakes import FakeProducer, Made, Msg
 
 CODEC = Codec()
@@ -72,7 +71,7 @@ def worker(tmp_path: Path, batches: list[list[Msg]], *producers: FakeProducer) -
 
 def claims(w: TransactionalWorker) -> int:
     """Claims in the keys table's RocksDB (its changelog checkpoint aside)."""
-    return sum(1 for p in range(6) for key in w.keys.parts[p].db.keys() if key != CHECKPOINT_KEY)
+    return sum(1 for p in range(6) for key in w.keys.parts[p].db.keys() if key != NEXT_OFFSET_KEY)
 
 
 def test_a_batch_commits_decisions_changelog_and_offsets_together_and_then_its_state(tmp_path: Path) -> None:
