@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 if [ ! -x .venv-bench/bin/python ]; then
-  python3 -m venv .venv-bench
+  "${PYTHON:-python3}" -m venv .venv-bench
 fi
-.venv-bench/bin/python -c 'import quixstreams, runonce.streams' 2>/dev/null || \
-  .venv-bench/bin/python -m pip install -q -e '.[bench]'
+# the worker extra too: runonce's own worker runs here (rocksdict, prometheus-client)
+.venv-bench/bin/python -c 'import quixstreams, rocksdict, faust, runonce.streams' 2>/dev/null || \
+  .venv/bin/uv pip install -q --python .venv-bench/bin/python -e '.[bench,worker,faust]'
 mkdir -p bench/out
 exec .venv-bench/bin/python bench/run.py "$@"

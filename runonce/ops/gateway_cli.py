@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import sys
 from pathlib import Path
-from typing import Callable
 
 from runonce import tokens
 from runonce.errors import ConfigError
+from runonce.ops.commands import Adder, say
 from runonce.settings import Settings
-
-Adder = Callable[[str, Callable[[Settings, argparse.Namespace], int], str], argparse.ArgumentParser]
-
-
-def _say(msg: str) -> None:
-    print(f"runonce: {msg}", file=sys.stderr, flush=True)
 
 
 def _tokens_file(settings: Settings, args: argparse.Namespace) -> Path:
@@ -40,7 +33,7 @@ def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     with ActionClient(settings.kafka_access(), agent_id=agent, policies=policies,
                       outcomes=settings.outcomes_access()) as client:
         gateway = server.create_gateway(Calls(client), policies, timeout_s=args.timeout_s, local=Caller(agent, None, args.tenant))
-        _say(f"MCP gateway on stdio for agent {agent} (Kafka at {settings.kafka_access()})")
+        say(f"MCP gateway on stdio for agent {agent} (Kafka at {settings.kafka_access()})")
         anyio.run(server.serve_stdio, gateway)
     return 0
 
@@ -65,7 +58,7 @@ def cmd_gateway(settings: Settings, args: argparse.Namespace) -> int:
     allowed = None if args.tools in (None, tokens.EVERY_TOOL) else frozenset(
         t.strip() for t in args.tools.split(",") if t.strip())
     token = tokens.add(path, args.name, allowed, args.tenant)
-    _say(f"token for agent {args.name} ({args.tools or 'every tool'}; tenant {args.tenant or args.name}); shown once, "
+    say(f"token for agent {args.name} ({args.tools or 'every tool'}; tenant {args.tenant or args.name}); shown once, "
          f"its hash is in {path}")
     print(token)
     return 0
@@ -88,10 +81,10 @@ def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
         app = create_app(server.create_gateway(calls, policies, timeout_s=args.timeout_s),
                          HttpApi(calls, default_wait_s=args.timeout_s, max_wait_s=args.max_wait_s), policies, path)
         base = f"http://{args.host}:{args.port}"
-        _say(f"gateway on {base}: MCP at /mcp, HTTP API at /v1/actions/TOOL, {base}/openapi.json; "
+        say(f"gateway on {base}: MCP at /mcp, HTTP API at /v1/actions/TOOL, {base}/openapi.json; "
              f"{len(holders)} agent token(s) in {path} (Kafka at {settings.kafka_access()})")
         if not holders:
-            _say("no agent may call yet: add a token with `runonce gateway token add AGENT --tools a,b`")
+            say("no agent may call yet: add a token with `runonce gateway token add AGENT --tools a,b`")
         serve(app, args.host, args.port)
     return 0
 

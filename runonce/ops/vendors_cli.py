@@ -6,21 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import sys
 from pathlib import Path
-from typing import Callable
 
 from runonce.errors import ConfigError
+from runonce.ops.commands import LEVELS, Adder, instance_name, say
 from runonce.settings import Settings
-
-Adder = Callable[[str, Callable[[Settings, argparse.Namespace], int], str], argparse.ArgumentParser]
-
-LEVELS = {"crit": logging.CRITICAL, "error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
-          "debug": logging.DEBUG}
-
-
-def _say(msg: str) -> None:
-    print(f"runonce: {msg}", file=sys.stderr, flush=True)
 
 
 def _path(settings: Settings, args: argparse.Namespace) -> Path:
@@ -63,7 +53,6 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.connectors import registry
     from runonce.connectors.executor import StartPolicy, create_executor
     from runonce.connectors.metrics import ExecutorMetrics
-    from runonce.ops.cli import instance_name
 
     logging.getLogger("runonce").setLevel(LEVELS[args.loglevel])
     path = settings.connectors_path
@@ -80,7 +69,7 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     if port:
         start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
     slot = instance_name(args.slot, "executor")
-    _say(f"executor {args.vendor}/{slot} ({vendor.kind}) for {', '.join(sorted(connector.tools))} "
+    say(f"executor {args.vendor}/{slot} ({vendor.kind}) for {', '.join(sorted(connector.tools))} "
          f"({connector.capability.value}) on {settings.kafka_access()}")
     start = StartPolicy.END if args.from_end else StartPolicy.EARLIEST
     create_executor(settings, connector, slot=slot, group=args.group, source_topic=args.source_topic,
@@ -96,7 +85,7 @@ def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
                          implicit_tls=args.implicit_tls, advertise=args.advertise).start()
     out = Path(args.write_connectors) if args.write_connectors else settings.connectors_path
     written = local.write_connectors(out)
-    _say(f"sandbox vendors on {local.http_url} (ledger: {local.http_url}/_ledger), SMTP on port {local.smtp.port} "
+    say(f"sandbox vendors on {local.http_url} (ledger: {local.http_url}/_ledger), SMTP on port {local.smtp.port} "
          f"({'implicit TLS' if args.implicit_tls else 'STARTTLS'} and AUTH); connectors file: {written}")
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})

@@ -12,7 +12,8 @@ import yaml
 from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import SERVER_DEFAULTS
 from runonce.errors import ConfigError
-from runonce.ops.cli import HOST, build_parser, instance_name
+from runonce.ops.cli import build_parser
+from runonce.ops.commands import HOST, instance_name
 
 COMPOSE = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())
 

@@ -10,7 +10,7 @@ import pytest
 from runonce.errors import ConfigError
 from runonce.kafka import topics
 from runonce.kafka.record import Record
-from runonce.ops.cli import broker_time_ms
+from runonce.ops.commands import broker_time_ms
 from runonce.ops.tail import Filter, line, view
 from runonce.sdk.submit import build_request
 from runonce.wire.codec import Codec

@@ -1,0 +1,68 @@
+"""``runonce worker``: one stream worker in the foreground, either runtime."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from runonce.ops.commands import LEVELS, Adder, instance_name, say
+from runonce.settings import Settings
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    from prometheus_client import start_http_server
+
+    from runonce.core.policy import PolicyBook
+    from runonce.streams.metrics import StreamMetrics
+
+    if args.name:
+        settings = settings.with_(worker_name=instance_name(args.name, "worker"))
+    if args.metrics_port is not None:
+        settings = settings.with_(metrics_port=args.metrics_port)
+    if args.runtime:
+        settings = settings.with_(runtime=args.runtime)
+        settings.validate()
+    policies = PolicyBook.load(settings.policy_file)  # fail fast, naming the tool and field
+    metrics = StreamMetrics()
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+        say(f"metrics on http://127.0.0.1:{settings.metrics_port}/metrics")
+    if settings.runtime == "faust":
+        return _run_faust(settings, policies, metrics, args.loglevel)
+    from runonce.streams.transactional.worker import TransactionalWorker
+
+    logging.getLogger("runonce").setLevel(LEVELS[args.loglevel])
+    say(f"stream worker {settings.worker_name} on {settings.kafka_access()} (transactional, exactly-once; "
+         f"transactions of up to {settings.txn_max_records} records; "
+         f"{len(policies.tools)} tool policies)")
+    TransactionalWorker(settings, policies, metrics).run()
+    return 0
+
+
+def _run_faust(settings: Settings, policies: Any, metrics: Any, loglevel: str) -> int:
+    import faust
+
+    from runonce.streams.faust_runtime.app import create_app
+
+    app = create_app(settings, policies, metrics)
+    say(f"stream worker {settings.worker_name} on {settings.kafka_access()} "
+         f"(faust, {settings.processing_guarantee}, {len(policies.tools)} tool policies)")
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    # faust's terminal spinner puts the root logger at DEBUG so it can spin on every record:
+    # then every debug() call in aiokafka and faust builds a LogRecord (~10% of a worker's CPU).
+    worker.spinner = None
+    worker.execute_from_commandline()
+    return 0
+
+
+def add_commands(add: Adder) -> None:
+    p = add("worker", cmd_worker, "Run one stream worker in the foreground.")
+    p.add_argument("--name", help="worker name; names its local RocksDB folder and its transactional.id "
+                                  "(default worker-0; two workers must not share one; @host: the host's name, "
+                                  "for replicas of one service)")
+    p.add_argument("--runtime", choices=["transactional", "faust"], default=None,
+                   help="transactional (default: exactly-once on confluent-kafka transactions) or faust "
+                        "(faust-streaming, at-least-once made harmless); RUNONCE_RUNTIME sets the default")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])
