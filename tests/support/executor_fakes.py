@@ -42,6 +42,7 @@ class FakeConsumer:
         self.assigned: list[tuple[int, int]] = []
         self.seeks: list[tuple[int, int]] = []
         self.messages: list[Any] = []
+        self.closed = False
 
     def committed(self, partitions: Any, timeout: float) -> list[Any]:
         if isinstance(self.committed_offsets, Exception):
@@ -61,8 +62,11 @@ class FakeConsumer:
     def seek(self, partition: TopicPartition) -> None:
         self.seeks.append((partition.partition, partition.offset))
 
-    def poll(self, timeout: float) -> Any:
-        return self.messages.pop(0) if self.messages else None
+    def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
+        self.subscribed = topics
+
+    def close(self) -> None:
+        self.closed = True
 
     def consume(self, num_messages: int, timeout: float) -> list[Any]:
         taken, self.messages = self.messages[:num_messages], self.messages[num_messages:]
