@@ -14,6 +14,7 @@ from typing import Any, Mapping, Protocol
 from runonce.connectors.base import ActionCall
 from runonce.connectors.runner import ActionRunner
 from runonce.errors import InvalidInput
+from runonce.kafka.record import Record
 from runonce.wire.results import Result, Status
 
 
@@ -36,7 +37,7 @@ class Plan(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Work:
-    msg: Any
+    record: Record
     plan: Plan
     call: ActionCall | None = None
     request: Mapping[str, Any] | None = None
@@ -46,7 +47,7 @@ class Work:
 
     @property
     def tp(self) -> tuple[str, int]:
-        return self.msg.topic(), self.msg.partition()
+        return self.record.topic, self.record.partition
 
 
 class Committed(Protocol):
@@ -94,18 +95,18 @@ def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, known: Result 
     return runner.perform(call)
 
 
-def skip(msg: Any) -> Work:
+def skip(record: Record) -> Work:
     """Another vendor's tool: only its offset moves."""
-    return Work(msg, Plan.SKIP)
+    return Work(record, Plan.SKIP)
 
 
-def dead_letter(msg: Any, error: InvalidInput) -> Work:
-    return Work(msg, Plan.DEAD_LETTER, error=error)
+def dead_letter(record: Record, error: InvalidInput) -> Work:
+    return Work(record, Plan.DEAD_LETTER, error=error)
 
 
-def plan_work(msg: Any, call: ActionCall, request: Mapping[str, Any], known: Known) -> Work:
+def plan_work(record: Record, call: ActionCall, request: Mapping[str, Any], known: Known) -> Work:
     plan, result = plan_call(call, known)
-    return Work(msg, plan, call, request, result)
+    return Work(record, plan, call, request, result)
 
 
 def collides(work: Work, action_ids: set[str], vendor_keys: set[str]) -> bool:

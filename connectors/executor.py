@@ -68,7 +68,7 @@ from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
-from runonce.kafka.record import Out
+from runonce.kafka.record import Out, Record
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
@@ -277,7 +277,7 @@ class Executor:
         vendor_keys: set[str] = set()
         deferred: list[Message] = []
         for i, msg in enumerate(records):
-            work = self._plan(msg)
+            work = self._plan(Record.of(msg))
             if collides(work, action_ids, vendor_keys):
                 deferred = records[i:]
                 break
@@ -320,19 +320,19 @@ class Executor:
         except ConnectorError as exc:
             log.warning("%s: pruning %s's markers: %s", self.who, self.connector.name, exc)
 
-    def _plan(self, msg: Any) -> Work:
+    def _plan(self, record: Record) -> Work:
         try:
-            _, decision = self.codec.decode(msg.value(), expect="ActionDecision")
+            _, decision = self.codec.decode(record.value, expect="ActionDecision")
             request = decision["request"]
             if request["tool"] not in self.connector.tools:
-                return skip(msg)
+                return skip(record)
             call = ActionCall(request["action_id"], request["tool"], parse_params(request["params_json"],
                                                                                   request["action_id"]),
                               request_key(request), decision.get("natural_id"))
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
-            log.error("undecodable record on %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), exc)
-            return dead_letter(msg, exc)
-        return plan_work(msg, call, request, Known(self.index, self.uncommitted))
+            log.error("undecodable record on %s[%d]@%d: %s", record.topic, record.partition, record.offset, exc)
+            return dead_letter(record, exc)
+        return plan_work(record, call, request, Known(self.index, self.uncommitted))
 
     def _run(self, batch: list[Work]) -> bool:
         """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
@@ -342,8 +342,8 @@ class Executor:
         first: dict[tuple[str, int], int] = {}
         after: dict[tuple[str, int], int] = {}
         for work in batch:
-            first.setdefault(work.tp, work.msg.offset())
-            after[work.tp] = work.msg.offset() + 1
+            first.setdefault(work.tp, work.record.offset)
+            after[work.tp] = work.record.offset + 1
         new = [w for w in batch if w.plan is Plan.PERFORM]
         if new:
             if not self._commit_intents(new, {**self.pending, **first}):
@@ -405,9 +405,9 @@ class Executor:
         records: list[Out] = []
         for work in batch:
             if work.plan is Plan.DEAD_LETTER and work.error is not None:
-                msg = work.msg
-                headers = dead_letter_headers(work.error, msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1])
-                records.append(Out(topics.DLQ, msg.key(), msg.value() or b"", headers=tuple(headers)))
+                r = work.record
+                headers = dead_letter_headers(work.error, r.topic, r.partition, r.offset, r.timestamp_ms)
+                records.append(Out(topics.DLQ, r.key, r.value or b"", headers=tuple(headers)))
             elif work.call is not None and work.call.action_id in outcomes:
                 records.append(self._result_record(work, outcomes[work.call.action_id]))
         self.uncommitted.update(outcomes)
@@ -466,7 +466,7 @@ class Executor:
         record = result_record(work.call.action_id, keyed, work.call.tool, outcome,
                                int(time.time() * 1000))
         return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
-                   result_partition(work.msg.partition()))
+                   result_partition(work.record.partition))
 
     def rewind_to_committed(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered.

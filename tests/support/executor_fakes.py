@@ -172,6 +172,9 @@ class Msg:
     def timestamp(self) -> tuple[int, int]:
         return (1, 0)
 
+    def headers(self) -> None:
+        return None
+
 
 def approved(action_id: str, tool: str = "send_email") -> bytes:
     request = build_request(tool, {"to": "x@y"}, agent_id="a", action_id=action_id)
