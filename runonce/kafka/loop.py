@@ -7,8 +7,8 @@ The loop owns what is the same for both; a ``Task`` keeps only its work per batc
   to ``wait_s`` only when nothing has), or first the records the task deferred from its
   last batch;
 - consumer errors, once: a position the client would have to pick (``_AUTO_OFFSET_RESET``) is
-  an ``UnknownPosition``, a fatal error a ``FatalError``, end-of-partition events are
-  dropped, the rest logged;
+  an ``UnknownPosition``, a fatal error (its flag, or the ``_FATAL`` event) a ``FatalError``,
+  end-of-partition events are dropped, the rest logged;
 - idle: a consumer that lost its group coordinator for good leaves for a restart
   (group_stall.py), then the task's own idle work;
 - SIGTERM: stop after the current batch (its transaction committed or aborted), then
@@ -157,7 +157,10 @@ class ConsumerLoop:
             elif err.code() == KafkaError._AUTO_OFFSET_RESET:
                 # the fetch position is not in the log (out of range): never let the client move us
                 raise UnknownPosition(f"{self.name}: {msg.topic()}[{msg.partition()}]: {err.str()}")
-            elif err.fatal():
+            elif err.fatal() or err.code() == KafkaError._FATAL:
+                # librdkafka hands a fatal error over as an event of code _FATAL whose own flag
+                # may be unset (a static member fenced by a newer instance of its slot: the
+                # consumer will never fetch again); staying would hold the slot and do nothing
                 raise FatalError(f"{self.name}: consumer: {err}")
             elif err.code() != KafkaError._PARTITION_EOF:
                 log.warning("%s: consumer: %s", self.name, err)
