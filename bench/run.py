@@ -379,7 +379,7 @@ def write_results(path: Path, args: argparse.Namespace, impls: dict[str, Impl], 
     rate_args = " ".join(f"--rate {x}" for x in rates)
     lines = [
         "# Benchmark results", "",
-        f"Measured {dt.date.today()} with `bash bench/run.sh --actions {args.actions} {rate_args} "
+        f"Measured {dt.date.today()} with `bash bench/run.sh --actions {args.actions} {rate_args}{' ' if rate_args else ''}"
         f"--latency-seconds {args.latency_seconds:.0f} --rounds {args.rounds}` on {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, one local Kafka {args.kafka_version} broker "
         "(KRaft, 512 MiB "
@@ -387,7 +387,7 @@ def write_results(path: Path, args: argparse.Namespace, impls: dict[str, Impl], 
         f"{n} actions with ~10% planted repeats (key retries, key reuse, natural-id and content repeats)"
         + (f"; medians of {args.rounds} interleaved rounds, spread in brackets." if args.rounds > 1 else "."), "",
         "| implementation | actions/s from start | actions/s first→last output | "
-        + " | ".join(f"p50 / p99 ms at {x}/s" for x in rates) + " | peak RSS MB | state on disk MB |",
+        + "".join(f"p50 / p99 ms at {x}/s | " for x in rates) + "peak RSS MB | state on disk MB |",
         "|---|---|---|" + "---|" * len(rates) + "---|---|",
     ]
     labels = {"runonce": "(a) runonce, transactional runtime (exactly-once)",
@@ -399,8 +399,8 @@ def write_results(path: Path, args: argparse.Namespace, impls: dict[str, Impl], 
         return f"{v.get(key)}" + (f" [{spread}]" if spread else "")
 
     for k, v in r.items():
-        lat = " | ".join(f"{cell(v, f'p50_ms@{x}')} / {cell(v, f'p99_ms@{x}')}" for x in rates)
-        lines.append(f"| {labels[k]} | {cell(v, 'from_start')} | {cell(v, 'throughput')} | {lat} | "
+        lat = "".join(f"{cell(v, f'p50_ms@{x}')} / {cell(v, f'p99_ms@{x}')} | " for x in rates)
+        lines.append(f"| {labels[k]} | {cell(v, 'from_start')} | {cell(v, 'throughput')} | {lat}"
                      f"{v.get('peak_rss_mb')} | {v.get('state_mb')} |")
     for k, v in r.items():
         split = [f"{x}/s: one stage {v[f'p99_ms@{x}_1stage']} ms, two stages {v[f'p99_ms@{x}_2stage']} ms"
@@ -411,9 +411,11 @@ def write_results(path: Path, args: argparse.Namespace, impls: dict[str, Impl], 
         if a in r and b in r and r[b].get("from_start"):
             lines.append(f"\nRatio {a} / {b}: **{r[a]['from_start'] / r[b]['from_start']:.2f}x** from start "
                          f"({r[a]['throughput'] / r[b]['throughput']:.2f}x first→last output)")
-    lines.append(f"\nLatency: offered load for {args.latency_seconds:.0f} s to a caught-up worker; from the request's "
-                 "broker timestamp (LogAppendTime) to the moment a read_committed reader of the outputs received the "
-                 "decision (a transaction's commit included; broker and bench share the machine's clock).")
+    if rates:
+        lines.append(f"\nLatency: offered load for {args.latency_seconds:.0f} s to a caught-up worker; from the "
+                     "request's broker timestamp (LogAppendTime) to the moment a read_committed reader of the "
+                     "outputs received the decision (a transaction's commit included; broker and bench share the "
+                     "machine's clock).")
     path.write_text("\n".join(lines) + "\n")
     say(f"wrote {path}")
 

@@ -19,6 +19,8 @@ phase "pytest: main suite (plaintext broker)"
 .venv/bin/pytest --ignore=tests/security "$@"
 phase "pytest: security suite (SASL_SSL + SCRAM, mTLS, OIDC, StandardAuthorizer broker)"
 .venv/bin/pytest tests/security "$@"
+phase "bench/run.sh small (2,000 actions, throughput only, every implementation): the documented benchmark runs on a clean clone"
+bash bench/run.sh --actions 2000 --latency-seconds 0 --out "$(mktemp -d)/RESULTS.md"
 phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"
 bash scripts/wheel_check.sh
 phase "done"
