@@ -102,12 +102,12 @@ class Results(Protocol):
     def close(self) -> None: ...
 
 
-def consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
+def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
     """A dynamic member of the vendor's group. Static membership (``group.instance.id`` =
-    ``instance``, KIP-345) was tried (2026-12-04): restarts took partitions back at once, but
+    the slot, KIP-345) was tried (2026-12-04): restarts took partitions back at once, but
     under test_faults' broker pauses a dead process's JoinGroup fenced its restarted slot,
     and a restarted slot's stable offset fetch timed out at every start (2 failures in 4
-    runs). Kept off until that is understood; ``instance`` stays for it."""
+    runs). Kept off until that is understood."""
     return clients.transactional_consumer_config(settings.kafka_access(), group,
                                                  session_timeout_ms=settings.executor_session_timeout_ms)
 
@@ -142,7 +142,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
-    consumer = confluent_kafka.Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
+    consumer = confluent_kafka.Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
     window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
     checkpoint = transactional_checkpoint(access, transactional_id, consumer,

@@ -47,7 +47,7 @@ from tests.support.executor_fakes import (
 # -- where it starts ---------------------------------------------------------------------
 
 def test_the_client_never_picks_a_position() -> None:
-    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["auto.offset.reset"] == "error"
+    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g")["auto.offset.reset"] == "error"
 
 
 def test_committed_offsets_always_win_whatever_the_policy() -> None:
