@@ -204,6 +204,8 @@ class Executor:
         self._pending_since = 0.0
         #: start positions chosen for partitions without a committed offset, until one commits
         self.decided: dict[int, int] = {}
+        #: where each assigned partition's reading started (its position until a record is read)
+        self.starts: dict[int, int] = {}
         #: outcomes the vendor gave whose result commit aborted, by action id: the redelivery
         #: commits them instead of asking the vendor again
         self.uncommitted: dict[str, Result] = {}
@@ -224,6 +226,7 @@ class Executor:
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
+        self.starts = {s.partition: s.offset for s in starts}
         for s in starts:
             if s.decided:  # durable at the next commit, so no later owner decides again
                 self.pending[(self.source_topic, s.partition)] = s.offset
@@ -235,6 +238,7 @@ class Executor:
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.pending.clear()
         self.decided.clear()
+        self.starts.clear()
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
 
@@ -303,10 +307,13 @@ class Executor:
     def _prune(self) -> None:
         """Idle, every ``PRUNE_EVERY_S``: results and markers older than the key window go (the
         stream job forgot those keys too). The index goes in bounded steps, one per idle turn
-        until it is done. A connector's failure is logged and tried at the next turn. Idle
-        means caught up: no approved record still to deliver is older than the window."""
+        until it is done. A connector's failure is logged and tried at the next turn. Only a
+        caught-up executor prunes: an approved record still unread may be older than the window
+        (its executor was down for days), and its intent must still be found."""
         now = self.clock()
         if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S:
+            return
+        if not self._caught_up():
             return
         if self.index.prune() >= INDEX_PRUNE_STEP:
             return  # more to go: the next idle turn
@@ -318,6 +325,21 @@ class Executor:
             prune(self.prune_window_ms)
         except ConnectorError as exc:
             log.warning("%s: pruning %s's markers: %s", self.who, self.connector.name, exc)
+
+    def _caught_up(self) -> bool:
+        """Every assigned partition read to its end: the last stable offset, as this
+        read_committed consumer's ListOffsets answers. Idle alone is not enough: the first
+        fetch after an assignment may simply not have arrived yet."""
+        assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.source_topic]
+        if not assigned:
+            return False
+        end = leader_ends(self.consumer, self.source_topic)
+        for tp in self.consumer.position(assigned):
+            at = tp.offset if tp.offset >= 0 else self.starts.get(tp.partition, -1)
+            reached = end(tp.partition)
+            if reached is None or at < reached:
+                return False
+        return True
 
     def _plan(self, record: Record) -> Work:
         try:

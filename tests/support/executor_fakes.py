@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.executor import Executor
@@ -42,6 +42,8 @@ class FakeConsumer:
         self.assigned: list[tuple[int, int]] = []
         self.seeks: list[tuple[int, int]] = []
         self.messages: list[Any] = []
+        #: the offset after the last record consumed, per partition (none read: invalid)
+        self.read_to: dict[int, int] = {}
         self.closed = False
 
     def committed(self, partitions: Any, timeout: float) -> list[Any]:
@@ -50,6 +52,8 @@ class FakeConsumer:
         return self.committed_offsets
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        if partition.partition not in self.watermarks:  # as a leader that does not answer
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
         return self.watermarks[partition.partition]
 
     def assign(self, partitions: list[TopicPartition]) -> None:
@@ -62,6 +66,10 @@ class FakeConsumer:
     def seek(self, partition: TopicPartition) -> None:
         self.seeks.append((partition.partition, partition.offset))
 
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(p.topic, p.partition, self.read_to.get(p.partition, OFFSET_INVALID))
+                for p in partitions]
+
     def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
         self.subscribed = topics
 
@@ -70,6 +78,9 @@ class FakeConsumer:
 
     def consume(self, num_messages: int, timeout: float) -> list[Any]:
         taken, self.messages = self.messages[:num_messages], self.messages[num_messages:]
+        for msg in taken:
+            if msg.error() is None:
+                self.read_to[msg.partition()] = msg.offset() + 1
         return taken
 
 

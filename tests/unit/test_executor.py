@@ -5,6 +5,7 @@ transaction (back to the committed offsets, never a guess), and which commits ca
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from runonce.connectors.base import ActionCall, VendorResponse
 from runonce.connectors.executor import Executor, consumer_config
+from runonce.connectors.result_store import Entry
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
@@ -362,12 +364,33 @@ def test_an_idle_executor_prunes_markers_older_than_the_window_every_ten_minutes
 
     connector = MarkedMailer(pruned=[])
     now = [1000.0]
-    ex = Executor(connector, consumer=FakeConsumer([]), checkpoint=FakeCheckpoint(), index=LocalIndex(),
+    consumer = FakeConsumer([tp(0, 5)], watermarks={0: (0, 5)})
+    ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=LocalIndex(),
                   runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
                   clock=lambda: now[0], prune_window_ms=86_400_000)
-    ex.step()  # idle: the first turn prunes
+    ex.on_assign(consumer, [TopicPartition(T, 0)])
+    ex.step()  # idle and caught up (started at the end): the first turn prunes
     now[0] += PRUNE_EVERY_S - 1
     ex.step()  # too soon
     now[0] += 2
     ex.step()
     assert connector.pruned == [86_400_000, 86_400_000]
+
+
+def test_an_intent_older_than_the_window_outlives_an_idle_turn_while_its_approval_is_unread() -> None:
+    """Idle is not caught up: right after an assignment the first fetch may not have arrived.
+    An email approved three days ago whose executor died after its intent must meet that
+    intent when its record arrives, not an index pruned meanwhile (CI, stop 53: it was sent)."""
+    connector = Mailer()
+    consumer = FakeConsumer([tp(0, 0)], watermarks={0: (0, 1)})
+    index = LocalIndex()
+    ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=index,
+                  runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
+    three_days_ago_ms = int(time.time() * 1000) - 3 * 86_400_000
+    index.store.record([Entry("old", "old", Result(Status.ATTEMPTING), three_days_ago_ms)], {})
+    ex.on_assign(consumer, [TopicPartition(T, 0)])
+    ex.step()  # nothing fetched yet: an idle turn
+    assert index.result("old") is not None
+    consumer.messages = [Msg(0, 0, approved("old"))]
+    ex.step()
+    assert connector.sent == []
