@@ -53,7 +53,9 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.connectors import registry
     from runonce.connectors.executor import StartPolicy, create_executor
     from runonce.connectors.metrics import ExecutorMetrics
+    from runonce.ops.malloc_arenas import cap_malloc_arenas
 
+    cap_malloc_arenas()  # before any thread (metrics server, librdkafka, RocksDB) allocates
     logging.getLogger("runonce").setLevel(LEVELS[args.loglevel])
     path = settings.connectors_path
     vendors = registry.load(path, settings.environ)
