@@ -66,7 +66,7 @@ from runonce.kafka.checkpoint import CommitPath
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
-from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, transactional_checkpoint
+from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
 from runonce.settings import Settings
@@ -160,7 +160,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     max_in_flight=limit.in_flight or settings.executor_max_in_flight)
 
 
-class Executor:
+class Executor(RunsItsLoop):
     def __init__(self, connector: Connector, *, consumer: Consumer, checkpoint: CommitPath, index: Results,
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                  runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
@@ -243,13 +243,6 @@ class Executor:
         self.uncommitted.clear()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
-    def run(self) -> None:
-        self.loop.run()
-
-    def step(self) -> int:
-        """One turn of the loop; returns the records committed."""
-        return self.loop.turn()
-
     def batch_limit(self) -> int:
         return self.max_batch
 

@@ -102,6 +102,20 @@ class Task(Protocol):
         ...
 
 
+class RunsItsLoop:
+    """What a task that owns its loop (``self.loop``) offers its process and its tests."""
+
+    loop: ConsumerLoop
+
+    def run(self) -> None:
+        """Turn until stopped (SIGTERM), then close."""
+        self.loop.run()
+
+    def step(self) -> int:
+        """One turn of the loop; returns the records committed."""
+        return self.loop.turn()
+
+
 class ConsumerLoop:
     def __init__(self, name: str, consumer: Consumer, task: Task, topics: Sequence[str], *, wait_s: float,
                  group_stall: GroupStall | None = None) -> None:

@@ -32,7 +32,7 @@ from runonce.kafka.checkpoint import Failure
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.lag import LagGauge, stats_callbacks
-from runonce.kafka.loop import ConsumerLoop, Processed, transactional_checkpoint
+from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
 from runonce.kafka.watchdog import Watchdog
@@ -73,7 +73,7 @@ def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStal
     })
 
 
-class TransactionalWorker:
+class TransactionalWorker(RunsItsLoop):
     def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
                  consumer: loop.Consumer | None = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
                  watchdog: Watchdog | None = None) -> None:
@@ -152,13 +152,6 @@ class TransactionalWorker:
         self.pipeline.rolled_back()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
-    def run(self) -> None:
-        self.loop.run()
-
-    def step(self) -> int:
-        """One turn of the loop; returns the records committed."""
-        return self.loop.turn()
-
     def batch_limit(self) -> int:
         # smaller after a transaction the broker did not take in time (batch_cap.py)
         return self.cap.records
