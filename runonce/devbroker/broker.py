@@ -62,14 +62,6 @@ SERVER_DEFAULTS = {
     "log.segment.bytes": "67108864",
     # Fast rebalances on one machine; keep the defaults that matter for fencing.
     "transaction.max.timeout.ms": "900000",
-    # The one node's lease with its own controller. A node restarted after a SIGKILL, slow to
-    # recover its logs, missed its heartbeats for 9 s (the default) and was fenced: every
-    # partition leaderless for a second, and the transaction coordinator, finishing the
-    # commits it had found prepared, skipped their markers as "likely deleted" (Kafka's
-    # TransactionMarkerChannelManager). Those transactions hung for good: actions.results
-    # stuck below its last stable offset, a group's offsets unstable at every start
-    # (test_faults, 2026-12-04). Fencing the only node never moves a partition anywhere.
-    "broker.session.timeout.ms": "30000",
 }
 
 
