@@ -105,9 +105,10 @@ class Results(Protocol):
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
     """A dynamic member of the vendor's group. Static membership (``group.instance.id`` =
     the slot, KIP-345) was tried (2026-12-04): restarts took partitions back at once, but
-    under test_faults' broker pauses a dead process's JoinGroup fenced its restarted slot,
-    and a restarted slot's stable offset fetch timed out at every start (2 failures in 4
-    runs). Kept off until that is understood."""
+    under test_faults a dead process's JoinGroup fenced its restarted slot (now an exit and a
+    restart: loop.py's ``_FATAL``), and a slot's stable offset fetch timed out at every start:
+    most likely a transaction the one-node broker left hanging after its SIGKILL, not static
+    membership (docs/operating.md). Kept off until that is handled."""
     return clients.transactional_consumer_config(settings.kafka_access(), group,
                                                  session_timeout_ms=settings.executor_session_timeout_ms)
 
