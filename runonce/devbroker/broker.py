@@ -4,7 +4,8 @@ No Docker and no tarball: ``fetch`` resolves ``org.apache.kafka:kafka_2.13`` wit
 Maven (``pom.xml`` beside this file) into a cache shared by every checkout, ``start``
 formats KRaft storage once and runs ``kafka.Kafka`` as broker+controller on free
 ports, and writes the bootstrap address to ``<home>/broker/bootstrap`` where every
-client and test finds it.
+client and test finds it. After a crash, ``start`` first runs the controller alone until it
+has fenced the dead broker (``retire.py``; why in ``_retire_dead_incarnation``).
 
 This module is the seam where subprocess/OS errors become ``BrokerSetupError``.
 """
@@ -26,6 +27,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from runonce.devbroker.retire import (
+    CONTROLLER_ONLY_HEAP_MB,
+    RETIRE_TIMEOUT_S,
+    controller_only,
+    wait_until_fenced,
+)
 from runonce.devbroker.tls import Pki, ensure_pki
 from runonce.devbroker.users import (
     SUPER_USER,
@@ -62,6 +69,13 @@ SERVER_DEFAULTS = {
     "log.segment.bytes": "67108864",
     # Fast rebalances on one machine; keep the defaults that matter for fencing.
     "transaction.max.timeout.ms": "900000",
+    # Longer than a pause of the whole node (test_faults SIGSTOPs it for 20 s): on resuming, the
+    # controller would fence its own live broker before that broker's heartbeat lands, leaving
+    # every partition leaderless for a moment, and Kafka skips the transaction markers of a
+    # leaderless partition (a transaction left open for good). A one-node cluster has no other
+    # broker to move leaders to, so a short lease buys nothing; after a crash, ``start`` waits it
+    # out once (_retire_dead_incarnation).
+    "broker.session.timeout.ms": "30000",
 }
 
 
@@ -245,7 +259,9 @@ class Broker:
         try:
             saved = json.loads(self._ports_file.read_text())
             ports = (int(saved["broker"]), int(saved["controller"]), int(saved["mtls"]))
-            for port in ports:
+            # Only the ports the node binds: an open broker has no mTLS listener, and its unused
+            # port may meanwhile be any client's ephemeral port, which must not move the broker.
+            for port in ports if self.secured else ports[:2]:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                     # As the JVM binds: connections of a killed broker linger in TIME_WAIT for a
                     # minute, and without this the probe would call the port taken and move the
@@ -295,6 +311,13 @@ class Broker:
         return admin_access(bootstrap, users, self.pki) if users else KafkaAccess(bootstrap)
 
     def write_properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> Path:
+        path = self.dir / "server.properties"
+        write_private(path, _properties_text(self.properties(broker_port, controller_port, mtls_port)))  # it may hold passwords
+        return path
+
+    def properties(self, broker_port: int, controller_port: int, mtls_port: int = 0) -> dict[str, str]:
+        """The node's server.properties (broker and controller in one process); writes the secured
+        broker's users, certificates and client.properties beside it."""
         props = dict(SERVER_DEFAULTS)
         props.update({
             "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
@@ -312,9 +335,7 @@ class Broker:
             write_private(self.users_file, format_users(users))
             self.client_properties.write_text("# a client of this broker: RUNONCE_KAFKA_CONFIG=<this file>\n" + "".join(
                 f"{k}={v}\n" for k, v in client_config(pki).items()))
-        path = self.dir / "server.properties"
-        write_private(path, "".join(f"{k}={v}\n" for k, v in props.items()))  # it may hold passwords
-        return path
+        return props
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
         log4j = resources.files("runonce.devbroker") / "log4j.properties"
@@ -344,6 +365,8 @@ class Broker:
             self.progress("formatting KRaft storage ...")
             # admin's SCRAM credential before the first start: the broker authenticates to itself with it
             self._format(props, _cluster_id(), scram_arguments({SUPER_USER: users[SUPER_USER]}) if users else [])
+        elif current.state is BrokerState.CRASHED:
+            self._retire_dead_incarnation(self.properties(broker_port, controller_port, mtls_port), controller_port)
         self.progress(f"starting Kafka {self.settings.kafka_version} on 127.0.0.1:{broker_port} ...")
         self.settings.bootstrap_file.write_text(f"127.0.0.1:{broker_port}\n")
         pid = self._spawn(props, self.settings.broker_heap_mb)
@@ -351,6 +374,34 @@ class Broker:
         if users:
             upsert_scram(self.health_access(status.bootstrap or ""), users)
         return status
+
+    def _retire_dead_incarnation(self, props: dict[str, str], controller_port: int) -> None:
+        """After a crash, run the node as its controller alone until the controller has fenced the
+        dead broker, then stop it; the caller then starts broker and controller as usual.
+
+        Started at once, the one node would restart its controller, which gives the dead broker's
+        registration a fresh session (``broker.session.timeout.ms``). Meanwhile the new broker,
+        not yet registered, leads every partition by that stale registration and its transaction
+        coordinator resumes the commits the crash interrupted. When the session lapses the dead
+        broker is fenced, every partition is leaderless for a moment, and Kafka's coordinator
+        skips the markers of partitions without a leader as if they were deleted: a transaction
+        left open on them for good (read_committed readers stop there, a group's offsets never
+        become stable). Fenced first, the broker leads nothing until it has registered, and its
+        coordinator finds every partition's leader."""
+        path = self.dir / "controller-only.properties"
+        write_private(path, _properties_text(controller_only(props, controller_port)))
+        self.progress("the broker did not shut down cleanly: its controller retires the dead broker first "
+                      "(about 30 s) ...")
+        log_from = self.log_file.stat().st_size if self.log_file.exists() else 0
+        pid = self._spawn(path, CONTROLLER_ONLY_HEAP_MB)
+        try:
+            if not wait_until_fenced(self.log_file, log_from, props["node.id"], lambda: pid_alive(pid),
+                                     timeout_s=RETIRE_TIMEOUT_S):
+                self.progress(f"the controller fenced no broker within {RETIRE_TIMEOUT_S:.0f} s "
+                              f"(it may never have registered); starting the node")
+        finally:
+            stop_group(pid)
+            self._pid_file.unlink(missing_ok=True)
 
     def _format(self, props: Path, cluster_id: str, extra: list[str]) -> None:
         """KRaft's storage format, once per data folder."""
@@ -422,6 +473,10 @@ class Broker:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+
+
+def _properties_text(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def _cluster_id() -> str:

@@ -38,6 +38,17 @@ def test_start_twice_stop_status_and_crash(base_settings: Settings, tmp_path) ->
         crashed = broker.status()
         assert crashed.state is BrokerState.CRASHED  # told apart from a clean stop
         assert "crashed" in crashed.describe() and "broker.log" in crashed.describe()
+
+        # Started again after the crash, the dead broker is fenced before the new one registers:
+        # else the new one would wait out the dead one's session, leading every partition by its
+        # stale registration, and the fence would strand transaction markers (broker.py).
+        log_from = broker.log_file.stat().st_size
+        assert broker.start().state is BrokerState.RUNNING
+        log = broker.log_file.read_text(errors="replace")[log_from:]
+        fenced = log.find("Fencing broker 1 at epoch")
+        registered = log.find("Registering a new incarnation of broker 1")
+        assert 0 <= fenced < registered, log[-3000:]
+        assert "DUPLICATE_BROKER_REGISTRATION" not in log
     finally:
         final = broker.stop()
     assert final.state is BrokerState.STOPPED

@@ -1,0 +1,58 @@
+"""Retiring a crashed one-node broker's dead registration before the node starts again.
+
+Why it is needed is in ``Broker._retire_dead_incarnation``; this module holds its two parts
+that need no process: the controller-only configuration, and reading the controller's log
+for the fence."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Callable
+
+from runonce.errors import BrokerSetupError
+
+#: the controller alone holds only the metadata log
+CONTROLLER_ONLY_HEAP_MB = 256
+#: the JVM's start, the metadata log's replay and the dead broker's session (broker.py: 30 s)
+RETIRE_TIMEOUT_S = 60.0
+
+#: keys only a broker reads; a node running as controller alone must not carry them
+_BROKER_ONLY_KEYS = ("advertised.listeners", "inter.broker.listener.name", "sasl.mechanism.inter.broker.protocol")
+_BROKER_ONLY_PREFIXES = ("listener.name.sasl_ssl.", "listener.name.ssl.")
+
+
+def controller_only(props: dict[str, str], controller_port: int) -> dict[str, str]:
+    """The node's configuration with its broker taken out: the same id, data folder, quorum and
+    controller listener (with its security), so it replays the same metadata log."""
+    kept = {key: value for key, value in props.items()
+            if key not in _BROKER_ONLY_KEYS and not key.startswith(_BROKER_ONLY_PREFIXES)}
+    kept["process.roles"] = "controller"
+    kept["listeners"] = f"CONTROLLER://127.0.0.1:{controller_port}"
+    return kept
+
+
+def fenced_in(log_text: str, node_id: str) -> bool:
+    """Whether the controller's log says it fenced broker ``node_id`` (Kafka's QuorumController
+    logs "Fencing broker 1 at epoch 11 because its session has timed out")."""
+    return re.search(rf"Fencing broker {re.escape(node_id)} at epoch", log_text) is not None
+
+
+def wait_until_fenced(log_file: Path, log_from: int, node_id: str, alive: Callable[[], bool],
+                      timeout_s: float) -> bool:
+    """Wait until the log, read from byte ``log_from``, shows broker ``node_id`` fenced: True.
+    False when ``timeout_s`` passes first (a broker that crashed before it ever registered has
+    nothing to fence). A controller that exits meanwhile is a setup error, with its last lines."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(log_file, "rb") as fh:
+            fh.seek(log_from)
+            text = fh.read().decode(errors="replace")
+        if fenced_in(text, node_id):
+            return True
+        if not alive():
+            raise BrokerSetupError("the controller exited while retiring the crashed broker; last log lines:\n"
+                                   + "\n".join(text.splitlines()[-30:]))
+        time.sleep(0.2)
+    return False
