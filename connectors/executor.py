@@ -127,6 +127,14 @@ def vendor_pace(settings: Settings, vendor: str, rate: Rate | None) -> Rate:
     return rate or Rate()
 
 
+def restore_patience_s(settings: Settings) -> float:
+    """How long the results restore waits without progress. Another vendor's executor that died
+    mid-transaction holds the partition's stable offset until the broker aborts that
+    transaction (its transaction.timeout.ms, then the broker's 10 s abort sweep); the restore
+    waits that out rather than read short (results.py)."""
+    return max(60.0, settings.executor_txn_timeout_ms / 1000 + 30.0)
+
+
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                     runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
@@ -153,7 +161,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     index=ResultIndex(access, connector.tools,
                                       ResultStore(results_folder(settings, transactional_id), key_window_ms=window_ms
                                                   + CLOCK_MARGIN_MS),
-                                      source_topic=source_topic, window_ms=window_ms), prune_window_ms=window_ms,
+                                      timeout_s=restore_patience_s(settings), source_topic=source_topic,
+                                      window_ms=window_ms),
+                    prune_window_ms=window_ms,
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
                     failpoint=settings.executor_failpoint, stall=stall, group_stall=group_stall,

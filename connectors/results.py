@@ -37,7 +37,7 @@ from runonce.connectors.result_store import Entry, ResultStore
 from runonce.errors import BrokerUnavailable, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
-from runonce.kafka.reader import fetched, high_watermark
+from runonce.kafka.reader import fetched, written_ends
 from runonce.wire.codec import Codec
 from runonce.wire.results import Result, result_of
 
@@ -105,24 +105,31 @@ class ResultIndex:
         partitions (partition -> the offset the executor's reading starts at), read_committed;
         returns records applied. A partition the store knows is read from the offset it is
         complete up to; one it does not know, from what can still matter (the module's
-        docstring), in write batches of ``RESTORE_BATCH``: never the window in memory."""
+        docstring), in write batches of ``RESTORE_BATCH``: never the window in memory.
+
+        "The end" is the end as written when the restore starts, not the last stable offset a
+        read_committed reader stops at: executors of other vendors write to the same
+        partitions, and a transaction of theirs still open (or left by one that died, until
+        the broker aborts it) may lie before this executor's own last intents."""
         if not starts:
             return 0
+        view = clients.written_view(self.bootstrap, READER_GROUP)
+        try:
+            ends = written_ends(view, topics.RESULTS, starts)
+            begin = self._begin(view, starts, ends)
+        finally:
+            view.close()
         reader = clients.reader(self.bootstrap, group=READER_GROUP, to_end=True, **READER_BUFFER)
         try:
-            begin = self._begin(reader, starts)
-            return self._read(reader, begin)
+            return self._read(reader, begin, ends)
         finally:
             reader.close()
 
-    def _begin(self, reader: Consumer, starts: Mapping[int, int]) -> dict[int, int]:
+    def _begin(self, view: Consumer, starts: Mapping[int, int], ends: Mapping[int, int]) -> dict[int, int]:
+        """Where to read each partition from; ``view`` a ``clients.written_view``: by time, a
+        read_committed lookup finds nothing past the first open transaction, and the reading
+        would start at the end, past this executor's own intents."""
         known = self.store.next_offsets()
-        ends = {}
-        for p in starts:
-            try:
-                ends[p] = high_watermark(reader, TopicPartition(topics.RESULTS, p))
-            except KafkaException as exc:
-                raise clients.translate(exc, f"reading the end of {topics.RESULTS}[{p}]") from exc
         beyond = sorted(p for p in starts if known.get(p, 0) > ends[p])
         if beyond:  # not the topic this store was filled from (recreated): start over
             log.warning("results index: %s holds offsets beyond the end of %s %s; starting it over",
@@ -135,7 +142,7 @@ class ResultIndex:
             since_ms = max(min(self.clock_ms() - self.window_ms, self._first_unread_ms(
                 {p: starts[p] for p in unknown})) - CLOCK_MARGIN_MS, 0)
             try:
-                found = reader.offsets_for_times([TopicPartition(topics.RESULTS, p, since_ms) for p in unknown],
+                found = view.offsets_for_times([TopicPartition(topics.RESULTS, p, since_ms) for p in unknown],
                                                  timeout=10)
             except KafkaException as exc:
                 raise clients.translate(exc, f"looking up {topics.RESULTS} by time") from exc
@@ -143,7 +150,7 @@ class ResultIndex:
                 begin[tp.partition] = tp.offset if tp.offset >= 0 else ends[tp.partition]
         return begin
 
-    def _read(self, reader: Consumer, begin: Mapping[int, int]) -> int:
+    def _read(self, reader: Consumer, begin: Mapping[int, int], ends: Mapping[int, int]) -> int:
         reader.assign([TopicPartition(topics.RESULTS, p, o) for p, o in begin.items()])
         pending = set(begin)
         reached = dict(begin)
@@ -152,14 +159,20 @@ class ResultIndex:
         deadline = time.monotonic() + self.timeout_s
         while pending:
             if time.monotonic() > deadline:
-                raise BrokerUnavailable(f"reading {topics.RESULTS} did not reach its end within {self.timeout_s:.0f} s "
-                                        f"(partitions {sorted(pending)} pending)")
+                raise BrokerUnavailable(
+                    f"reading {topics.RESULTS} did not reach its end within {self.timeout_s:.0f} s (partitions "
+                    f"{sorted(pending)} pending: read up to {[reached[p] for p in sorted(pending)]} of "
+                    f"{[ends[p] for p in sorted(pending)]}; a transaction still open there, if the reading "
+                    f"stopped short: docs/operating.md, 'A transaction left hanging')")
             for msg in fetched(reader, 0.5):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
                         reached[msg.partition()] = max(reached[msg.partition()], msg.offset())
+                        # EOF at the last stable offset: below the end, a transaction is still
+                        # open; the reader reports EOF again once its markers move that offset.
+                        if msg.offset() >= ends[msg.partition()]:
+                            pending.discard(msg.partition())
                         continue
                     raise clients.translate(err, f"reading {topics.RESULTS}")
                 reached[msg.partition()] = msg.offset() + 1

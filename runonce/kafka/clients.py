@@ -83,6 +83,14 @@ def reader(bootstrap: KafkaTarget, group: str | None = None, *, to_end: bool = F
     })
 
 
+def written_view(bootstrap: KafkaTarget, group: str) -> Consumer:
+    """A read_uncommitted consumer only asked where records are (ends, offsets by time), never
+    read from: its answers count the records of transactions still open, where a
+    read_committed consumer's stop at the first of them (and find nothing by time beyond it)."""
+    return Consumer({**base_config(bootstrap), "group.id": group, "enable.auto.commit": False,
+                     "isolation.level": "read_uncommitted"})
+
+
 #: broker answers that mean "not this principal": never retried
 AUTH_ERRORS = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,

@@ -160,7 +160,24 @@ def ends(consumer: Any, names: tuple[str, ...], connect_timeout_s: float = 10.0)
 
 
 def high_watermark(consumer: Any, tp: TopicPartition) -> int:
+    """The end as ``consumer`` may read it: for a read_committed consumer, the last stable
+    offset (where the first transaction still open begins), not the end of what was written."""
     return int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+
+
+def written_ends(view: Any, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+    """Each partition's end as written, records of transactions still open included, asked of
+    a ``clients.written_view``: the end a read_committed reading must reach before it has seen
+    everything committed so far. Such a reading stops, and reports EOF, at the first
+    transaction still open (its last stable offset), and another producer's may be open below
+    records that committed after it."""
+    ends = {}
+    for p in partitions:
+        try:
+            ends[p] = settled(functools.partial(high_watermark, view, TopicPartition(topic, p)))
+        except KafkaException as exc:
+            raise clients.translate(exc, f"reading the end of {topic}[{p}]") from exc
+    return ends
 
 
 def settled(ask: Callable[[], Any], patience_s: float = 30.0) -> Any:
