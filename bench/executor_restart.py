@@ -3,13 +3,16 @@ actions.results, one new approved charge waiting. Timed from the executor proces
 (joining its group included) to the vendor's first request, with the executor's peak RSS
 (VmHWM) and how many results it restored.
 
-    .venv/bin/python bench/executor_restart.py [--results 10000000] [--span-hours 720] [--full]
+    .venv/bin/python bench/executor_restart.py [--results 10000000] [--span-hours 720] [--full] [--kill]
 
 Two starts of one executor slot: the first over an empty results-index folder (it restores
 every result within the key window into RocksDB), the second over the folder the first left
 (it reads only what was written since). ``--span-hours`` spreads the history's timestamps
 evenly over that many hours before now: 720 (a month; two thirds of it outside the 24 h
 window) or 1 (every result inside the window: the worst case for an empty folder).
+
+``--kill`` stops each start with SIGKILL: the second start then replaces a member that never
+left the group (static membership gives its partitions back at once).
 
 ``--full`` also runs the executor reading every result from the beginning of the topic, as
 before the bounded restore. Real broker; the payments executor against the sandbox; the
@@ -94,7 +97,7 @@ def vm_hwm_mb(pid: int) -> int:
     return -1
 
 
-def restart(settings: Settings, sandbox: Any, full: bool, group: str, folder: str) -> dict[str, Any]:
+def restart(settings: Settings, sandbox: Any, full: bool, group: str, folder: str, kill: bool = False) -> dict[str, Any]:
     vendors = sandbox.vendors
     env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     if full:
@@ -124,7 +127,7 @@ def restart(settings: Settings, sandbox: Any, full: bool, group: str, folder: st
         first = time.monotonic()
         peak = max(peak, vm_hwm_mb(proc.pid))
     finally:
-        proc.terminate()
+        proc.kill() if kill else proc.terminate()
         proc.wait(60)
     restored = re.findall(r"restored (\d+) results in ([\d.]+) s", log_path.read_text(errors="replace"))
     return {"restore": "whole topic" if full else "bounded", "index_folder": folder,
@@ -140,6 +143,10 @@ def main() -> int:
     ap.add_argument("--span-hours", type=float, default=720.0,
                     help="the history's timestamps spread over this many hours before now (1: all in the window)")
     ap.add_argument("--full", action="store_true", help="also time the unbounded restore (as before)")
+    ap.add_argument("--kill", action="store_true",
+                    help="stop each start with SIGKILL, not SIGTERM: the next start replaces a member that never left "
+                         "its group (a static member takes its partitions back at once; a dynamic one waits out the "
+                         "dead one's session timeout)")
     args = ap.parse_args()
     from runonce.connectors.sandbox.local import LocalVendors
 
@@ -152,7 +159,8 @@ def main() -> int:
             group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
             rows = []
             for folder in ("empty", "intact"):  # one slot, twice: the second start finds the first's folder
-                rows.append(restart(settings, sandbox, False, group, folder))
+                rows.append(restart(settings, sandbox, False, group, folder, args.kill))
+                rows[-1]["this_start_stopped_by"] = "SIGKILL" if args.kill else "SIGTERM"
                 say(json.dumps(rows[-1]))
             if args.full:
                 rows.append(restart(settings, sandbox, True, f"runonce-exec-bench-{uuid.uuid4().hex[:6]}", "empty"))

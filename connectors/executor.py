@@ -102,15 +102,20 @@ class Results(Protocol):
     def close(self) -> None: ...
 
 
-def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
-    """A dynamic member of the vendor's group. Static membership (``group.instance.id`` =
-    the slot, KIP-345) was tried (2026-12-04): restarts took partitions back at once, but
-    under test_faults a dead process's JoinGroup fenced its restarted slot (now an exit and a
-    restart: loop.py's ``_FATAL``), and a slot's stable offset fetch timed out at every start:
-    most likely a transaction the one-node broker left hanging after its SIGKILL, not static
-    membership (docs/operating.md). Kept off until that is handled."""
+def consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
+    """Static membership (``group.instance.id``, KIP-345): a restarted executor takes its own
+    partitions back at once, instead of after the session timeout of the instance it replaces
+    (which never left: it was killed). The instance is the transactional id, one per slot, so
+    two live processes of one slot fence each other in the group as in their transactions.
+
+    Tried first on 2026-12-04 and turned off: under test_faults a restarted slot's stable
+    offset fetch timed out at every start. That was a transaction the one-node dev broker left
+    hanging after its SIGKILL, holding the group's offsets (docs/operating.md, "A transaction
+    left hanging"), since fixed in the dev broker. The other failure, a dead process's late
+    JoinGroup fencing its restarted slot, is an exit and a restart (loop.py's ``_FATAL``)."""
     return clients.transactional_consumer_config(settings.kafka_access(), group,
-                                                 session_timeout_ms=settings.executor_session_timeout_ms)
+                                                 session_timeout_ms=settings.executor_session_timeout_ms,
+                                                 **{"group.instance.id": instance})
 
 
 def results_folder(settings: Settings, transactional_id: str) -> Path:
@@ -151,7 +156,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
-    consumer = confluent_kafka.Consumer({**consumer_config(settings, group), "statistics.interval.ms": STATS_INTERVAL_MS,
+    consumer = confluent_kafka.Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
     window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
     checkpoint = transactional_checkpoint(access, transactional_id, consumer,

@@ -49,7 +49,14 @@ from tests.support.executor_fakes import (
 # -- where it starts ---------------------------------------------------------------------
 
 def test_the_client_never_picks_a_position() -> None:
-    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g")["auto.offset.reset"] == "error"
+    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["auto.offset.reset"] == "error"
+
+
+def test_a_slot_is_a_static_member_of_its_group() -> None:
+    """A restarted slot rejoins as the instance it replaces, so the broker hands its partitions
+    back at once rather than after the killed process's session timeout (bench/executor_restart.py
+    --kill measures it)."""
+    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["group.instance.id"] == "g-0"
 
 
 def test_committed_offsets_always_win_whatever_the_policy() -> None:
