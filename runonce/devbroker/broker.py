@@ -73,8 +73,8 @@ SERVER_DEFAULTS = {
     # controller would fence its own live broker before that broker's heartbeat lands, leaving
     # every partition leaderless for a moment, and Kafka skips the transaction markers of a
     # leaderless partition (a transaction left open for good). A one-node cluster has no other
-    # broker to move leaders to, so a short lease buys nothing; after a crash, ``start`` waits it
-    # out once (_retire_dead_incarnation).
+    # broker to move leaders to, so a short lease buys nothing. After a crash, ``start`` lets the
+    # controller alone fence the dead broker on a short lease (_retire_dead_incarnation).
     "broker.session.timeout.ms": "30000",
 }
 
@@ -391,7 +391,7 @@ class Broker:
         path = self.dir / "controller-only.properties"
         write_private(path, _properties_text(controller_only(props, controller_port)))
         self.progress("the broker did not shut down cleanly: its controller retires the dead broker first "
-                      "(about 30 s) ...")
+                      "(a few seconds) ...")
         log_from = self.log_file.stat().st_size if self.log_file.exists() else 0
         pid = self._spawn(path, CONTROLLER_ONLY_HEAP_MB)
         try:

@@ -15,7 +15,10 @@ from runonce.errors import BrokerSetupError
 
 #: the controller alone holds only the metadata log
 CONTROLLER_ONLY_HEAP_MB = 256
-#: the JVM's start, the metadata log's replay and the dead broker's session (broker.py: 30 s)
+#: the dead broker's lease while the controller is alone: it fences a broker that cannot answer,
+#: so nothing is gained by waiting out the node's own 30 s lease (broker.py), kept long for pauses
+RETIRE_LEASE_MS = 3000
+#: the JVM's start, the metadata log's replay and that lease
 RETIRE_TIMEOUT_S = 60.0
 
 #: keys only a broker reads; a node running as controller alone must not carry them
@@ -25,11 +28,13 @@ _BROKER_ONLY_PREFIXES = ("listener.name.sasl_ssl.", "listener.name.ssl.")
 
 def controller_only(props: dict[str, str], controller_port: int) -> dict[str, str]:
     """The node's configuration with its broker taken out: the same id, data folder, quorum and
-    controller listener (with its security), so it replays the same metadata log."""
+    controller listener (with its security), so it replays the same metadata log; and a short
+    lease, since the broker it will fence is dead."""
     kept = {key: value for key, value in props.items()
             if key not in _BROKER_ONLY_KEYS and not key.startswith(_BROKER_ONLY_PREFIXES)}
     kept["process.roles"] = "controller"
     kept["listeners"] = f"CONTROLLER://127.0.0.1:{controller_port}"
+    kept["broker.session.timeout.ms"] = str(RETIRE_LEASE_MS)
     return kept
 
 

@@ -29,6 +29,8 @@ def test_the_controller_alone_keeps_its_listener_and_quorum_and_drops_the_broker
     for same in ("node.id", "log.dirs", "controller.quorum.voters", "controller.listener.names",
                  "listener.security.protocol.map"):
         assert alone[same] == props[same]
+    # the dead broker is fenced on a short lease, not the node's own (kept long for pauses)
+    assert int(alone["broker.session.timeout.ms"]) < int(props["broker.session.timeout.ms"])
     # Kafka refuses a controller-only node that names a broker's listener
     assert not {key for key in alone if key.startswith(("advertised.", "inter.broker."))}
     assert not {key for key in alone if key.startswith("listener.name.") and not key.startswith("listener.name.controller.")}
