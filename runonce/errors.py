@@ -20,6 +20,7 @@ caller should do about them::
         ├── BrokerSetupError          Java/Maven missing, jars unresolvable, broker won't start
         ├── ObserveSetupError         Prometheus could not be fetched (Debian's package) or started
         ├── AccessDenied              the broker refused this principal (authentication or ACL)
+        ├── HandshakeFailed           TLS or SASL settings that do not fit the broker's listener
         ├── ConsumerStuck             a consumer stopped fetching after a failover; a restart clears it
         ├── ProducerStuck             faust's producer buffer stopped draining; a restart clears it
         └── InvariantViolation        state contradicts itself; continuing could double an action
@@ -96,6 +97,12 @@ class ObserveSetupError(FatalError):
 class AccessDenied(FatalError):
     """The broker refused this component's principal: wrong credentials, or an ACL it lacks.
     Retrying cannot help; fix RUNONCE_SASL_* or the ACL file (``runonce acl apply``)."""
+
+
+class HandshakeFailed(FatalError):
+    """The broker's listener and this client's security settings do not fit: a TLS handshake
+    with a plaintext listener (or an untrusted certificate), a SASL mechanism it does not offer.
+    Retrying cannot help; fix ``security.protocol`` and its TLS/SASL keys (RUNONCE_KAFKA_CONFIG)."""
 
 
 class InvariantViolation(FatalError):

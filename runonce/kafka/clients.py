@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
-from runonce.errors import AccessDenied, BrokerUnavailable, RunonceError
+from runonce.errors import AccessDenied, BrokerUnavailable, HandshakeFailed, RunonceError
 from runonce.kafka.access import KafkaTarget, as_access
 
 #: librdkafka logs every refused connection; route its log through Python logging, quiet
@@ -16,8 +18,79 @@ LIBRDKAFKA_LOG = logging.getLogger("runonce.librdkafka")
 LIBRDKAFKA_LOG.addHandler(logging.NullHandler())  # no stderr fallback; root handlers still get it under -v
 
 
+log = logging.getLogger("runonce.kafka")
+
+#: handshake failures within ``HANDSHAKE_WINDOW_S`` that stop a client. A broker that is down
+#: refuses the connection or resets it before any handshake, never mid-handshake; one failure
+#: could be a broker dying during one, three in a row (librdkafka reconnects after 100 ms to
+#: 1 s) are settings that do not fit the listener: measured against a plaintext listener,
+#: SSL and SASL_SSL fail the handshake within 30 ms of each connect, SASL_PLAINTEXT at once.
+HANDSHAKE_FAILURES_FATAL = 3
+HANDSHAKE_WINDOW_S = 30.0
+#: what librdkafka's error events say of a failed handshake (it reports a TLS client meeting a
+#: plaintext listener as _TRANSPORT, "... in state SSL_HANDSHAKE"; a refused mechanism as
+#: _AUTHENTICATION, "... in state AUTH_HANDSHAKE")
+_HANDSHAKE_CODES = frozenset({KafkaError._SSL, KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+_HANDSHAKE_WORDS = ("SSL handshake failed", "in state SSL_HANDSHAKE", "in state AUTH_")
+
+
+def is_handshake_failure(err: KafkaError) -> bool:
+    return err.code() in _HANDSHAKE_CODES or any(word in err.str() for word in _HANDSHAKE_WORDS)
+
+
+class ConnectionWatch:
+    """A client's ``error_cb``: librdkafka's error events, which it otherwise keeps to itself.
+
+    Without it a client whose ``security.protocol`` does not fit the listener (TLS against a
+    plaintext broker) looks like one whose broker is down: it retries in silence until a
+    timeout (30 s for a submit, 180 s for a transactional init). A handshake failure is logged
+    at once, and the third within ``HANDSHAKE_WINDOW_S`` raises ``HandshakeFailed`` out of the
+    poll, consume or flush that served it. Any other error event goes to librdkafka's logger."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._failures: list[float] = []
+
+    def __call__(self, err: KafkaError) -> None:
+        if not is_handshake_failure(err):
+            LIBRDKAFKA_LOG.info("%s: %s", err.name(), err.str())
+            return
+        now = self._clock()
+        self._failures = [t for t in self._failures if now - t < HANDSHAKE_WINDOW_S] + [now]
+        if len(self._failures) == 1:
+            log.error("Kafka handshake failed (%s): %s", err.name(), err.str())
+        if len(self._failures) >= HANDSHAKE_FAILURES_FATAL:
+            raise HandshakeFailed(describe_handshake(err))
+
+
+def describe_handshake(err: KafkaError) -> str:
+    text = err.str()
+    if "SSL" in text or err.code() == KafkaError._SSL:
+        what = ("the TLS handshake with the broker failed: is the listener TLS? (security.protocol SSL or "
+                "SASL_SSL needs a TLS listener; ssl.ca.location must hold its CA)")
+    else:
+        what = ("the SASL handshake with the broker failed: is the listener SASL, with this mechanism? "
+                "(security.protocol, sasl.mechanism)")
+    return f"{what}; librdkafka: {text}"
+
+
+def metadata(client: AdminClient | Producer | Consumer, timeout_s: float, topic: str | None = None) -> ClusterMetadata:
+    """``list_topics`` in slices of a second, serving the client's error events between them: a
+    blocking metadata call serves none, so a handshake that cannot succeed would wait out the
+    whole timeout and end as "Broker transport failure". Raises KafkaException on time-out.
+    A consumer only before it is assigned: its poll would take a record."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return client.list_topics(topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+        except KafkaException:
+            client.poll(0)  # ConnectionWatch raises HandshakeFailed here
+            if time.monotonic() >= deadline:
+                raise
+
+
 def base_config(bootstrap: KafkaTarget) -> dict[str, Any]:
-    return {**as_access(bootstrap).librdkafka(), "logger": LIBRDKAFKA_LOG}
+    return {**as_access(bootstrap).librdkafka(), "logger": LIBRDKAFKA_LOG, "error_cb": ConnectionWatch()}
 
 
 def producer_config(bootstrap: KafkaTarget, **extra: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def read_messages(bootstrap: KafkaTarget, topic: str, timeout_s: float = 60.0, *
     try:
         if partitions is None:
             try:
-                meta = consumer.list_topics(topic, timeout=10)
+                meta = clients.metadata(consumer, 10.0, topic)  # not yet assigned
             except KafkaException as exc:
                 raise clients.translate(exc, f"cannot read {topic} at {bootstrap}") from exc
             tmeta = meta.topics.get(topic)
@@ -143,10 +143,11 @@ _SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NO
 
 def ends(consumer: Any, names: tuple[str, ...], connect_timeout_s: float = 10.0) -> list[TopicPartition]:
     """Each partition's current end, as explicit offsets (an OFFSET_END assignment would be
-    resolved later, when fetching starts: after a first submit, maybe)."""
+    resolved later, when fetching starts: after a first submit, maybe). ``consumer`` is not yet
+    assigned."""
     ends = []
     for name in names:
-        meta = consumer.list_topics(name, timeout=connect_timeout_s).topics[name]
+        meta = clients.metadata(consumer, connect_timeout_s, name).topics[name]
         if meta.error is not None:
             raise clients.translate(meta.error, f"reading {name}")
         for p in meta.partitions:

@@ -15,7 +15,7 @@ from runonce.core.limits import MAX_OUTPUT_BYTES
 from runonce.errors import BrokerUnavailable, ConfigError
 from runonce.kafka import replication
 from runonce.kafka.access import KafkaTarget
-from runonce.kafka.clients import base_config, translate
+from runonce.kafka.clients import base_config, metadata, translate
 
 REQUESTED = "actions.requested"
 APPROVED = "actions.approved"
@@ -109,7 +109,7 @@ def admin_client(bootstrap: KafkaTarget) -> AdminClient:
 def partition_count(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> int:
     """How many partitions ``topic`` has (BrokerUnavailable if it does not exist)."""
     try:
-        meta = admin_client(bootstrap).list_topics(topic, timeout=timeout_s).topics.get(topic)
+        meta = metadata(admin_client(bootstrap), timeout_s, topic).topics.get(topic)
     except KafkaException as exc:
         raise translate(exc, f"cannot describe {topic} at {bootstrap}") from exc
     if meta is None or meta.error is not None or not meta.partitions:
@@ -132,7 +132,7 @@ def create_topics(bootstrap: KafkaTarget, partitions: int, timeout_s: float = 30
     """
     admin = admin_client(bootstrap)
     try:
-        meta = admin.list_topics(timeout=timeout_s)
+        meta = metadata(admin, timeout_s)
     except KafkaException as exc:
         raise translate(exc, f"cannot reach Kafka at {bootstrap}") from exc
     existing = meta.topics
@@ -226,7 +226,7 @@ def _wait_for_leaders(admin: AdminClient, names: list[str], timeout_s: float) ->
 
     deadline = time.monotonic() + timeout_s
     while True:
-        meta = admin.list_topics(timeout=timeout_s).topics
+        meta = metadata(admin, timeout_s).topics
         leaderless = [n for n in names if n not in meta or meta[n].error is not None
                       or any(p.leader < 0 for p in meta[n].partitions.values())]
         if not leaderless:

@@ -18,6 +18,10 @@ log = logging.getLogger("runonce.kafka")
 CALL_TIMEOUT_S = 30.0
 #: how long a starting producer waits for the transaction coordinator (a restarting broker)
 INIT_TIMEOUT_S = 180.0
+#: one init_transactions call's bound: between calls the producer serves its error events, so a
+#: handshake that can never succeed (TLS against a plaintext listener) stops it in seconds
+#: (clients.ConnectionWatch) instead of after INIT_TIMEOUT_S; init resumes where it was
+INIT_SLICE_S = 3.0
 
 
 def transactional_config(bootstrap: KafkaTarget, transactional_id: str, **extra: Any) -> dict[str, Any]:
@@ -38,12 +42,16 @@ def init_producer(config: Mapping[str, Any], transactional_id: str,
     open transaction). A timed-out init is resumed by calling it again (a restarting broker)."""
     producer = Producer(dict(config))
     deadline = clock() + INIT_TIMEOUT_S
+    quiet_until = clock() + CALL_TIMEOUT_S  # a slice that timed out is said once per CALL_TIMEOUT_S
     while True:
         try:
-            producer.init_transactions(CALL_TIMEOUT_S)
+            producer.init_transactions(INIT_SLICE_S)
             return producer
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             if not err.retriable() or clock() > deadline:
                 raise clients.translate(exc, f"{transactional_id}: cannot initialise transactions") from exc
-            log.warning("%s: init_transactions: %s; retrying", transactional_id, err)
+            producer.poll(0)  # serves error events: raises HandshakeFailed on settings that cannot connect
+            if err.code() != KafkaError._TIMED_OUT or clock() >= quiet_until:
+                quiet_until = clock() + CALL_TIMEOUT_S
+                log.warning("%s: init_transactions: %s; retrying", transactional_id, err)

@@ -79,8 +79,13 @@ class Submitter:
             self._errors.append(err)
 
     def flush(self) -> None:
+        deadline = time.monotonic() + self.timeout_s
         try:
-            left = self._producer.flush(self.timeout_s)
+            # in slices: a flush returns early on a failed handshake only at a slice's end
+            # (clients.ConnectionWatch), and settings that cannot connect should fail in seconds
+            left = self._producer.flush(min(1.0, self.timeout_s))
+            while left and time.monotonic() < deadline:
+                left = self._producer.flush(max(0.0, min(1.0, deadline - time.monotonic())))
         except KafkaException as exc:
             raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
         if left or self._errors:
