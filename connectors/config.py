@@ -16,6 +16,7 @@ A kind's factory reads its own fields through ``VendorFields`` (``text``, ``inte
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,14 @@ class VendorFields:
     def error(self, field: str, message: str) -> ConfigError:
         return ConfigError(f"{self.origin}: vendors.{self.name}.{field}: {message}")
 
+    def missing(self, field: str, how: str = "") -> ConfigError:
+        """A required field that is absent, naming an unknown field that looks like its misspelling
+        (``api_kye``): "unknown field" alone would come only after "is required"."""
+        others = [k for k in self._table if k not in self._read and k != field]
+        near = difflib.get_close_matches(field, others, n=1, cutoff=0.75)
+        typo = f"; the table has {near[0]!r}: misspelt?" if near else ""
+        return self.error(field, f"is required{': ' + how if how else ''}{typo}")
+
     def _get(self, field: str) -> object:
         self._read.add(field)
         return self._table.get(field)
@@ -70,7 +79,7 @@ class VendorFields:
         value = self._get(field)
         if value is None:
             if default is None:
-                raise self.error(field, "is required")
+                raise self.missing(field)
             return default
         if not isinstance(value, str) or (not value and default is None):
             raise self.error(field, f"must be a non-empty string, got {type(value).__name__}")
@@ -117,11 +126,14 @@ class VendorFields:
         value = self._get(field)
         if value is None:
             if required:
-                raise self.error(field, 'is required: { env = "VAR" } or { file = "path" }')
+                raise self.missing(field, '{ env = "VAR" } or { file = "path" }')
             return None
         if plain_ok and isinstance(value, str) and value:
             return Secret(f"{field} in {self.origin}", value)
-        if not isinstance(value, dict) or len(value) != 1 or not ({"env", "file"} & value.keys()):
+        if isinstance(value, dict) and not ({"env", "file"} & value.keys()):
+            keys = ", ".join(repr(k) for k in sorted(value))
+            raise self.error(field, f'a secret is {{ env = "VAR" }} or {{ file = "path" }}; this table has {keys}')
+        if not isinstance(value, dict) or len(value) != 1:
             raise self.error(field, 'is a secret: write { env = "VAR" } or { file = "path" }, never the value')
         (how, where), = value.items()
         if not isinstance(where, str) or not where:
@@ -199,8 +211,8 @@ class VendorFields:
                     in_flight if isinstance(in_flight, int) else None)
 
 
-def read_vendors(path: Path, environ: Mapping[str, str]) -> dict[str, VendorFields]:
-    """Every vendor of the file, its common fields checked; kinds are read by the registry."""
+def read_tables(path: Path) -> dict[str, dict[str, object]]:
+    """Each ``[vendors.NAME]`` table of the file, unchecked: a mistake here is the whole file's."""
     origin = str(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -215,9 +227,12 @@ def read_vendors(path: Path, environ: Mapping[str, str]) -> dict[str, VendorFiel
     tables = doc.get("vendors")
     if not isinstance(tables, dict) or not tables:
         raise ConfigError(f"{origin}: no [vendors.NAME] table")
-    vendors = {}
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{origin}: vendors.{name} must be a table")
-        vendors[name] = VendorFields(origin, name, table, environ)
-    return vendors
+    return tables
+
+
+def read_vendors(path: Path, environ: Mapping[str, str]) -> dict[str, VendorFields]:
+    """Every vendor of the file, its common fields checked; kinds are read by the registry."""
+    return {name: VendorFields(str(path), name, table, environ) for name, table in read_tables(path).items()}

@@ -90,7 +90,11 @@ def from_kubeconfig(path: Path, context: str | None = None) -> ApiServer:
     except OSError as exc:
         raise KubeconfigError(f"cannot read {where}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise KubeconfigError(f"{where} is not YAML: {exc}") from None
+        # PyYAML's message quotes the offending line, which may be a token's: its place only
+        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
+        problem = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem else type(exc).__name__
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise KubeconfigError(f"{where} is not YAML{at}: {problem}") from None
     if not isinstance(doc, dict):
         raise KubeconfigError(f"{where} is not a kubeconfig")
     name = context or doc.get("current-context")

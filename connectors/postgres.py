@@ -150,6 +150,13 @@ class PostgresConnector:
     def __post_init__(self) -> None:
         self.tools = frozenset(self.statements)
 
+    def _said(self, exc: psycopg.Error) -> str:
+        """libpq's message, the DSN's password taken out: a connection error may quote an option
+        the DSN misplaced it into (a check at load refuses the DSNs known to do that)."""
+        password = str(conninfo_to_dict(self.dsn.reveal()).get("password") or "")
+        text = str(exc)
+        return text.replace(password, "***") if password else text
+
     # -- connections: one per calling thread (the executor calls up to in_flight at once) --
     def _connect(self) -> psycopg.Connection[Any]:
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
@@ -162,7 +169,7 @@ class PostgresConnector:
             if not self._created:
                 self._create_marker_table(conn)
         except psycopg.Error as exc:
-            raise TransientVendorError(f"{self.name}: cannot connect: {type(exc).__name__}: {exc}") from exc
+            raise TransientVendorError(f"{self.name}: cannot connect: {type(exc).__name__}: {self._said(exc)}") from exc
         self._local.conn = conn
         return conn
 
@@ -218,14 +225,14 @@ class PostgresConnector:
                 self._drop()
                 if committing:
                     raise OutcomeUnknown(f"{self.name}: connection lost during COMMIT: the marker decides "
-                                         f"({exc})") from exc
-                raise TransientVendorError(f"{self.name}: connection lost before COMMIT ({exc})") from exc
+                                         f"({self._said(exc)})") from exc
+                raise TransientVendorError(f"{self.name}: connection lost before COMMIT ({self._said(exc)})") from exc
             if isinstance(exc, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
                                 pg_errors.LockNotAvailable, pg_errors.AdminShutdown)):
-                raise TransientVendorError(f"{self.name}: {exc.sqlstate}: {exc}") from exc
+                raise TransientVendorError(f"{self.name}: {exc.sqlstate}: {self._said(exc)}") from exc
             if isinstance(exc, psycopg.OperationalError):
                 self._drop()
-                raise TransientVendorError(f"{self.name}: {exc.sqlstate}: {exc}") from exc
+                raise TransientVendorError(f"{self.name}: {exc.sqlstate}: {self._said(exc)}") from exc
             raise PermanentVendorError(f"{call.tool}: {exc.sqlstate}: "
                                        f"{exc.diag.message_primary or exc}") from exc
 
@@ -246,7 +253,7 @@ class PostgresConnector:
                                                         "vendor_key": call.vendor_key}).fetchone()
         except psycopg.Error as exc:
             self._drop()
-            raise TransientVendorError(f"{self.name}: marker lookup failed: {exc}") from exc
+            raise TransientVendorError(f"{self.name}: marker lookup failed: {self._said(exc)}") from exc
         return self._found(row, call)
 
     def prune(self, older_than_ms: int) -> int:
@@ -257,7 +264,7 @@ class PostgresConnector:
                 removed = conn.execute(self.marker.prune(), {"older_than_ms": older_than_ms}).rowcount
         except psycopg.Error as exc:
             self._drop()
-            raise TransientVendorError(f"{self.name}: pruning markers failed: {exc}") from exc
+            raise TransientVendorError(f"{self.name}: pruning markers failed: {self._said(exc)}") from exc
         log.info("%s: removed %d markers older than %d ms", self.name, removed, older_than_ms)
         return removed
 
@@ -267,17 +274,38 @@ class PostgresConnector:
         return f"PostgreSQL {version[0] if version else '?'}; marker table {self.marker.table} ready"
 
 
+#: libpq's parse messages quote the text around the mistake, which in a DSN is often the
+#: password: none of them is passed on, only what to check
+_UNPARSEABLE = ("is not a libpq connection string or URI (libpq's own message is not shown: it quotes the "
+                "secret): quote a value holding a space as password='a b', or percent-encode it in a URI")
+
+
 def _check_dsn(fields: VendorFields, dsn: Secret) -> None:
-    """TLS off this machine, verified: sslmode verify-ca or verify-full (ca_file is its root)."""
+    """A DSN libpq reads as meant, and TLS off this machine, verified: sslmode verify-ca or
+    verify-full (ca_file is its root). No message quotes a part of the DSN: a DSN libpq misreads
+    puts pieces of its password in the host, port or database name."""
+    text = dsn.reveal()
     try:
-        parts = conninfo_to_dict(dsn.reveal())
-    except psycopg.ProgrammingError as exc:
-        raise fields.error("dsn", f"is not a libpq connection string or URI: {exc}") from None
+        parts = conninfo_to_dict(text)
+    except psycopg.ProgrammingError:
+        raise fields.error("dsn", _UNPARSEABLE) from None
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme in ("postgres", "postgresql"):
+        authority = rest.split("?", 1)[0]
+        if authority.count("@") > 1 or ("@" in authority and "/" in authority.rpartition("@")[0]):
+            # libpq splits postgresql://u:pa@ss@host at the first @ (host "ss@host") and
+            # postgresql://u:pa/ss@host at the / (host "u", port "pa")
+            raise fields.error("dsn", "a URI whose user or password holds a raw @ or /: percent-encode them "
+                                      "(%40, %2F), or write the DSN as key=value pairs")
+    for port in str(parts.get("port") or "5432").split(","):
+        if port and not port.isdigit():
+            raise fields.error("dsn", "has a port that is not a number (the value is not shown: a misread "
+                                      "password may stand there): check the DSN's quoting")
     hosts = str(parts.get("host") or "localhost").split(",")
     remote = [h for h in hosts if h and not h.startswith("/") and not is_loopback(h)]
     if remote and parts.get("sslmode") not in _VERIFIED:
-        raise fields.error("dsn", f"reaches {remote[0]} off this machine: set sslmode=verify-full "
-                                  f"(and ca_file if its CA is not the system's)")
+        raise fields.error("dsn", "reaches a host off this machine: set sslmode=verify-full (and ca_file if its CA "
+                                  "is not the system's)")
 
 
 def from_config(fields: VendorFields) -> PostgresConnector:

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from runonce.connectors import google_calendar, jira, kubernetes, salesforce, slack, smtp, stripe, webhooks
 from runonce.connectors.base import Connector
-from runonce.connectors.config import Rate, VendorFields, read_vendors
+from runonce.connectors.config import Rate, VendorFields, read_tables, read_vendors
 from runonce.errors import ConfigError
 
 Factory = Callable[[VendorFields], Connector]
@@ -51,18 +51,19 @@ def kinds() -> dict[str, Factory]:
         if ep.name in SHIPPED:
             raise ConfigError(f"entry point {ep.value!r} ({ep.dist.name if ep.dist else '?'}) registers kind "
                               f"{ep.name!r}, which runonce ships; give it another name")
-        found[ep.name] = _lazy(ep.name, ep.load)
+        found[ep.name] = entry_point_factory(ep.name, ep.load)
     return found
 
 
-def _lazy(kind: str, load: Callable[[], object]) -> Factory:
+def entry_point_factory(kind: str, load: Callable[[], object]) -> Factory:
     def factory(fields: VendorFields) -> Connector:
         try:
             made = load()
-        except Exception as exc:  # an installed package failing to import: say which kind
-            raise ConfigError(f"kind {kind!r}: its entry point cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # an installed package failing to import: say which kind, for which vendor
+            raise fields.error("kind", f"{kind!r} is an installed entry point that cannot be loaded: "
+                                       f"{type(exc).__name__}: {exc}") from exc
         if not callable(made):
-            raise ConfigError(f"kind {kind!r}: its entry point is not a factory")
+            raise fields.error("kind", f"{kind!r}: its entry point is not a factory")
         connector = made(fields)
         return connector  # type: ignore[no-any-return]
     return factory
@@ -96,6 +97,11 @@ def load(path: Path, environ: Mapping[str, str]) -> dict[str, Vendor]:
     """Every vendor of the file, built and checked (a ConfigError names the vendor and field)."""
     known = kinds()
     built = {name: build_vendor(fields, known) for name, fields in read_vendors(path, environ).items()}
+    _one_owner_per_tool(path, built)
+    return built
+
+
+def _one_owner_per_tool(path: Path, built: Mapping[str, Vendor]) -> None:
     owner: dict[str, str] = {}
     for name, vendor in built.items():
         for tool in sorted(vendor.connector.tools):
@@ -103,12 +109,24 @@ def load(path: Path, environ: Mapping[str, str]) -> dict[str, Vendor]:
                 raise ConfigError(f"{path}: tool {tool!r} is served by vendors.{owner[tool]} and vendors.{name}: "
                                   f"each executor would perform it; give it to one (tools = [...])")
             owner[tool] = name
-    return built
 
 
-def vendor(path: Path, environ: Mapping[str, str], name: str) -> Vendor:
-    built = load(path, environ)
-    try:
-        return built[name]
-    except KeyError:
-        raise ConfigError(f"{path}: no [vendors.{name}]; vendors: {', '.join(sorted(built))}") from None
+def vendor(path: Path, environ: Mapping[str, str], name: str,
+           warn: Callable[[str], None] = lambda _message: None) -> Vendor:
+    """One vendor, built for its executor. Another vendor's mistake is its own executor's to stop
+    on: this one is told (``warn``) and starts, so one broken table never stops every vendor.
+    A tool this vendor shares with another that builds is refused, as in ``load``."""
+    tables = read_tables(path)
+    if name not in tables:
+        raise ConfigError(f"{path}: no [vendors.{name}]; vendors: {', '.join(sorted(tables))}")
+    known = kinds()
+    built = {name: build_vendor(VendorFields(str(path), name, tables[name], environ), known)}
+    for other, table in tables.items():
+        if other == name:
+            continue
+        try:
+            built[other] = build_vendor(VendorFields(str(path), other, table, environ), known)
+        except ConfigError as exc:
+            warn(f"{exc} (its executor will not start; vendors.{name}'s does)")
+    _one_owner_per_tool(path, built)
+    return built[name]

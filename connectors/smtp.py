@@ -73,7 +73,7 @@ def from_config(fields: VendorFields) -> SmtpConnector:
     port = fields.integer("port", DEFAULT_PORTS[tls])
     username, password = fields.secret("username", required=False, plain_ok=True), fields.secret("password", required=False)
     if (username is None) != (password is None):
-        raise fields.error("password" if password is None else "username", "username and password go together")
+        raise fields.missing("password" if password is None else "username", "username and password go together")
     sender = fields.text("sender")
     if "@" not in parseaddr(sender)[1]:
         raise fields.error("sender", f"must be an address, got {sender!r}")

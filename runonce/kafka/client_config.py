@@ -166,6 +166,6 @@ def check(config: ClientConfig, origins: Mapping[str, str]) -> None:
     for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
         where = config.get(key)
         if where and not Path(where).is_file():
-            raise ConfigError(f"{key}: no such file: {where}")
+            raise ConfigError(f"{origins.get(key, 'client config')}: {key}: no such file: {where}")
     if bool(config.get("ssl.certificate.location")) != bool(config.get("ssl.key.location")):
         raise ConfigError("a client certificate needs both ssl.certificate.location and ssl.key.location")

@@ -24,6 +24,8 @@ def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.connectors.errors import ConnectorError
 
     path = _path(settings, args)
+    if getattr(args, "file", None) and not path.is_file():
+        raise ConfigError(f"--file {path}: no such file")
     vendors = registry.load(path, settings.environ)
     unknown = sorted({limit.vendor for limit in settings.vendor_limits} - vendors.keys())
     if unknown:
@@ -51,6 +53,7 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from runonce.connectors import registry
+    from runonce.connectors.config import read_tables
     from runonce.connectors.executor import StartPolicy, create_executor
     from runonce.connectors.metrics import ExecutorMetrics
     from runonce.ops.malloc_arenas import cap_malloc_arenas
@@ -58,13 +61,10 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     cap_malloc_arenas()  # before any thread (metrics server, librdkafka, RocksDB) allocates
     logging.getLogger("runonce").setLevel(LEVELS[args.loglevel])
     path = settings.connectors_path
-    vendors = registry.load(path, settings.environ)
-    unknown = sorted({limit.vendor for limit in settings.vendor_limits} - vendors.keys())
+    unknown = sorted({limit.vendor for limit in settings.vendor_limits} - read_tables(path).keys())
     if unknown:
         raise ConfigError(f"RUNONCE_VENDOR_LIMITS names vendors not in {path}: {', '.join(unknown)}")
-    if args.vendor not in vendors:
-        raise ConfigError(f"{path}: no [vendors.{args.vendor}]; vendors: {', '.join(sorted(vendors))}")
-    vendor = vendors[args.vendor]
+    vendor = registry.vendor(path, settings.environ, args.vendor, warn=lambda message: say(f"warning: {message}"))
     connector = vendor.connector
     metrics = ExecutorMetrics()
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port

@@ -56,3 +56,13 @@ def test_a_command_whose_extra_is_not_installed_says_which_extra(
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if `pip install runonce` alone
     assert main(["gateway", "serve", "--tokens", str(tmp_path / "t")]) == 2
     assert "needs the 'gateway' extra: pip install 'runonce[gateway]'" in capsys.readouterr().err
+
+
+def test_connectors_check_of_a_missing_file_names_the_file_not_the_variable(
+        tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches the --file case falling through to the default's hint ("set RUNONCE_CONNECTORS")."""
+    monkeypatch.setenv("RUNONCE_HOME", str(tmp_path))
+    missing = tmp_path / "nowhere.toml"
+    assert main(["connectors", "check", "--file", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--file {missing}: no such file" in err and "RUNONCE_CONNECTORS" not in err, err

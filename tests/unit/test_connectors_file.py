@@ -35,7 +35,12 @@ def test_the_issues_example_builds_with_tls_by_default(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, env, message", [
     ('[vendors.payments]\napi_key = { env = "STRIPE_API_KEY" }\n', None, r"vendors\.payments\.kind: is required"),
-    (STRIPE.replace("api_key", "api_kye"), None, r"vendors\.payments\.api_key: is required"),
+    (STRIPE.replace("api_key", "api_kye"), None,
+     r"vendors\.payments\.api_key: is required: .*; the table has 'api_kye': misspelt\?"),
+    (SMTP.replace("password", "pasword"), None, r"vendors\.email\.password: is required: username and password go "
+                                                 r"together; the table has 'pasword': misspelt\?"),
+    (STRIPE.replace('env = "STRIPE_API_KEY"', 'evn = "STRIPE_API_KEY"'), None,
+     r"vendors\.payments\.api_key: a secret is \{ env = \"VAR\" \} or \{ file = \"path\" \}; this table has 'evn'$"),
     (STRIPE + 'api_kye = "x"\n', None, r"vendors\.payments\.api_kye: unknown field for kind 'stripe'"),
     (STRIPE.replace('{ env = "STRIPE_API_KEY" }', '"sk_live_planted"'), None,
      r"vendors\.payments\.api_key: is a secret: write \{ env = \"VAR\" \} or \{ file = \"path\" \}, never the value"),
@@ -83,3 +88,39 @@ def test_runonce_vendor_limits_still_paces_a_vendor_over_the_files_rate(tmp_path
     overridden = Settings.from_env({"RUNONCE_VENDOR_LIMITS": "payments:rate=5,in_flight=2"})
     assert vendor_pace(overridden, "payments", vendor.rate) == Rate(5.0, 1, 2)
     assert vendor_pace(overridden, "email", None) == Rate()
+
+
+BROKEN_SMTP = SMTP.replace('sender = "agent@example.com"', 'sender = "not an address"')
+
+
+def test_a_broken_table_stops_its_own_vendors_executor_not_the_others(tmp_path: Path) -> None:
+    """Catches ``registry.vendor`` building every vendor strictly (one broken table stopped every
+    executor of the file, vendors whose tables are right included)."""
+    path = tmp_path / "connectors.toml"
+    path.write_text(STRIPE + "\n" + BROKEN_SMTP)
+    warned: list[str] = []
+    payments = registry.vendor(path, ENV, "payments", warn=warned.append)
+    assert payments.connector.tools == {"charge_payment"}
+    assert len(warned) == 1 and "vendors.email.sender: must be an address" in warned[0], warned
+    with pytest.raises(ConfigError, match=r"vendors\.email\.sender: must be an address"):
+        registry.vendor(path, ENV, "email")
+
+
+def test_a_tool_shared_with_a_vendor_that_builds_still_stops_the_executor(tmp_path: Path) -> None:
+    path = tmp_path / "connectors.toml"
+    path.write_text(STRIPE + "\n" + SMTP + 'tools = ["charge_payment"]\n')
+    with pytest.raises(ConfigError, match="tool 'charge_payment' is served by vendors.payments and vendors.email"):
+        registry.vendor(path, ENV, "payments")
+
+
+def test_a_plugin_that_cannot_be_imported_is_named_with_its_file_and_vendor(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> object:
+        raise ImportError("No module named 'their_sdk'")
+
+    monkeypatch.setattr(registry, "kinds", lambda: {**registry.SHIPPED, "tickets": registry.entry_point_factory("tickets", broken)})
+    path = tmp_path / "connectors.toml"
+    path.write_text('[vendors.helpdesk]\nkind = "tickets"\n')
+    with pytest.raises(ConfigError, match=rf"^{path}: vendors\.helpdesk\.kind: 'tickets' is an installed entry "
+                                          r"point that cannot be loaded: ImportError: No module named 'their_sdk'"):
+        registry.load(path, {})

@@ -132,3 +132,27 @@ def test_faust_refuses_a_key_it_cannot_carry_by_name() -> None:
     assert clients.base_config(settings.kafka_access())["socket.keepalive.enable"] == "true"  # librdkafka takes it
     with pytest.raises(ConfigError, match="cannot apply the Kafka client setting 'socket.keepalive.enable'"):
         kafka_config.credentials(settings.kafka_access())
+
+
+#: every key runonce sets itself, written out here (not read from OWNED_KEYS): a key dropped from
+#: the owned set would pass a user's value to librdkafka
+RUNONCE_OWNS = ("group.id", "enable.auto.commit", "isolation.level", "transactional.id", "enable.idempotence",
+                "acks", "auto.offset.reset", "partitioner", "transaction.timeout.ms", "enable.partition.eof",
+                "group.protocol", "partition.assignment.strategy")
+
+
+@pytest.mark.parametrize("key", RUNONCE_OWNS)
+def test_every_key_runonce_owns_is_refused_naming_the_file_it_came_from(tmp_path: Path, key: str) -> None:
+    """Catches any key removed from OWNED_KEYS (enable.idempotence, transactional.id: the SDK's
+    plain producer would take a user's transactional.id)."""
+    properties = tmp_path / "client.properties"
+    properties.write_text(f"security.protocol=PLAINTEXT\n{key}=x\n")
+    with pytest.raises(ConfigError, match=f"{properties}: {key} is runonce's own"):
+        from_env({"RUNONCE_KAFKA_CONFIG": str(properties)})
+
+
+def test_a_missing_tls_file_names_the_properties_file_that_named_it(tmp_path: Path) -> None:
+    properties = tmp_path / "client.properties"
+    properties.write_text("security.protocol=SSL\nssl.ca.location=/nowhere/ca.pem\n")
+    with pytest.raises(ConfigError, match=f"^{properties}: ssl.ca.location: no such file: /nowhere/ca.pem$"):
+        from_env({"RUNONCE_KAFKA_CONFIG": str(properties)})
