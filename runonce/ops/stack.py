@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from runonce.connectors.sandbox.names import SANDBOX_VENDORS
-from runonce.devbroker.broker import Broker, BrokerStatus, free_ports, pid_alive, stop_group
+from runonce.devbroker.broker import Broker, BrokerState, BrokerStatus, free_ports, pid_alive, stop_group
 from runonce.devbroker.users import SUPER_USER, client_config, read_users, write_private, write_users
 from runonce.errors import ConfigError
 from runonce.kafka import acls, topics
@@ -51,7 +51,10 @@ def vendor_names(connectors_file: Path | None) -> list[str]:
 def services(connectors_file: Path | None = None) -> list[Service]:
     """The stack's processes: with no connectors file of the deployment's (RUNONCE_CONNECTORS),
     the sandbox and an executor per sandbox vendor; with one, an executor per vendor it names."""
-    out = [] if connectors_file is not None else [Service("sandbox", ("sandbox",))]
+    # the sandbox on ports the system picks (it writes them into the connectors file): two homes
+    # run side by side on one machine
+    out = [] if connectors_file is not None else [Service("sandbox", ("sandbox", "--http-port", "0",
+                                                                      "--smtp-port", "0"))]
     out += [Service("worker", ("worker", "--name", "worker-0"), "stream", "runonce-worker")]
     out += [Service(f"executor-{v}", ("executor", "--vendor", v), "executor", "runonce-executor")
             for v in vendor_names(connectors_file)]
@@ -152,7 +155,27 @@ class Stack:
         secure = secure or Broker(self.settings).secured
         admin, users = self.secure() if secure else (self.settings, {})
         broker = Broker(admin, progress=self.progress)
+        broker_was_running = broker.status().state is BrokerState.RUNNING
         status = broker.start()
+        started: list[str] = []
+        try:
+            self._start_services(status, admin, users, secure, with_executors, started)
+        except BaseException:
+            # a stack half up is worse than none: stop what this call started, then say why
+            self.progress(f"runonce up failed: stopping what it started ({', '.join(started) or 'nothing'}"
+                          f"{'' if broker_was_running else ', the broker'})")
+            self._stop(started)
+            if not broker_was_running:
+                broker.stop()
+            raise
+        if observe:
+            url = Prometheus(self.settings, self.progress).start(self.targets())
+            self.progress(f"Prometheus on {url} with runonce's alert rules (firing: {url}/alerts)")
+        return status
+
+    def _start_services(self, status: BrokerStatus, admin: Settings, users: dict[str, str], secure: bool,
+                        with_executors: bool, started: list[str]) -> None:
+        broker = Broker(admin, progress=self.progress)
         self.progress(status.describe() + (" (SASL_SSL with SCRAM-SHA-512, mTLS, ACLs)" if secure else ""))
         if secure:
             admin = admin.with_(bootstrap=status.bootstrap, kafka_config=client_config(broker.pki))
@@ -186,34 +209,39 @@ class Stack:
                                         env=self.env(svc, secure),
                                         start_new_session=True)
             (self.pids / f"{svc.name}.pid").write_text(str(proc.pid))
+            started.append(svc.name)
             self.progress(f"{svc.name} started (pid {proc.pid}, log {self.logs / (svc.name + '.log')})")
-        if observe:
-            url = Prometheus(self.settings, self.progress).start(self.targets())
-            self.progress(f"Prometheus on {url} with runonce's alert rules (firing: {url}/alerts)")
-        return status
 
     def _await_connectors_file(self, timeout_s: float = 30.0) -> None:
-        """The sandbox writes the connectors file once it listens; executors start after that."""
+        """The sandbox writes the connectors file once it listens; executors start after that. A
+        sandbox that exits (a port taken) is said at once, with its log's last line."""
         deadline = time.monotonic() + timeout_s
+        log = self.logs / "sandbox.log"
         while not self.settings.connectors_path.exists():
+            pid = self._pid("sandbox")
+            if pid is not None and not pid_alive(pid):
+                last = (log.read_text(errors="replace").strip().splitlines() or ["(empty)"])[-1]
+                raise ConfigError(f"the sandbox vendors exited before writing {self.settings.connectors_path}: "
+                                  f"{last} (see {log})")
             if time.monotonic() > deadline:
                 raise ConfigError(f"no connectors file at {self.settings.connectors_path} after {timeout_s:.0f} s: "
-                                  f"see {self.logs / 'sandbox.log'}")
+                                  f"see {log}")
             time.sleep(0.1)
+
+    def _stop(self, names: list[str]) -> None:
+        for name in reversed(names):
+            pid = self._pid(name)
+            if pid is not None and pid_alive(pid):
+                stop_group(pid)
+                self.progress(f"{name} stopped")
+            (self.pids / f"{name}.pid").unlink(missing_ok=True)
 
     def down(self) -> BrokerStatus:
         prometheus = Prometheus(self.settings)
         if prometheus.pid() is not None:
             prometheus.stop()
             self.progress("prometheus stopped")
-        for svc in reversed(services(self.settings.connectors_file)):
-            pid = self._pid(svc.name)
-            if pid is None:
-                continue
-            if pid_alive(pid):
-                stop_group(pid)
-                self.progress(f"{svc.name} stopped")
-            (self.pids / f"{svc.name}.pid").unlink(missing_ok=True)
+        self._stop([svc.name for svc in services(self.settings.connectors_file)])
         return Broker(self.settings).stop()
 
     def status(self) -> list[tuple[str, str]]:
