@@ -289,30 +289,60 @@ class PolicyBook:
 
     @classmethod
     def from_toml(cls, text: str, source: str = "policies") -> PolicyBook:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-        unknown = set(data) - {"default", "tools"}
-        if unknown:
-            raise ConfigError(f"{source}: unknown top-level table(s) {', '.join(sorted(unknown))}; use [default] and [tools.NAME]")
-        default_raw = data.get("default", {})
-        if set(default_raw) - {"denied", "key", "key_ttl"}:  # approval too is per tool
-            raise ConfigError(f"{source}: [default] takes only denied, key and key_ttl (scope rules are per tool)")
-        default = _policy("*", default_raw, f"{source}: [default]", named=False)
-        tools_raw = data.get("tools", {})
-        if not isinstance(tools_raw, dict):
-            raise ConfigError(f"{source}: [tools] must be a table of tables")
-        tools = {name: _policy(name, raw, f"{source}: [tools.{name}]", named=True) for name, raw in tools_raw.items()}
-        return cls(default=default, tools=tools)
+        """One policy file alone (the shipped one, or a test's)."""
+        return cls._build([(_tables(text, source), source)])
 
     @classmethod
     def load(cls, path: Path | None = None) -> PolicyBook:
+        """The shipped policies, with ``path``'s on top: a ``[tools.NAME]`` table of the file adds
+        that tool or replaces its shipped table, its ``[default]`` replaces the shipped one. A file
+        that says ``replace_shipped = true`` stands alone (the shipped tables are dropped)."""
+        shipped = (_tables((resources.files("runonce.core") / "policies.toml").read_text(encoding="utf-8"),
+                           SHIPPED_SOURCE), SHIPPED_SOURCE)
         if path is None:
-            text = (resources.files("runonce.core") / "policies.toml").read_text(encoding="utf-8")
-            return cls.from_toml(text, "runonce/core/policies.toml")
+            return cls._build([shipped])
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read policy file {path}: {exc}") from exc
-        return cls.from_toml(text, str(path))
+        own = _tables(text, str(path))
+        replace = own.pop("replace_shipped", False)
+        if not isinstance(replace, bool):
+            raise ConfigError(f"{path}: replace_shipped must be true or false")
+        return cls._build([(own, str(path))] if replace else [shipped, (own, str(path))])
+
+    @classmethod
+    def _build(cls, layers: list[tuple[dict[str, Any], str]]) -> PolicyBook:
+        """Later layers win, table by table; each table's errors name the file it came from."""
+        default_raw: tuple[Mapping[str, Any], str] = ({}, layers[-1][1])
+        tools_raw: dict[str, tuple[Mapping[str, Any], str]] = {}
+        for data, source in layers:
+            if "default" in data:
+                default_raw = (data["default"], source)
+            tables = data.get("tools", {})
+            if not isinstance(tables, dict):
+                raise ConfigError(f"{source}: [tools] must be a table of tables")
+            tools_raw.update({name: (raw, source) for name, raw in tables.items()})
+        raw, source = default_raw
+        if set(raw) - {"denied", "key", "key_ttl"}:  # approval too is per tool
+            raise ConfigError(f"{source}: [default] takes only denied, key and key_ttl (scope rules are per tool)")
+        default = _policy("*", raw, f"{source}: [default]", named=False)
+        tools = {name: _policy(name, raw, f"{source}: [tools.{name}]", named=True)
+                 for name, (raw, source) in tools_raw.items()}
+        return cls(default=default, tools=tools)
+
+
+#: where the shipped policies are, as errors name them
+SHIPPED_SOURCE = "runonce/core/policies.toml"
+
+
+def _tables(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    unknown = set(data) - {"default", "tools", "replace_shipped"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown top-level table(s) {', '.join(sorted(unknown))}; "
+                          f"use [default] and [tools.NAME]")
+    return data

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import getpass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runonce import tokens
 from runonce.errors import ConfigError
 from runonce.ops.commands import Adder, say
 from runonce.settings import Settings
+
+if TYPE_CHECKING:
+    from runonce.core.policy import PolicyBook
 
 
 def _tokens_file(settings: Settings, args: argparse.Namespace) -> Path:
@@ -57,11 +61,37 @@ def cmd_gateway(settings: Settings, args: argparse.Namespace) -> int:
         return 0 if found else 1
     allowed = None if args.tools in (None, tokens.EVERY_TOOL) else frozenset(
         t.strip() for t in args.tools.split(",") if t.strip())
+    if allowed is not None:
+        from runonce.core.policy import PolicyBook
+
+        _check_served(allowed, PolicyBook.load(settings.policy_file), settings)
     token = tokens.add(path, args.name, allowed, args.tenant)
     say(f"token for agent {args.name} ({args.tools or 'every tool'}; tenant {args.tenant or args.name}); shown once, "
          f"its hash is in {path}")
     print(token)
     return 0
+
+
+def _unserved(tools: frozenset[str], policies: PolicyBook) -> list[str]:
+    """The tools no policy table names: the gateway serves only the tools its policies name."""
+    return sorted(t for t in tools if t not in policies.tools)
+
+
+def _check_served(tools: frozenset[str], policies: PolicyBook, settings: Settings) -> None:
+    """``token add --tools``: a tool the gateway would answer 404 for is a typo or a missing table."""
+    import difflib
+
+    unserved = _unserved(tools, policies)
+    if not unserved:
+        return
+    hints = []
+    for tool in unserved:
+        near = difflib.get_close_matches(tool, sorted(policies.tools), n=1, cutoff=0.8)
+        hints.append(f"{tool} (did you mean {near[0]}?)" if near else tool)
+    where = settings.policy_file or "the shipped policies"
+    raise ConfigError(f"--tools: no policy names {', '.join(hints)}, so the gateway would not serve it: add a "
+                      f"[tools.NAME] table to a policy file ({where}; RUNONCE_POLICY_FILE adds to the shipped "
+                      f"policies, docs/policies.md)")
 
 
 def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
@@ -85,6 +115,11 @@ def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
              f"{len(holders)} agent token(s) in {path} (Kafka at {settings.kafka_access()})")
         if not holders:
             say("no agent may call yet: add a token with `runonce gateway token add AGENT --tools a,b`")
+        for holder in sorted(holders.values(), key=lambda h: h.name):
+            unserved = _unserved(holder.tools or frozenset(), policies)
+            if unserved:
+                say(f"warning: agent {holder.name}'s token allows {', '.join(unserved)}, which no policy names: "
+                    f"calls answer 404 until a policy file (RUNONCE_POLICY_FILE) has a [tools.NAME] table")
         serve(app, args.host, args.port)
     return 0
 

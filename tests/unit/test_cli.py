@@ -66,3 +66,17 @@ def test_connectors_check_of_a_missing_file_names_the_file_not_the_variable(
     assert main(["connectors", "check", "--file", str(missing)]) == 2
     err = capsys.readouterr().err
     assert f"--file {missing}: no such file" in err and "RUNONCE_CONNECTORS" not in err, err
+
+
+def test_token_add_refuses_a_tool_no_policy_names_and_suggests_the_near_one(
+        tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches ``token add`` storing a misspelt tool (the agent then meets 404 on every call)."""
+    monkeypatch.setenv("RUNONCE_HOME", str(tmp_path))
+    path = tmp_path / "gateway.tokens"
+    assert main(["gateway", "token", "add", "billing-agent", "--tools", "chrage_payment", "--tokens", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "no policy names chrage_payment (did you mean charge_payment?)" in err and not path.exists(), err
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[tools.open_ticket]\nkey = "require"\n')
+    monkeypatch.setenv("RUNONCE_POLICY_FILE", str(policies))
+    assert main(["gateway", "token", "add", "helpdesk", "--tools", "open_ticket,send_email", "--tokens", str(path)]) == 0

@@ -106,3 +106,33 @@ def test_an_approval_rule_says_why_an_action_needs_a_person() -> None:
     assert mail.why({"to": ["a", "b", "c", "d"]}) == "to has 4 items > 3"
     assert restart.why({}) == "always"
     assert book.for_tool("other").approval is None
+
+
+def test_a_policy_file_adds_to_and_overrides_the_shipped_policies(tmp_path) -> None:
+    """Catches ``PolicyBook.load(path)`` back to replacing the shipped set (a user had to copy the
+    shipped file out of the installed package to add one tool)."""
+    from runonce.gateway.tools import served_tools
+
+    path = tmp_path / "policies.toml"
+    path.write_text('[tools.open_ticket]\nkey = "require"\n\n[tools.send_email]\nkey = "none"\n')
+    book, shipped = PolicyBook.load(path), PolicyBook.load()
+    assert book.for_tool("open_ticket").named and book.for_tool("open_ticket").key_mode is KeyMode.REQUIRE
+    assert book.for_tool("send_email").key_mode is KeyMode.NONE  # the user's table replaces the shipped one
+    assert book.for_tool("send_email").content_window is None
+    assert book.for_tool("charge_payment") == shipped.for_tool("charge_payment")  # the rest kept
+    assert book.default == shipped.default
+    assert "open_ticket" in {spec.name for spec in served_tools(book)}  # the gateway serves it
+
+
+def test_replace_shipped_makes_a_policy_file_stand_alone(tmp_path) -> None:
+    path = tmp_path / "policies.toml"
+    path.write_text('replace_shipped = true\n[default]\ndenied = true\n[tools.open_ticket]\nkey = "require"\n')
+    book = PolicyBook.load(path)
+    assert set(book.tools) == {"open_ticket"} and book.for_tool("charge_payment").denied
+
+
+def test_a_mistake_in_a_policy_file_names_that_file(tmp_path) -> None:
+    path = tmp_path / "policies.toml"
+    path.write_text('[tools.open_ticket]\nkey = "sometimes"\n')
+    with pytest.raises(ConfigError, match=rf"^{path}: \[tools\.open_ticket\]"):
+        PolicyBook.load(path)
