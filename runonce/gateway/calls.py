@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import anyio
 
+from runonce.core.policy import KeyMode
 from runonce.core.tenant import DEFAULT_TENANT
 from runonce.errors import ResultTimeout
 from runonce.gateway.metrics import GatewayMetrics
@@ -60,10 +61,14 @@ class Calls:
         self._handles: OrderedDict[str, tuple[Handle, str]] = OrderedDict()
         self._max = max_remembered
 
-    def refusal(self, caller: Caller, tool: str) -> Refusal | None:
-        """Why ``caller`` may not call ``tool`` (recorded: a log line and a count), or None."""
-        why = (Refusal.UNKNOWN_TOOL if tool not in self.client.policies.tools
-               else None if caller.may_call(tool) else Refusal.NOT_ALLOWED)
+    def refusal(self, caller: Caller, tool: str, *, key_given: bool = True) -> Refusal | None:
+        """Why ``caller`` may not call ``tool`` (recorded: a log line and a count), or None.
+        ``key_given``: whether the call carries an idempotency key, where that is known before
+        its params are read (an HTTP header); a tool whose policy requires one is refused."""
+        policy = self.client.policies.tools.get(tool)
+        why = (Refusal.UNKNOWN_TOOL if policy is None
+               else Refusal.NOT_ALLOWED if not caller.may_call(tool)
+               else Refusal.MISSING_KEY if policy.key_mode is KeyMode.REQUIRE and not key_given else None)
         if why is not None:
             self.metrics.refused.labels(caller.agent_id, tool, why.value).inc()
             log.warning("refused: agent %s called %s (%s)", caller.agent_id, tool, why.value)

@@ -12,7 +12,8 @@ The body's ``action_id`` is the action whose result it is (the original, for a r
 
 Statuses: 200 a final outcome (``status`` succeeded, failed, in_doubt, or dropped with its
 ``reason``); 202 no outcome yet (pending, or held for a person's approval), with a Location
-to GET; 400 a call that cannot be an action (not JSON, a missing key the policy requires);
+to GET; 400 a call that cannot be an action (not JSON, a missing key the policy requires),
+refused before anything is published; 415 a body that is not ``application/json``;
 401 no valid token; 403 a tool the token may not call, or one runonce's policy denies; 404 an
 unknown tool or action (or another tenant's); 413 a body over ``MAX_REQUEST_BODY_BYTES``
 (refused from its Content-Length or while reading, never read whole); 422 an Idempotency-Key
@@ -72,14 +73,21 @@ class HttpApi:
         if caller is None:  # RequireAuthMiddleware stands in front; this is its invariant
             return _error(HTTPStatus.UNAUTHORIZED, "no valid bearer token")
         tool = request.path_params["tool"]
-        refusal = self.calls.refusal(caller, tool)
+        key = request.headers.get(IDEMPOTENCY_KEY) or None
+        refusal = self.calls.refusal(caller, tool, key_given=key is not None)
         if refusal is Refusal.UNKNOWN_TOOL:
             return _error(HTTPStatus.NOT_FOUND, f"unknown tool {tool!r}: GET /openapi.json lists the tools served")
         if refusal is Refusal.NOT_ALLOWED:
             return _error(HTTPStatus.FORBIDDEN, f"this token (agent {caller.agent_id}) may not call {tool}")
+        if refusal is Refusal.MISSING_KEY:
+            return _error(HTTPStatus.BAD_REQUEST, f"{tool} needs an {IDEMPOTENCY_KEY} header (its policy requires "
+                                                  f"one); nothing was published")
         wait_s = self._wait_s(request)
         if isinstance(wait_s, Response):
             return wait_s
+        if not _is_json(request.headers.get("content-type"), request.headers.get("content-length")):
+            return _error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                          "the body must be JSON params with Content-Type: application/json; nothing was published")
         body = await _bounded_body(request)
         if body is None:
             return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
@@ -91,7 +99,6 @@ class HttpApi:
             return _error(HTTPStatus.BAD_REQUEST, f"the body must be a JSON object of params: {exc}")
         if not isinstance(params, dict):
             return _error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object of params")
-        key = request.headers.get(IDEMPOTENCY_KEY) or None
         try:
             taken = await self.calls.take(caller, tool, params, key, wait_s)
         except InvalidInput as exc:
@@ -166,6 +173,16 @@ def _answer(tool: str | None, taken: Taken) -> Response:
 
 def _error(status: HTTPStatus, message: str, headers: dict[str, str] | None = None) -> Response:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _is_json(content_type: str | None, content_length: str | None) -> bool:
+    """application/json or a ``+json`` type, parameters aside; a call with no body at all may
+    leave it out (its params are ``{}``). A form or text body is refused, never guessed at:
+    curl's default ``-d`` sends application/x-www-form-urlencoded."""
+    if content_type is None:
+        return content_length in (None, "0")
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 async def _bounded_body(request: Request) -> bytes | None:

@@ -23,6 +23,8 @@ class Refusal(Enum):
 
     UNKNOWN_TOOL = "unknown_tool"
     NOT_ALLOWED = "not_allowed"
+    #: an HTTP call without the Idempotency-Key its tool's policy requires
+    MISSING_KEY = "missing_key"
 
 
 @dataclass(frozen=True, slots=True)

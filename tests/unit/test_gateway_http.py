@@ -85,15 +85,25 @@ def test_the_key_reaches_the_client_and_the_agent_and_tenant_come_from_the_token
 
 def test_each_refusal_has_its_status_and_none_is_a_500(door: Any) -> None:
     http, client, issued = door
-    billing = _auth(issued["billing"])
+    billing = {**_auth(issued["billing"]), "Idempotency-Key": "order-9"}
     assert http.post("/v1/actions/charge_payment", json={}).status_code == 401
     assert http.post("/v1/actions/charge_payment", json={}, headers=_auth("forged")).status_code == 401
     assert http.post("/v1/actions/send_email", json={}, headers=billing).status_code == 403
     assert http.post("/v1/actions/no_such_tool", json={}, headers=billing).status_code == 404
-    assert http.post("/v1/actions/charge_payment", content=b"[1, 2", headers=billing).status_code == 400
+    assert http.post("/v1/actions/charge_payment", content=b"[1, 2",
+                     headers={**billing, "Content-Type": "application/json"}).status_code == 400
     assert http.post("/v1/actions/charge_payment?wait=99", json={}, headers=billing).status_code == 400
     assert http.post("/v1/actions/charge_payment?wiat=1", json={}, headers=billing).status_code == 400
     assert http.get(f"/v1/actions/{uuid.uuid4()}", headers=billing).status_code == 404
+    # the key charge_payment's policy requires, and a body that is not JSON: refused at the door
+    keyless = http.post("/v1/actions/charge_payment", json={"card": "tok"}, headers=_auth(issued["billing"]))
+    assert keyless.status_code == 400 and "needs an Idempotency-Key" in keyless.json()["error"], keyless.text
+    assert "action_id" not in keyless.json()
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        typed = http.post("/v1/actions/charge_payment", content=b'{"card": "tok"}',
+                          headers={**billing, "Content-Type": content_type})
+        assert typed.status_code == 415 and "application/json" in typed.text, (content_type, typed.text)
+    assert client.submitted == []  # none of the refusals above was published
     misused = http.post("/v1/actions/charge_payment", json={"amount_cents": 999},
                         headers={**billing, "Idempotency-Key": "order-7"})
     assert misused.status_code == 422 and misused.json()["reason"] == "key_payload_mismatch"
@@ -105,19 +115,23 @@ def test_each_refusal_has_its_status_and_none_is_a_500(door: Any) -> None:
 
 
 def test_an_oversize_body_is_refused_by_its_length_and_while_reading(door: Any) -> None:
+    """The documented bound, 512 KiB, written here (not read from limits): a raised limit fails it."""
     http, client, issued = door
-    billing = _auth(issued["billing"])
-    big = b'{"pad": "' + b"x" * limits.MAX_REQUEST_BODY_BYTES + b'"}'
+    billing = {**_auth(issued["billing"]), "Idempotency-Key": "order-8", "Content-Type": "application/json"}
+    big = b'{"pad": "' + b"x" * (512 * 1024) + b'"}'
     declared = http.post("/v1/actions/charge_payment", content=big, headers=billing)
     chunked = http.post("/v1/actions/charge_payment", content=iter([big[:1000], big[1000:]]), headers=billing)
     assert (declared.status_code, chunked.status_code) == (413, 413), (declared.text, chunked.text)
     assert client.submitted == []
+    under = b'{"pad": "' + b"x" * (512 * 1024 - 100) + b'"}'  # under the bound: read whole, handed on
+    answer = http.post("/v1/actions/charge_payment", content=under, headers=billing)
+    assert answer.status_code == 200 and len(client.submitted) == 1, answer.text
 
 
 def test_another_tenants_action_is_not_found(door: Any) -> None:
     http, _, issued = door
     taken = http.post("/v1/actions/charge_payment", json={"card": "tok", "amount_cents": 5},
-                      headers=_auth(issued["billing"])).json()
+                      headers={**_auth(issued["billing"]), "Idempotency-Key": "order-10"}).json()
     assert http.get(f"/v1/actions/{taken['action_id']}?wait=0", headers=_auth(issued["billing"])).status_code == 200
     assert http.get(f"/v1/actions/{taken['action_id']}?wait=0", headers=_auth(issued["dispatch-1"])).status_code == 404
 
