@@ -14,7 +14,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from runonce import tokens
-from runonce.core import limits
 from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
 from runonce.gateway import server
