@@ -20,13 +20,16 @@ call reaches the vendor and makes a second effect.
 
 Use it from pytest: install ``runonce[testing]`` and take the ``replay`` fixture (a pytest11
 plugin, loaded by pytest itself); or import it, ``from runonce.connectors.testing import
-replay``, in a conftest.py.
+replay``, in a conftest.py. The ``sandbox_vendors`` fixture is runonce's sandbox vendors
+(``connectors/sandbox``), started for one test: among them an email API that deduplicates on
+``Idempotency-Key`` as Resend's does, and a ledger that counts every side effect.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
@@ -34,6 +37,9 @@ from runonce.connectors.base import ActionCall, Capability, Connector, VendorRes
 from runonce.connectors.batch import Known, Plan, carry_out, plan_call
 from runonce.connectors.runner import ActionRunner, RetryPolicy
 from runonce.wire.results import Result, Status
+
+if TYPE_CHECKING:
+    from runonce.connectors.sandbox.local import LocalVendors
 
 
 class _Counted:
@@ -139,3 +145,16 @@ def _twin_makes_no_second_effect(runner: ActionRunner, counted: _Counted, call: 
 @pytest.fixture
 def replay() -> Callable[[Connector, ActionCall, Callable[[], int]], Result]:
     return replay_test
+
+
+@pytest.fixture
+def sandbox_vendors(tmp_path: Path) -> Iterator[LocalVendors]:
+    """runonce's sandbox vendors in ``tmp_path``, stopped after the test: ``http_url``, each
+    vendor's key file (``email_api_key_file``, ``stripe_key_file``, ...) and ``ledger``."""
+    from runonce.connectors.sandbox.local import LocalVendors
+
+    sandbox = LocalVendors(tmp_path / "sandbox-vendors").start()
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
