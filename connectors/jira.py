@@ -34,7 +34,7 @@ from urllib.parse import urlencode
 
 from runonce.connectors.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import PermanentVendorError
+from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError
 from runonce.connectors.secrets import Secret
 from runonce.connectors.tls import client_context
 from runonce.connectors.transport import HttpResult, http_request, raise_for_status
@@ -87,7 +87,11 @@ class JiraCloudConnector:
                               headers={**self._headers(), "Content-Type": "application/json"},
                               timeout_s=self.timeout_s, tls=self.tls)
         body = _raise_for_jira("POST", url, result)
-        return VendorResponse(str(body.get("key")), "created")
+        if not body.get("key"):
+            # a 2xx that names no issue: one may well exist; the state check (its label) decides
+            raise OutcomeUnknown(f"POST {url}: HTTP {result.status} named no issue key; created or not, "
+                                 f"the state check decides")
+        return VendorResponse(str(body["key"]), "created")
 
     def check(self, call: ActionCall) -> VendorResponse | None:
         query = urlencode({"jql": f'labels = "{label(call)}"', "fields": "key", "maxResults": 1})
@@ -95,7 +99,9 @@ class JiraCloudConnector:
         body = _raise_for_jira("GET", url, http_request("GET", url, headers=self._headers(), timeout_s=self.timeout_s,
                                                         tls=self.tls))
         issues = body.get("issues") or []
-        return VendorResponse(str(issues[0].get("key")), "found by state check") if issues else None
+        if issues and not issues[0].get("key"):
+            raise OutcomeUnknown(f"GET {url.split('?')[0]}: found an issue with no key")
+        return VendorResponse(str(issues[0]["key"]), "found by state check") if issues else None
 
     def probe(self) -> str:
         """Jira's harmless authenticated call: ``GET /rest/api/3/myself``."""

@@ -133,9 +133,14 @@ class KubernetesConnector:
         body = _raise_for_kubernetes("POST", url, http_request(
             "POST", url, json.dumps(review).encode(), headers={**self._headers(), "Content-Type": "application/json"},
             timeout_s=self.timeout_s, tls=self.api.tls))
-        allowed = bool((body.get("status") or {}).get("allowed"))
-        return (f"{self.api.source}: {'may' if allowed else 'may NOT'} patch deployments in namespace "
-                f"{self.api.namespace}")
+        status = body.get("status") or {}
+        if not status.get("allowed"):
+            # a probe that finds the credential cannot do the job fails: every restart would be refused
+            why = f" ({status['reason']})" if status.get("reason") else ""
+            raise PermanentVendorError(f"{self.api.source} may NOT patch deployments in namespace "
+                                       f"{self.api.namespace}{why}: grant it verb patch on apps/deployments "
+                                       f"(a Role and a RoleBinding)")
+        return f"{self.api.source}: may patch deployments in namespace {self.api.namespace}"
 
 
 def _annotations(workload: Mapping[str, Any]) -> Mapping[str, str]:

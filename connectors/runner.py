@@ -123,7 +123,10 @@ class ActionRunner:
                     raise
 
     def _in_doubt(self, look: Look, attempts: int) -> Result:
-        return Result(Status.IN_DOUBT, error=f"not performed: {look.unanswered}", attempts=attempts)
+        # the effect may well have happened (an earlier attempt's answer was lost): "not repeated",
+        # never "not performed"
+        return Result(Status.IN_DOUBT, error=f"not repeated, and it may have happened: {look.unanswered}",
+                      attempts=attempts)
 
     def _perform(self, call: ActionCall, attempts_before: int) -> Result:
         unknown: str | None = None

@@ -10,7 +10,8 @@ the Kubernetes API reference and its OpenAPI description (``apis/apps/v1``):
   ``pretty``); maps merge, ``null`` removes a key. An annotation key must be a qualified name
   (else 422 ``Invalid``). A change to the pod template rolls the pods: one effect in the ledger
   (vendor ``kubernetes``), with the generation bumped.
-* ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed, for the token.
+* ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: allowed for the token, in
+  every namespace but those beginning with ``readonly`` (as a Role that grants ``get`` only).
 
 Every call needs ``Authorization: Bearer`` with the cluster's token, else 401 ``Unauthorized``
 as a ``Status``.
@@ -65,7 +66,11 @@ class KubernetesApi:
         if not hmac.compare_digest(given, f"Bearer {self.token}"):
             return 401, status(401, "Unauthorized", "Unauthorized")
         if parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] and method == "POST":
-            return 201, {**(body if isinstance(body, dict) else {}), "status": {"allowed": True}}
+            review = body if isinstance(body, dict) else {}
+            asked = ((review.get("spec") or {}).get("resourceAttributes") or {}).get("namespace") or ""
+            if asked.startswith("readonly"):
+                return 201, {**review, "status": {"allowed": False, "reason": "no RBAC policy matched"}}
+            return 201, {**review, "status": {"allowed": True}}
         if len(parts) != 7 or parts[:4] != ["apis", "apps", "v1", "namespaces"] or parts[5] not in RESOURCES:
             return 404, status(404, "NotFound", "the server could not find the requested resource")
         namespace, resource, name = parts[4], parts[5], parts[6]

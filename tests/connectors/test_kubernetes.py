@@ -18,7 +18,7 @@ import trustme
 from runonce.connectors import registry
 from runonce.connectors.base import ActionCall
 from runonce.connectors.bearer import StaticBearer
-from runonce.connectors.errors import TransientVendorError
+from runonce.connectors.errors import PermanentVendorError, TransientVendorError
 from runonce.connectors.kubeconfig import ApiServer, KubeconfigError, from_kubeconfig, in_cluster
 from runonce.connectors.kubernetes import ACTION_ANNOTATION, KEEP, RESTARTED_AT, KubernetesConnector, annotation
 from runonce.connectors.runner import ActionRunner, RetryPolicy
@@ -143,6 +143,16 @@ def test_a_workload_that_does_not_exist_fails_with_the_apis_reason(local: LocalV
 def test_the_probe_asks_whether_the_credentials_may_patch(local: LocalVendors) -> None:
     said = _connector(local).probe()
     assert "may patch deployments in namespace default" in said and local.kubernetes_token not in said
+
+
+def test_a_probe_that_finds_the_credentials_may_not_patch_fails(local: LocalVendors) -> None:
+    """Catches the probe answering "ok ... may NOT patch" (counted as passing by connectors check)."""
+    connector = _connector(local)
+    readonly = KubernetesConnector("kubernetes", ApiServer(connector.api.url, connector.api.tls, connector.api.token,
+                                                           "readonly-apps", connector.api.source))
+    with pytest.raises(PermanentVendorError, match="may NOT patch deployments in namespace readonly-apps "
+                                                   r"\(no RBAC policy matched\): grant it verb patch"):
+        readonly.probe()
 
 
 def test_the_service_account_token_is_read_again_on_every_call(tmp_path: Path) -> None:

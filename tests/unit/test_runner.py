@@ -142,6 +142,17 @@ def test_a_refused_check_is_not_asked_again() -> None:
     assert out is not None and out.status is Status.IN_DOUBT and c.checks == 1 and c.calls == 0
 
 
+@pytest.mark.parametrize("path", ["perform", "reconcile"])
+def test_an_in_doubt_action_says_not_repeated_never_not_performed(path: str) -> None:
+    """Catches the in_doubt error back to "not performed: state check refused": after a 5xx the
+    effect may well exist, and an operator reading "not performed" would run it by hand."""
+    c = Scripted(Capability.STATE_CHECK, [OutcomeUnknown("HTTP 502 after sending")],
+                 check_errors=[PermanentVendorError("403 on search")])
+    out = runner(c).perform(CALL) if path == "perform" else runner(c).reconcile(CALL, 1)
+    assert out.status is Status.IN_DOUBT and "not repeated" in (out.error or ""), out
+    assert "not performed" not in (out.error or ""), out
+
+
 @dataclass
 class LaggingSearch(Scripted):
     """A state check backed by a search index that shows an effect only ``check_lag_s`` after it."""
