@@ -217,10 +217,9 @@ def smtp_send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
         if 400 <= exc.smtp_code < 500:
             raise TransientVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
         raise PermanentVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
-    except (socket.timeout, TimeoutError) as exc:
-        raise OutcomeUnknown(f"{relay}: no answer within {relay.timeout_s:.0f} s") from exc
     except (smtplib.SMTPException, OSError) as exc:
-        raise OutcomeUnknown(f"{relay}: {exc}") from exc
+        # a timeout after DATA too: smtplib turns it into SMTPServerDisconnected ("timed out")
+        raise OutcomeUnknown(f"{relay}: {exc} (within {relay.timeout_s:.0f} s)") from exc
     finally:
         _quietly_close(smtp)
 

@@ -5,6 +5,7 @@ record every request, so a second call is visible even where the vendor deduplic
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,58 @@ def test_smtp_hung_up_after_data_is_in_doubt_never_resent(vendors: VendorServer,
     message_id = connector.message_id(call)
     assert outcome is not None and outcome.status is Status.IN_DOUBT, outcome
     assert vendors.ledger.count("smtp", message_id) == 1 and len(vendors.ledger.requests("DATA", message_id)) == 1
+
+
+def test_payments_charged_then_500_until_the_retries_run_out_is_in_doubt_never_failed(
+        vendors: VendorServer, connectors: dict[str, Connector]) -> None:
+    """The charge is made, and every answer, the replays with the same key included, is a 500:
+    in_doubt, one charge. Catches a Stripe 5xx classified as "not performed"
+    (TransientVendorError in ``stripe._raise_for_stripe``): the action would end failed with
+    the card charged."""
+    vendors.state.faults.add(Fault("/v1/charges", fail_after_effect=FAST.max_attempts, after_effect_status=500))
+    key = f"order-{uuid.uuid4().hex[:6]}"
+    call = ActionCall("a5", "charge_payment", {"card": "tok", "amount_cents": 500}, key)
+    outcome = ActionRunner(connectors["payments"], FAST, sleep=lambda _s: None).perform(call)
+    assert outcome.status is Status.IN_DOUBT and "HTTP 500" in (outcome.error or ""), outcome
+    assert len(vendors.ledger.effects("payments", key)) == 1
+    assert [r.key for r in vendors.ledger.requests("/v1/charges")] == [key] * FAST.max_attempts
+
+
+def test_a_relay_that_offers_no_starttls_gets_no_mail_in_clear(tmp_path: Path) -> None:
+    """``tls = "starttls"`` (the default) against a relay that does not offer it: failed, nothing
+    sent. Catches the session carrying on in plaintext when STARTTLS is missing (the check in
+    ``transport.smtp_session`` made conditional): the mail would go out in clear."""
+    from runonce.connectors import registry
+    from runonce.connectors.sandbox.ledger import Ledger
+
+    plain = SmtpServer(Ledger(), tls=None).start()  # no STARTTLS, no AUTH
+    try:
+        path = tmp_path / "connectors.toml"
+        path.write_text(f'[vendors.email]\nkind = "smtp"\nhost = "127.0.0.1"\nport = {plain.port}\n'
+                        f'sender = "agent@example.com"\n')
+        connector = registry.load(path, {})["email"].connector
+        call = ActionCall("a6", "send_email", {"to": "lead@prospect.example", "subject": "s"}, "k-plain")
+        outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(call)
+    finally:
+        plain.stop()
+    assert outcome.status is Status.FAILED and "does not offer STARTTLS" in (outcome.error or ""), outcome
+    assert plain.ledger.count("smtp") == 0
+
+
+def test_a_relay_silent_after_data_beyond_the_timeout_is_an_unknown(tmp_path: Path) -> None:
+    """smtplib reports a timeout after DATA as SMTPServerDisconnected ("timed out"), which the
+    one ``except`` after DATA turns into OutcomeUnknown: the mail may have been accepted."""
+    from runonce.connectors import registry
+    from runonce.connectors.sandbox.ledger import Ledger
+
+    slow = SmtpServer(Ledger(), tls=None).start()
+    slow.set_delay(3.0)
+    try:
+        path = tmp_path / "connectors.toml"
+        path.write_text(f'[vendors.email]\nkind = "smtp"\nhost = "127.0.0.1"\nport = {slow.port}\ntls = "none"\n'
+                        f'sender = "agent@example.com"\ntimeout_s = 1\n')
+        connector = registry.load(path, {})["email"].connector
+        with pytest.raises(OutcomeUnknown, match="timed out"):
+            connector.perform(ActionCall("a7", "send_email", {"to": "lead@prospect.example", "subject": "s"}, "k-slow"))
+    finally:
+        slow.stop()

@@ -136,6 +136,26 @@ def test_a_connection_lost_during_commit_is_resolved_by_the_marker(tmp_path: Pat
     assert result.attempts == 2
 
 
+def test_a_commit_whose_answer_is_lost_on_the_last_attempt_is_in_doubt_never_failed(
+        tmp_path: Path, postgres: LocalPostgres, db: psycopg.Connection) -> None:
+    """The server committed the row and the connection died before it said so, with no attempt
+    left to find the marker: the action is in_doubt (one row exists). Catches a connection lost
+    during COMMIT classified as "not performed" (TransientVendorError): the action would end
+    failed with its row committed."""
+    proxy = CommitCut(postgres.port)
+    try:
+        connector = build(tmp_path, postgres.dsn.replace(f"port={postgres.port}", f"port={proxy.port}"))
+        connector.perform(refund("order-warm-up-last"))
+        call = refund("order-cut-last")
+        proxy.arm("after")
+        result = ActionRunner(connector, RetryPolicy(max_attempts=1)).perform(call)
+    finally:
+        proxy.close()
+    assert proxy.cuts == 1  # the fault applied
+    assert (result.status, rows(db, "order-cut-last")) == (Status.IN_DOUBT, 1), result
+    assert "COMMIT" in (result.error or ""), result
+
+
 def test_a_parameter_missing_or_unknown_or_a_violated_constraint_is_failed_with_no_row(
         tmp_path: Path, postgres: LocalPostgres, db: psycopg.Connection) -> None:
     connector = build(tmp_path, postgres.dsn)

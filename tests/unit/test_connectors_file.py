@@ -124,3 +124,39 @@ def test_a_plugin_that_cannot_be_imported_is_named_with_its_file_and_vendor(tmp_
     with pytest.raises(ConfigError, match=rf"^{path}: vendors\.helpdesk\.kind: 'tickets' is an installed entry "
                                           r"point that cannot be loaded: ImportError: No module named 'their_sdk'"):
         registry.load(path, {})
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+current-context: c
+contexts:
+- name: c
+  context: {{cluster: k, user: u}}
+clusters:
+- name: k
+  cluster: {{server: "{server}"}}
+users:
+- name: u
+  user: {{token: t0ken}}
+"""
+
+
+@pytest.mark.parametrize("kind", ["slack-webhook", "kubernetes"])
+def test_plain_http_off_this_machine_is_refused_for_a_webhook_url_and_a_kubeconfig_server(
+        tmp_path: Path, kind: str) -> None:
+    """Catches either plain-http refusal removed (slack.webhook_from_config, kubeconfig's server
+    check): a Slack webhook URL or a bearer token would cross the network in clear. Loopback
+    stays allowed (a sandbox, a port-forward)."""
+    def table(host: str) -> tuple[str, dict[str, str]]:
+        if kind == "slack-webhook":
+            return ('[vendors.hook]\nkind = "slack-webhook"\nurl = { env = "HOOK" }\n',
+                    {"HOOK": f"http://{host}/services/T0/B0/x"})
+        config = tmp_path / f"kubeconfig-{host}"
+        config.write_text(KUBECONFIG.format(server=f"http://{host}:6443"))
+        return f'[vendors.cluster]\nkind = "kubernetes"\nkubeconfig = "{config}"\n', {}
+
+    text, env = table("hooks.example.com")
+    with pytest.raises(ConfigError, match=r"https://|plain http is refused"):
+        load(tmp_path, text, env)
+    text, env = table("127.0.0.1")
+    assert load(tmp_path, text, env)
