@@ -42,7 +42,8 @@ def test_a_restore_reads_past_another_executors_open_transaction_to_its_own_inte
         broker: Settings, tmp_path: Path, folder: str) -> None:
     """``empty``: a new folder restores from the topic. ``intact``: the folder holds the intent
     and the offset after it, beyond the last stable offset; taken for a recreated topic's,
-    the folder was wiped and the intent lost with it."""
+    the folder was wiped and the intent lost with it. Either way a later intent, past the
+    folder's offsets, is read from the topic (catches an intact folder trusted without its tail)."""
     bootstrap, codec, now_ms = broker.bootstrap_servers(), Codec(), int(time.time() * 1000)
     action_id = str(uuid.uuid4())
     # Another vendor's executor: its result is written, its transaction not yet ended.
@@ -58,7 +59,16 @@ def test_a_restore_reads_past_another_executors_open_transaction_to_its_own_inte
                                                                   Result(Status.ATTEMPTING), now_ms)),
                  on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
     ours.commit_transaction(30)
-    assert delivered
+    # And a later intent of this executor's, past what an intact folder stores: its restore must
+    # read the tail after its stored offsets, not trust the folder alone.
+    later_id = str(uuid.uuid4())
+    later = _transaction(bootstrap, "this-executor-later")
+    later.produce(topics.RESULTS, key=later_id.encode(), partition=PARTITION,
+                  value=codec.encode("ActionResult", result_record(later_id, None, "send_email",
+                                                                   Result(Status.ATTEMPTING), now_ms)),
+                  on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
+    later.commit_transaction(30)
+    assert len(delivered) == 2 and delivered[1] > delivered[0]
 
     index = ResultIndex(bootstrap, frozenset({"send_email"}),
                         ResultStore(tmp_path / "index", key_window_ms=DEFAULT_WINDOW_MS), timeout_s=30,
@@ -70,9 +80,11 @@ def test_a_restore_reads_past_another_executors_open_transaction_to_its_own_inte
     ending.start()
     try:
         index.restore({PARTITION: 0})
-        found = index.result(action_id)
+        found, found_later = index.result(action_id), index.result(later_id)
     finally:
         ending.join()
         index.close()
     assert found is not None and found.status is Status.ATTEMPTING, \
         f"the restore ({folder} folder) stopped short of this executor's intent: {found}"
+    assert found_later is not None and found_later.status is Status.ATTEMPTING, \
+        f"the restore ({folder} folder) never read the tail after the stored offsets: {found_later}"
