@@ -45,6 +45,7 @@ from runonce.wire.headers import (
     H_ORIGIN_PARTITION,
     H_ORIGIN_TIMESTAMP,
     H_ORIGIN_TOPIC,
+    H_POLICIES,
     dead_letter_headers,
 )
 
@@ -125,6 +126,7 @@ class _Stage:
         self._age = metrics.age
         #: held actions (None: this runtime holds none; Pipeline refuses policies that ask)
         self.holds: Holds | None = None
+        self._policies_digest = policies.digest.encode()
 
     def dead_letter(self, inbound: Inbound, error: InvalidInput, origin: Origin, *,
                     trust_origin_headers: bool = True) -> Out:
@@ -160,7 +162,7 @@ class _Stage:
         # the decision itself never reads the clock
         self._age.observe(max(0.0, time.time() - record["event_time_ms"] / 1000))
         return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
-                   headers=tuple(extra_headers))
+                   headers=(*extra_headers, (H_POLICIES, self._policies_digest)))
 
     def conclude(self, record: dict[str, Any], outcome: Outcome, reason: Reason, action: Action, policy: Policy,
                  partition: int, extra_headers: Headers = ()) -> Out:

@@ -273,6 +273,9 @@ class PolicyBook:
 
     default: Policy
     tools: Mapping[str, Policy]
+    #: what the policies say, hashed (12 hex digits): the worker stamps it on each decision, so a
+    #: gateway or SDK loaded with other policies can tell (sdk/outcomes.py warns once)
+    digest: str = ""
 
     def for_tool(self, tool: str) -> Policy:
         policy = self.tools.get(tool)
@@ -329,7 +332,8 @@ class PolicyBook:
         default = _policy("*", raw, f"{source}: [default]", named=False)
         tools = {name: _policy(name, raw, f"{source}: [tools.{name}]", named=True)
                  for name, (raw, source) in tools_raw.items()}
-        return cls(default=default, tools=tools)
+        said = {"default": raw, "tools": {name: table for name, (table, _) in tools_raw.items()}}
+        return cls(default=default, tools=tools, digest=sha256_hex(canonical_json(said))[:12])
 
 
 #: where the shipped policies are, as errors name them

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from runonce import tokens
 from runonce.errors import ConfigError
@@ -77,6 +77,17 @@ def _unserved(tools: frozenset[str], policies: PolicyBook) -> list[str]:
     return sorted(t for t in tools if t not in policies.tools)
 
 
+def token_warnings(holders: Mapping[str, tokens.Holder], policies: PolicyBook) -> list[str]:
+    """A token's tools that no policy names: the gateway would answer its calls 404."""
+    out = []
+    for holder in sorted(holders.values(), key=lambda h: h.name):
+        unserved = _unserved(holder.tools or frozenset(), policies)
+        if unserved:
+            out.append(f"agent {holder.name}'s token allows {', '.join(unserved)}, which no policy names: calls "
+                       f"answer 404 until a policy file (RUNONCE_POLICY_FILE) has a [tools.NAME] table")
+    return out
+
+
 def _check_served(tools: frozenset[str], policies: PolicyBook, settings: Settings) -> None:
     """``token add --tools``: a tool the gateway would answer 404 for is a typo or a missing table."""
     import difflib
@@ -115,11 +126,8 @@ def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
              f"{len(holders)} agent token(s) in {path} (Kafka at {settings.kafka_access()})")
         if not holders:
             say("no agent may call yet: add a token with `runonce gateway token add AGENT --tools a,b`")
-        for holder in sorted(holders.values(), key=lambda h: h.name):
-            unserved = _unserved(holder.tools or frozenset(), policies)
-            if unserved:
-                say(f"warning: agent {holder.name}'s token allows {', '.join(unserved)}, which no policy names: "
-                    f"calls answer 404 until a policy file (RUNONCE_POLICY_FILE) has a [tools.NAME] table")
+        for warning in token_warnings(holders, policies):
+            say(f"warning: {warning}")
         serve(app, args.host, args.port)
     return 0
 

@@ -36,6 +36,7 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import Tail, ends, positions_at, read_to_end
 from runonce.wire.codec import Codec
+from runonce.wire.headers import H_POLICIES
 from runonce.wire.keys import decision_key
 from runonce.wire.results import Status
 
@@ -90,6 +91,8 @@ class Outcomes:
         self.codec = codec or Codec()
         self.recent = recent or RecentResults()
         self._cond = threading.Condition()
+        #: policy digests of decisions that differed from ours, each warned of once
+        self._warned_policies: set[str] = set()
         #: action ids handles wait for (how many handles each) -> their decision / final result, once seen
         self._watched: Counter[str] = Counter()
         self._decisions: dict[str, dict[str, Any]] = {}
@@ -120,12 +123,26 @@ class Outcomes:
             _, d = self.codec.decode(msg.value(), expect="ActionDecision")
             action_id = d["request"]["action_id"]
             if action_id in self._watched:
+                self._compare_policies(msg, action_id)
                 with self._cond:
                     if msg.topic() == topics.HELD:  # not a decision yet: a person decides
                         self._held.setdefault(action_id, d)
                     else:
                         self._decisions.setdefault(action_id, d)
                     self._cond.notify_all()
+
+    def _compare_policies(self, msg: Any, action_id: str) -> None:
+        """Warn once per digest when the worker decided with other policies than this process
+        loaded (another RUNONCE_POLICY_FILE): what a gateway serves and tells a model would not
+        be what runonce enforces. A decision without the header (an older worker) says nothing."""
+        theirs = next((value.decode("ascii", "replace") for name, value in (msg.headers() or [])
+                       if name == H_POLICIES and value), None)
+        if theirs is None or theirs == self.policies.digest or theirs in self._warned_policies:
+            return
+        self._warned_policies.add(theirs)
+        log.warning("the stream worker decided action %s with other policies (digest %s) than this process "
+                    "loaded (digest %s): give the worker and this process the same RUNONCE_POLICY_FILE",
+                    action_id, theirs, self.policies.digest)
 
     def _seen_result(self, r: dict[str, Any]) -> None:
         action_id = r["action_id"]

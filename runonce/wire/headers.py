@@ -16,6 +16,8 @@ H_ORIGIN_PARTITION = "runonce.origin.partition"
 H_ORIGIN_OFFSET = "runonce.origin.offset"
 H_ORIGIN_TIMESTAMP = "runonce.origin.timestamp_ms"
 H_ALERT = "runonce.alert"
+#: on each decision: the digest of the policies that decided it (core/policy.py ``PolicyBook.digest``)
+H_POLICIES = "runonce.policies"
 
 #: a dead letter's message is cut here: it explains, it does not carry the payload
 MAX_ERROR_MESSAGE_CHARS = 4000

@@ -146,6 +146,31 @@ def test_bad_input_lands_in_the_dead_letter_topic_with_reason_and_origin(broker:
     assert all(k[H_ORIGIN_TOPIC] == topics.REQUESTED for k in kinds)
 
 
+def test_a_client_loaded_with_other_policies_than_the_worker_is_warned_once(
+        broker: Settings, stream_worker: WorkerProcess, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Each decision carries the digest of the policies that decided it; a client (the gateway's,
+    an agent's) that loaded others warns, once. Catches the header dropped from decisions or the
+    comparison gone: a gateway serving a policy file the worker never read, in silence."""
+    import logging
+
+    from runonce.core.policy import PolicyBook
+    from runonce.sdk.client import ActionClient
+
+    other = tmp_path / "policies.toml"
+    other.write_text('[tools.open_ticket]\nkey = "require"\n')
+    for policies, warned in ((PolicyBook.load(), False), (PolicyBook.load(other), True)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="runonce.sdk"), \
+                ActionClient(broker.bootstrap_servers(), agent_id="policies-probe", policies=policies) as client:
+            for _ in range(2):
+                outcome = client.submit("execute_database_write", {"sql": f"-- {uuid.uuid4().hex}"}).result(60)
+                assert outcome.drop_reason == "tool_denied", outcome
+        said = [r.getMessage() for r in caplog.records if "other policies" in r.getMessage()]
+        assert len(said) == (1 if warned else 0), said
+        if warned:
+            assert policies.digest in said[0] and PolicyBook.load().digest in said[0], said
+
+
 def test_the_oracle_accounts_for_every_record_of_the_module(broker: Settings, stream_worker: WorkerProcess,
                                                             module_since_ms: int) -> None:
     deadline = time.monotonic() + 60

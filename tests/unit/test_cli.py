@@ -80,3 +80,19 @@ def test_token_add_refuses_a_tool_no_policy_names_and_suggests_the_near_one(
     policies.write_text('[tools.open_ticket]\nkey = "require"\n')
     monkeypatch.setenv("RUNONCE_POLICY_FILE", str(policies))
     assert main(["gateway", "token", "add", "helpdesk", "--tools", "open_ticket,send_email", "--tokens", str(path)]) == 0
+
+
+def test_gateway_serve_warns_of_a_tokens_tool_that_no_policy_names(tmp_path) -> None:
+    from runonce import tokens
+    from runonce.core.policy import PolicyBook
+    from runonce.ops.gateway_cli import token_warnings
+
+    path = tmp_path / "gateway.tokens"
+    tokens.add(path, "helpdesk", frozenset({"open_ticket", "send_email"}))
+    tokens.add(path, "anyone", None)
+    warned = token_warnings(tokens.read(path), PolicyBook.load())
+    assert warned == ["agent helpdesk's token allows open_ticket, which no policy names: calls answer 404 until a "
+                      "policy file (RUNONCE_POLICY_FILE) has a [tools.NAME] table"], warned
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[tools.open_ticket]\nkey = "require"\n')
+    assert token_warnings(tokens.read(path), PolicyBook.load(policies)) == []
