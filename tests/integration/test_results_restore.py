@@ -51,23 +51,17 @@ def test_a_restore_reads_past_another_executors_open_transaction_to_its_own_inte
     other.produce(topics.RESULTS, key=b"other", partition=PARTITION, value=codec.encode("ActionResult", result_record(
         str(uuid.uuid4()), None, "charge_payment", Result(Status.ATTEMPTING), now_ms)))
     assert other.flush(10) == 0
-    # This executor's intent, committed after it.
+    # This executor's intent, committed after it; and a later intent of its own, past what an
+    # intact folder stores: its restore must read the tail after its stored offsets too.
     delivered: list[int] = []
-    ours = _transaction(bootstrap, "this-executor")
-    ours.produce(topics.RESULTS, key=action_id.encode(), partition=PARTITION,
-                 value=codec.encode("ActionResult", result_record(action_id, None, "send_email",
-                                                                  Result(Status.ATTEMPTING), now_ms)),
-                 on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
-    ours.commit_transaction(30)
-    # And a later intent of this executor's, past what an intact folder stores: its restore must
-    # read the tail after its stored offsets, not trust the folder alone.
     later_id = str(uuid.uuid4())
-    later = _transaction(bootstrap, "this-executor-later")
-    later.produce(topics.RESULTS, key=later_id.encode(), partition=PARTITION,
-                  value=codec.encode("ActionResult", result_record(later_id, None, "send_email",
-                                                                   Result(Status.ATTEMPTING), now_ms)),
-                  on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
-    later.commit_transaction(30)
+    for name, intent in (("this-executor", action_id), ("this-executor-later", later_id)):
+        ours = _transaction(bootstrap, name)
+        ours.produce(topics.RESULTS, key=intent.encode(), partition=PARTITION,
+                     value=codec.encode("ActionResult", result_record(intent, None, "send_email",
+                                                                      Result(Status.ATTEMPTING), now_ms)),
+                     on_delivery=lambda err, msg: delivered.append(msg.offset()) if err is None else None)
+        ours.commit_transaction(30)
     assert len(delivered) == 2 and delivered[1] > delivered[0]
 
     index = ResultIndex(bootstrap, frozenset({"send_email"}),
