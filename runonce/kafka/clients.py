@@ -60,7 +60,14 @@ class ConnectionWatch:
         if len(self._failures) == 1:
             log.error("Kafka handshake failed (%s): %s", err.name(), err.str())
         if len(self._failures) >= HANDSHAKE_FAILURES_FATAL:
+            if _CREDENTIALS_REFUSED in err.str():
+                raise AccessDenied(f"the broker refused this principal's credentials (sasl.username and its "
+                                   f"password); librdkafka: {err.str()}")
             raise HandshakeFailed(describe_handshake(err))
+
+
+#: librdkafka's words for a SASL exchange the broker ended on the credentials themselves
+_CREDENTIALS_REFUSED = "Authentication failed"
 
 
 def describe_handshake(err: KafkaError) -> str:

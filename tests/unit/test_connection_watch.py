@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from runonce.errors import HandshakeFailed
+from runonce.errors import AccessDenied, HandshakeFailed
 from runonce.kafka.clients import ConnectionWatch
 
 TLS_TO_PLAINTEXT = KafkaError(KafkaError._TRANSPORT, "ssl://127.0.0.1:9092/bootstrap: SSL handshake failed: "
@@ -54,3 +54,14 @@ def test_failures_further_apart_than_the_window_do_not_add_up() -> None:
     for _ in range(10):  # one every 16 s: never three within 30 s
         watch(TLS_TO_PLAINTEXT)
         clock.now += 16.0
+
+
+def test_refused_credentials_are_access_denied_not_a_handshake_that_does_not_fit() -> None:
+    wrong = KafkaError(KafkaError._AUTHENTICATION, "sasl_ssl://127.0.0.1:9093/bootstrap: SASL authentication error: "
+                       "Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                       "SCRAM-SHA-512 (after 3ms in state AUTH_REQ)")
+    watch = ConnectionWatch(Clock())
+    watch(wrong)
+    watch(wrong)
+    with pytest.raises(AccessDenied, match="refused this principal's credentials"):
+        watch(wrong)
