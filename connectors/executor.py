@@ -65,6 +65,7 @@ from runonce.kafka import clients, groups, topics
 from runonce.kafka.checkpoint import CommitPath
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
 from runonce.kafka.group_stall import GroupStall
+from runonce.kafka.health import Health
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
@@ -143,8 +144,10 @@ def restore_patience_s(settings: Settings) -> float:
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                     runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
-                    rate: Rate | None = None) -> Executor:
-    """``rate``: the connectors file's pace toward the vendor; ``RUNONCE_VENDOR_LIMITS`` overrides it."""
+                    rate: Rate | None = None, health: Health | None = None) -> Executor:
+    """``rate``: the connectors file's pace toward the vendor; ``RUNONCE_VENDOR_LIMITS`` overrides it.
+    ``health``: what the process's probes answer (made before this, so they answer while the
+    transactional producer initialises)."""
     group = group or f"{groups.EXECUTOR_PREFIX}{connector.name}"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
@@ -173,7 +176,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
                     failpoint=settings.executor_failpoint, stall=stall, group_stall=group_stall,
                     max_batch=settings.executor_max_batch,
-                    max_in_flight=limit.in_flight or settings.executor_max_in_flight)
+                    max_in_flight=limit.in_flight or settings.executor_max_in_flight, health=health)
 
 
 class Executor(RunsItsLoop):
@@ -183,7 +186,8 @@ class Executor(RunsItsLoop):
                  failpoint: str | None = None,
                  clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
                  group_stall: GroupStall | None = None,
-                 max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None) -> None:
+                 max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None,
+                 health: Health | None = None) -> None:
         self.connector = connector
         #: a connector with ``prune`` (markers of its own) drops those older than this, when idle
         self.prune_window_ms = prune_window_ms
@@ -231,7 +235,8 @@ class Executor(RunsItsLoop):
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
         self._pool: ThreadPoolExecutor | None = None
-        self.loop = ConsumerLoop(self.who, consumer, self, [source_topic], wait_s=0.5, group_stall=group_stall)
+        self.loop = ConsumerLoop(self.who, consumer, self, [source_topic], wait_s=0.5, group_stall=group_stall,
+                                 health=health)
 
     # -- assignment ------------------------------------------------------------------
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

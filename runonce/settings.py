@@ -84,8 +84,12 @@ class Settings:
     min_insync_replicas: int | None = None
     #: None means the policies shipped with runonce (runonce/core/policies.toml)
     policy_file: Path | None = None
-    #: Prometheus metrics port of a stream worker or executor; 0 serves none
+    #: Prometheus metrics port of a stream worker or executor, with /healthz and /readyz beside
+    #: /metrics (runonce/ops/observe/serve.py); 0 serves none
     metrics_port: int = 0
+    #: the address that port listens on: loopback on a machine, 0.0.0.0 in a pod (the kubelet
+    #: probes the pod's address)
+    metrics_host: str = "127.0.0.1"
     #: names this worker's local RocksDB folder (several workers can share one machine)
     worker_name: str = "worker-0"
     #: the connectors file: which vendors the executors reach, and how (connectors/config.py);
@@ -240,6 +244,8 @@ class Settings:
             kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
         if env.get("RUNONCE_RUNTIME"):
             kwargs["runtime"] = env["RUNONCE_RUNTIME"]
+        if env.get("RUNONCE_METRICS_HOST"):
+            kwargs["metrics_host"] = env["RUNONCE_METRICS_HOST"]
         if env.get("RUNONCE_GUARANTEE"):
             kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
         if env.get("RUNONCE_SASL_USERNAME"):

@@ -1,5 +1,6 @@
 """The gateway's HTTP app: MCP at ``/mcp`` and the HTTP API at ``/v1/actions`` behind one
-bearer-token check; ``/openapi.json`` and ``/metrics`` (Prometheus) for anyone (they
+bearer-token check; ``/openapi.json``, ``/metrics`` (Prometheus), ``/healthz`` and
+``/readyz`` (a Kubernetes probe's: ready when an action can be published) for anyone (they
 describe, they perform nothing).
 
 Authentication is the mcp package's: ``BearerAuthBackend`` turns a token into a user,
@@ -11,6 +12,8 @@ import contextlib
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import anyio
+
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.fastmcp.server import StreamableHTTPASGIApp
@@ -20,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, request_response
 
 from runonce.core.policy import PolicyBook
@@ -43,6 +46,17 @@ def create_app(mcp_server: Server[Any, Any], api: HttpApi, policies: PolicyBook,
     async def openapi(_: Request) -> Response:
         return JSONResponse(spec)
 
+    async def healthz(_: Request) -> Response:
+        # answered by the event loop that serves every call: if this answers, calls are served
+        return PlainTextResponse("gateway: serving\n")
+
+    async def readyz(_: Request) -> Response:
+        # ready when an action can be published: the broker answers with actions.requested
+        why = await anyio.to_thread.run_sync(api.calls.client.unreachable)
+        if why is not None:
+            return PlainTextResponse(f"gateway: cannot publish: {why}\n", status_code=503)
+        return PlainTextResponse("gateway: ready\n")
+
     def guarded(app: Any) -> Any:
         return RequireAuthMiddleware(app, required_scopes=[])
 
@@ -51,6 +65,8 @@ def create_app(mcp_server: Server[Any, Any], api: HttpApi, policies: PolicyBook,
         Route("/v1/actions/{tool}", endpoint=guarded(request_response(api.post_action)), methods=["POST"]),
         Route("/v1/actions/{action_id}", endpoint=guarded(request_response(api.get_action)), methods=["GET"]),
         Route("/openapi.json", endpoint=openapi, methods=["GET"]),
+        Route("/healthz", endpoint=healthz, methods=["GET"]),
+        Route("/readyz", endpoint=readyz, methods=["GET"]),
         Mount("/metrics", app=make_asgi_app(api.calls.metrics.registry)),
     ]
     middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenFileVerifier(tokens_file))),

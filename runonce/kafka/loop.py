@@ -11,8 +11,10 @@ The loop owns what is the same for both; a ``Task`` keeps only its work per batc
   end-of-partition events are dropped, the rest logged;
 - idle: a consumer that lost its group coordinator for good leaves for a restart
   (group_stall.py), then the task's own idle work;
-- SIGTERM: stop after the current batch (its transaction committed or aborted), then
-  ``Task.close`` and the consumer's close;
+- SIGTERM: not ready at once, stop after the current batch (its transaction committed or
+  aborted), then ``Task.close`` and the consumer's close;
+- health (health.py): each turn, each assignment restored, each revocation, as /healthz and
+  /readyz answer them;
 - the transactional producer, its watchdog and the commit path (``checkpoint``).
 
 Processing and committing stay apart as in Kafka Streams' TaskExecutor: the task decides (or
@@ -32,6 +34,7 @@ from runonce.errors import FatalError
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.checkpoint import Checkpoint, Step
 from runonce.kafka.group_stall import GroupStall
+from runonce.kafka.health import Health
 from runonce.kafka.positions import UnknownPosition
 from runonce.kafka.reader import fetched
 from runonce.kafka.transactions import CALL_TIMEOUT_S, init_producer, transactional_config
@@ -118,19 +121,24 @@ class RunsItsLoop:
 
 class ConsumerLoop:
     def __init__(self, name: str, consumer: Consumer, task: Task, topics: Sequence[str], *, wait_s: float,
-                 group_stall: GroupStall | None = None) -> None:
+                 group_stall: GroupStall | None = None, health: Health | None = None) -> None:
         self.name = name
         self.consumer = consumer
         self.task = task
         self.topics = list(topics)
         self.wait_s = wait_s
         self.group_stall = group_stall
+        #: what /healthz and /readyz answer (health.py); the process's own, or one of the loop's
+        self.health = health or Health(name)
         self.deferred: list[Message] = []
         self.running = True
 
     def run(self) -> None:
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        self.consumer.subscribe(self.topics, on_assign=self.task.on_assign, on_revoke=self._on_revoke)
+        # the task built its checkpoint, and so initialised its transactional producer, before
+        # its loop runs (transactional_checkpoint)
+        self.health.started()
+        self.consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         failure: BaseException | None = None
         try:
             while self.running:
@@ -145,11 +153,13 @@ class ConsumerLoop:
                 self.consumer.close()
 
     def stop(self) -> None:
-        """Stop after the current batch."""
+        """Stop after the current batch; not ready from now on."""
         self.running = False
+        self.health.stopping()
 
     def turn(self) -> int:
         """One batch, or one idle turn; returns the records committed."""
+        self.health.turned()
         msgs, self.deferred = (self.deferred, []) if self.deferred else (
             fetched(self.consumer, self.wait_s, self.task.batch_limit()), [])
         records = self.records(msgs)
@@ -182,7 +192,13 @@ class ConsumerLoop:
                 log.warning("%s: consumer: %s", self.name, err)
         return records
 
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.health.restoring()
+        self.task.on_assign(consumer, partitions)  # restores each partition's state before it returns
+        self.health.assigned()
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.health.revoked()
         self.deferred = []  # fetched from partitions that may be another's now: they come again
         self.task.on_revoke(consumer, partitions)
 

@@ -50,13 +50,13 @@ def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
-    from prometheus_client import start_http_server
-
     from runonce.connectors import registry
     from runonce.connectors.config import read_tables
     from runonce.connectors.executor import StartPolicy, create_executor
     from runonce.connectors.metrics import ExecutorMetrics
+    from runonce.kafka.health import Health
     from runonce.ops.malloc_arenas import cap_malloc_arenas
+    from runonce.ops.observe.serve import ProbeServer
 
     cap_malloc_arenas()  # before any thread (metrics server, librdkafka, RocksDB) allocates
     logging.getLogger("runonce").setLevel(LEVELS[args.loglevel])
@@ -67,15 +67,17 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     vendor = registry.vendor(path, settings.environ, args.vendor, warn=lambda message: say(f"warning: {message}"))
     connector = vendor.connector
     metrics = ExecutorMetrics()
+    slot = instance_name(args.slot, "executor")
+    health = Health(f"executor {args.vendor}/{slot}")
     port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
     if port:
-        start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
-    slot = instance_name(args.slot, "executor")
+        probes = ProbeServer(settings.metrics_host, port, metrics.registry, health)
+        say(f"metrics on http://{probes.host}:{probes.port}/metrics, probes on /healthz and /readyz")
     say(f"executor {args.vendor}/{slot} ({vendor.kind}) for {', '.join(sorted(connector.tools))} "
          f"({connector.capability.value}) on {settings.kafka_access()}")
     start = StartPolicy.END if args.from_end else StartPolicy.EARLIEST
     create_executor(settings, connector, slot=slot, group=args.group, source_topic=args.source_topic,
-                    start=start, metrics=metrics, rate=vendor.rate).run()
+                    start=start, metrics=metrics, rate=vendor.rate, health=health).run()
     return 0
 
 
@@ -116,7 +118,9 @@ def add_commands(add: Adder) -> None:
     p.add_argument("--from-end", action="store_true",
                    help="where the group has no committed offset yet, start at the end of actions.approved "
                         "instead of its earliest record (skip the backlog); committed offsets always win")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port, with /healthz (live) and /readyz (ready) beside "
+                        "them (RUNONCE_METRICS_HOST: the address, default 127.0.0.1)")
     p.add_argument("--loglevel", default="warn", choices=list(LEVELS),
                    help="info also logs where each assigned partition starts and why")
     p = add("sandbox", cmd_sandbox,

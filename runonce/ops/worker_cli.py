@@ -11,9 +11,9 @@ from runonce.settings import Settings
 
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
-    from prometheus_client import start_http_server
-
     from runonce.core.policy import PolicyBook
+    from runonce.kafka.health import Health
+    from runonce.ops.observe.serve import ProbeServer
     from runonce.streams.metrics import StreamMetrics
 
     if args.name:
@@ -25,9 +25,10 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         settings.validate()
     policies = PolicyBook.load(settings.policy_file)  # fail fast, naming the tool and field
     metrics = StreamMetrics()
+    health = Health(f"stream worker {settings.worker_name}")
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
-        say(f"metrics on http://127.0.0.1:{settings.metrics_port}/metrics")
+        probes = ProbeServer(settings.metrics_host, settings.metrics_port, metrics.registry, health)
+        say(f"metrics on http://{probes.host}:{probes.port}/metrics, probes on /healthz and /readyz")
     if settings.runtime == "faust":
         return _run_faust(settings, policies, metrics, args.loglevel)
     from runonce.streams.transactional.worker import TransactionalWorker
@@ -36,7 +37,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     say(f"stream worker {settings.worker_name} on {settings.kafka_access()} (transactional, exactly-once; "
          f"transactions of up to {settings.txn_max_records} records; "
          f"{len(policies.tools)} tool policies)")
-    TransactionalWorker(settings, policies, metrics).run()
+    TransactionalWorker(settings, policies, metrics, health=health).run()
     return 0
 
 
@@ -64,5 +65,7 @@ def add_commands(add: Adder) -> None:
     p.add_argument("--runtime", choices=["transactional", "faust"], default=None,
                    help="transactional (default: exactly-once on confluent-kafka transactions) or faust "
                         "(faust-streaming, at-least-once made harmless); RUNONCE_RUNTIME sets the default")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port, with /healthz (live) and /readyz (ready) beside "
+                        "them (RUNONCE_METRICS_HOST: the address, default 127.0.0.1)")
     p.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])

@@ -204,6 +204,11 @@ class ActionClient:
 
         return wrap
 
+    def unreachable(self, timeout_s: float = 2.0) -> str | None:
+        """Why an action could not be published now, or None (it can): what a gateway's
+        ``/readyz`` answers."""
+        return self._submitter.reachable(timeout_s)
+
     def close(self) -> None:
         self._submitter.flush()
         self._outcomes.close()

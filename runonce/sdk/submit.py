@@ -74,6 +74,17 @@ class Submitter:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
         self._producer.poll(0)
 
+    def reachable(self, timeout_s: float) -> str | None:
+        """None when the broker answers with ``actions.requested`` in its metadata (a publish can
+        go out), else why not: a gateway's readiness."""
+        try:
+            meta = clients.metadata(self._producer, timeout_s, topics.REQUESTED).topics.get(topics.REQUESTED)
+        except KafkaException as exc:
+            return f"Kafka did not answer within {timeout_s:.0f} s: {exc.args[0].str() if exc.args else exc}"
+        if meta is None or meta.error is not None:
+            return f"{topics.REQUESTED}: {meta.error.str() if meta is not None and meta.error else 'no such topic'}"
+        return None
+
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
             self._errors.append(err)

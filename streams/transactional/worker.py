@@ -31,6 +31,7 @@ from runonce.kafka import clients, loop, topics
 from runonce.kafka.checkpoint import Failure
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.group_stall import GroupStall
+from runonce.kafka.health import Health
 from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
@@ -76,9 +77,10 @@ def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStal
 class TransactionalWorker(RunsItsLoop):
     def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
                  consumer: loop.Consumer | None = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
-                 watchdog: Watchdog | None = None) -> None:
+                 watchdog: Watchdog | None = None, health: Health | None = None) -> None:
         """``consumer``, ``reader`` (restores), ``new_producer`` and ``watchdog`` are made here
-        from ``settings`` unless given (tests give fakes)."""
+        from ``settings`` unless given (tests give fakes). ``health``: what the process's probes
+        answer (made before this, so they answer while the producer initialises)."""
         self.settings = settings
         self.metrics = metrics or StreamMetrics()
         self.access = settings.kafka_access()
@@ -111,7 +113,7 @@ class TransactionalWorker(RunsItsLoop):
             producer_config=PRODUCER_CONFIG, new_producer=new_producer, watchdog=watchdog,
             on_step=lambda step, seconds: self._took(step.value, seconds))
         self.loop = ConsumerLoop(self.transactional_id, self.consumer, self, INPUTS, wait_s=self.max_wait_s,
-                                 group_stall=self.group_stall)
+                                 group_stall=self.group_stall, health=health)
 
     def _took(self, step: str, seconds: float) -> None:
         """One step of a committed transaction: ``DECIDE``, or a ``checkpoint.Step``'s value."""
