@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import anyio
-
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.fastmcp.server import StreamableHTTPASGIApp
