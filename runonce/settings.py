@@ -90,6 +90,10 @@ class Settings:
     #: the address that port listens on: loopback on a machine, 0.0.0.0 in a pod (the kubelet
     #: probes the pod's address)
     metrics_host: str = "127.0.0.1"
+    #: a stream worker joins its group as a static member (KIP-345: ``group.instance.id`` = its
+    #: transactional id, so its name): a pod restarted under its name takes its partitions back
+    #: without a rebalance (the Helm chart turns it on; executors are static members always)
+    static_membership: bool = False
     #: names this worker's local RocksDB folder (several workers can share one machine)
     worker_name: str = "worker-0"
     #: the connectors file: which vendors the executors reach, and how (connectors/config.py);
@@ -244,6 +248,11 @@ class Settings:
             kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
         if env.get("RUNONCE_RUNTIME"):
             kwargs["runtime"] = env["RUNONCE_RUNTIME"]
+        if env.get("RUNONCE_STATIC_MEMBERSHIP"):
+            value = env["RUNONCE_STATIC_MEMBERSHIP"].strip().lower()
+            if value not in ("true", "false", "1", "0"):
+                raise ConfigError(f"RUNONCE_STATIC_MEMBERSHIP must be true or false, got {value!r}")
+            kwargs["static_membership"] = value in ("true", "1")
         if env.get("RUNONCE_METRICS_HOST"):
             kwargs["metrics_host"] = env["RUNONCE_METRICS_HOST"]
         if env.get("RUNONCE_GUARANTEE"):

@@ -48,6 +48,11 @@ from runonce.wire.codec import Codec
 log = logging.getLogger("runonce.streams")
 
 GROUP = "runonce"
+
+
+def transactional_id_of(worker_name: str) -> str:
+    """A worker's transactional id, and its group.instance.id as a static member."""
+    return f"runonce-stream-{worker_name}"
 #: the step of ``runonce_transaction_step_seconds`` before the commit path's own (checkpoint.Step)
 DECIDE = "decide"
 INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
@@ -64,13 +69,16 @@ PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.m
 def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
     """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
     committed, partition p of every input on one worker (range), fetches batched over
-    ``fetch_wait_ms``; its statistics feed the lag gauge and ``group`` (group_stall.py)."""
+    ``fetch_wait_ms``; its statistics feed the lag gauge and ``group`` (group_stall.py); a
+    static member with ``static_membership`` (a StatefulSet's pod)."""
     return clients.transactional_consumer_config(settings.kafka_access(), GROUP,
                                                 session_timeout_ms=settings.worker_session_timeout_ms, **{
         "partition.assignment.strategy": "range",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         "statistics.interval.ms": STATS_INTERVAL_MS, **clients.batched_fetch(settings.fetch_wait_ms),
         "stats_cb": stats_callbacks(LagGauge(metrics.lag, GROUP).on_stats, group.on_stats),
+        # KIP-345, as the executors: the worker's name is its transactional id's and a pod's name
+        **({"group.instance.id": transactional_id_of(settings.worker_name)} if settings.static_membership else {}),
     })
 
 
@@ -101,7 +109,7 @@ class TransactionalWorker(RunsItsLoop):
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
         self.starts: dict[tuple[str, int], int] = {}
-        self.transactional_id = f"runonce-stream-{settings.worker_name}"
+        self.transactional_id = transactional_id_of(settings.worker_name)
         #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
         self.group_stall = GroupStall()
         self.consumer = consumer if consumer is not None else Consumer(

@@ -413,7 +413,8 @@ def test_a_field_over_its_bound_is_refused_at_the_door_naming_it(
     host, port = gateway.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as conn:
         conn.sendall(f"POST /v1/actions/charge_payment HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {600 * 1024}\r\n\r\n".encode())
+                     f"Idempotency-Key: big-body\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {600 * 1024}\r\n\r\n".encode())
         raw = b""
         while b"\r\n\r\n" not in raw or len(raw.split(b"\r\n\r\n", 1)[1]) < int(
                 re.search(rb"content-length: (\d+)", raw.lower()).group(1)):  # type: ignore[union-attr]
