@@ -7,7 +7,8 @@
 #   - Chromium (Debian's package), which the report test opens its page in
 #   - PostgreSQL (Debian's package), which the database connector's tests and the demo start
 #   - the vendors' own servers the connector tests run against, pinned, with `go install` into
-#     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH)
+#     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH);
+#     and Helm, for the chart's tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,3 +71,5 @@ go_install() {  # MODULE@VERSION NAME: once per version
 }
 go_install github.com/stripe/stripe-mock@v0.203.0 stripe-mock
 go_install github.com/axllent/mailpit@v1.33.1 mailpit
+# Helm, which lints and renders deploy/helm/runonce (tests/unit/test_chart.py); ~3 min to build once
+go_install helm.sh/helm/v4/cmd/helm@v4.3.2 helm

@@ -27,10 +27,17 @@ def runonce_commands(compose: dict[str, Any]) -> dict[str, str]:
         if "build" not in service:
             continue
         command = service.get("command") or []
-        assert command[:1] == ["runonce"], f"{name}: built from this repo but does not run runonce"
-        parser.parse_args(command[1:])
-        commands[name] = command[1]
+        assert command and not command[0].startswith("-"), f"{name}: built from this repo but runs no subcommand"
+        parser.parse_args(command)  # the image's entrypoint is runonce (Dockerfile)
+        commands[name] = command[0]
     return commands
+
+
+def test_the_image_runs_runonce_as_a_user_of_its_own_and_compose_builds_that_image() -> None:
+    dockerfile = (Path(__file__).parents[2] / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["runonce"]' in dockerfile and "USER 10001:10001" in dockerfile
+    built = {name: s["image"] for name, s in COMPOSE["services"].items() if "build" in s}
+    assert len(set(built.values())) == 1, built  # one image for every part
 
 
 def check_stack(compose: dict[str, Any]) -> None:
@@ -66,7 +73,7 @@ def test_partitions_agree() -> None:
 def test_an_executor_service_for_every_vendor() -> None:
     from runonce.connectors.sandbox.names import SANDBOX_VENDORS
 
-    vendors = {svc["command"][3] for name, svc in COMPOSE["services"].items() if name.startswith("executor-")}
+    vendors = {svc["command"][2] for name, svc in COMPOSE["services"].items() if name.startswith("executor-")}
     assert vendors == set(SANDBOX_VENDORS)
 
 
@@ -84,7 +91,7 @@ def test_workers_and_executors_scale_by_count_without_edits() -> None:
     assert "worker" in scaled and sum(1 for n in scaled if n.startswith("executor-")) == len(SANDBOX_VENDORS)
     for name, service in scaled.items():
         command = service["command"]
-        identity = _flag(command, "--name") if command[1] == "worker" else _flag(command, "--slot")
+        identity = _flag(command, "--name") if command[0] == "worker" else _flag(command, "--slot")
         assert identity == HOST, f"{name}: replicas would share {identity!r}"
         for volume in service.get("volumes", []):
             source = volume.split(":")[0] if ":" in volume else None
@@ -103,3 +110,4 @@ def test_host_names_a_replica_and_bad_names_are_refused(monkeypatch: pytest.Monk
     assert instance_name("worker-0", "worker") == "worker-0"
     with pytest.raises(ConfigError):
         instance_name("../other", "worker")
+
