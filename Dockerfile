@@ -38,8 +38,8 @@ LABEL org.opencontainers.image.title="runonce" \
       org.opencontainers.image.description="Makes 'run twice' impossible for the actions AI agents take, on Kafka" \
       org.opencontainers.image.licenses="Apache-2.0"
 RUN groupadd --system --gid 10001 runonce \
- && useradd --system --uid 10001 --gid runonce --home-dir /var/lib/runonce --create-home --shell /usr/sbin/nologin runonce \
- && install -d -o runonce -g runonce /run/runonce
+ && useradd --system --uid 10001 --gid runonce --home-dir /var/lib/runonce --no-create-home --shell /usr/sbin/nologin runonce \
+ && install -d -o runonce -g runonce /var/lib/runonce /run/runonce
 COPY --from=build /opt/runonce /opt/runonce
 ENV PATH=/opt/runonce/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \

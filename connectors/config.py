@@ -94,7 +94,7 @@ class VendorFields:
         return float(value)
 
     def integer(self, field: str, default: int) -> int:
-        value = self._get(field)
+        value = _whole(self._get(field))
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536 * 1024:
@@ -200,7 +200,7 @@ class VendorFields:
         extra = sorted(set(value) - RATE_FIELDS)
         if extra:
             raise self.error(f"rate.{extra[0]}", f"unknown field; the fields are {', '.join(sorted(RATE_FIELDS))}")
-        per_s, burst, in_flight = value.get("per_s"), value.get("burst", 1), value.get("in_flight")
+        per_s, burst, in_flight = value.get("per_s"), _whole(value.get("burst", 1)), _whole(value.get("in_flight"))
         if per_s is not None and (isinstance(per_s, bool) or not isinstance(per_s, (int, float)) or per_s <= 0):
             raise self.error("rate.per_s", f"must be a positive number, got {per_s!r}")
         for label, n in (("burst", burst), ("in_flight", in_flight)):
@@ -209,6 +209,12 @@ class VendorFields:
         assert isinstance(burst, int)
         return Rate(None if per_s is None else float(per_s), burst,
                     in_flight if isinstance(in_flight, int) else None)
+
+
+def _whole(value: object) -> object:
+    """A float with no fraction as the integer it is: Helm's ``toToml`` writes every number of a
+    chart's values as a float (``port = 587.0``); 587.5 stays a float, and is refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def read_tables(path: Path) -> dict[str, dict[str, object]]:

@@ -24,6 +24,8 @@ export CONTAINERS_CONF="$PWD/deploy/podman/containers.conf"
 need=()
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v runc >/dev/null 2>&1 || need+=(runc)
+# podman builds the pause image of a pod (kube play) from catatonit
+command -v catatonit >/dev/null 2>&1 || [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
 [ -n "$base" ] || command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -137,3 +137,25 @@ def test_the_chart_runs_what_docker_compose_runs(tmp_path: Path) -> None:
     executor = sets["r1-runonce-executor-payments"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert worker[:3] == compose["worker"]["command"]
     assert executor[:5] == compose["executor-payments"]["command"]
+
+
+def test_the_rendered_connectors_file_builds_every_vendor_integers_included(tmp_path: Path) -> None:
+    """Helm writes every number of its values as a float (``port = 587.0``). Catches the
+    connectors reader refusing those (an SMTP executor crash-looping on "port: must be a
+    positive integer, got 587.0", as the pods proof found)."""
+    from runonce.connectors import registry
+
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret")
+    vendors = {"payments": {"kind": "stripe", "api_key": {"file": str(secret)}, "timeout_s": 20,
+                            "rate": {"per_s": 50, "burst": 5, "in_flight": 32}},
+               "email": {"kind": "smtp", "host": "smtp.example.com", "port": 587, "username": "agent",
+                         "password": {"file": str(secret)}, "sender": "agent@example.com"}}
+    (config,) = of_kind(render(tmp_path, {**VALUES, "connectors": {"vendors": vendors},
+                                          "executors": {"vendors": {}}}), "ConfigMap").values()
+    path = tmp_path / "connectors.toml"
+    path.write_text(config["data"]["connectors.toml"])
+    assert "port = 587.0" in path.read_text()  # what Helm writes
+    built = registry.load(path, {})
+    assert built["email"].connector.relay.port == 587  # type: ignore[attr-defined]
+    assert built["payments"].rate is not None and built["payments"].rate.in_flight == 32

@@ -54,6 +54,8 @@ def test_the_issues_example_builds_with_tls_by_default(tmp_path: Path) -> None:
     (SMTP.replace("username", "user"), None, r"vendors\.email\.user: unknown field|vendors\.email\.username: "),
     (STRIPE + "rate = { per_s = 0 }\n", None, r"vendors\.payments\.rate\.per_s: must be a positive number"),
     (STRIPE + "rate = { speed = 5 }\n", None, r"vendors\.payments\.rate\.speed: unknown field"),
+    (STRIPE + "rate = { in_flight = 2.5 }\n", None, r"vendors\.payments\.rate\.in_flight: must be a positive integer"),
+    (SMTP + "port = 587.5\n", None, r"vendors\.email\.port: must be a positive integer, got 587\.5"),
     (STRIPE + 'ca_file = "/nonexistent/ca.pem"\n', None, r"vendors\.payments\.ca_file: no such file"),
     (STRIPE + "\n" + SMTP.replace('host = "smtp.example.com"', 'host = "smtp.example.com"\ntools = ["charge_payment"]'),
      None, r"tool 'charge_payment' is served by vendors\.payments and vendors\.email"),

@@ -1,0 +1,325 @@
+"""The Helm chart played as pods on this machine (podman kube play), with the image built here,
+against the dev broker and the sandbox vendors, under a burst: scale the stream worker from 1 to
+3 pods mid-burst, SIGKILL one worker container and one executor container (podman restarts
+them, as a kubelet would), then roll every executor (SIGTERM, then started again, one at a time,
+as ``kubectl rollout restart`` does). Then the oracle on every record and the vendors' ledgers
+on every effect:
+
+    bash scripts/pods.sh                       # 3,000 actions at 60/s, the full storm
+    bash scripts/pods.sh --actions 400 --rate 40 --short   # what CI runs: one of each fault
+
+What podman kube play does not do, this script does for it (each step says so): a StatefulSet
+becomes its pods (pod i named NAME-i, with its PersistentVolumeClaim), a Job a pod; pods share
+the host's network (the broker listens on loopback), so each gets a metrics port of its own
+and its pod name in place of ``@host``; podman runs no readiness probe, so the script asks
+``/readyz`` itself. The sandbox's credentials reach the executors by a hostPath mount of the
+sandbox's folder at the same path (the chart mounts a vendor's Secret instead).
+
+Prints a table of what it measured; exits 1 if anything was lost, decided two ways, or performed
+twice."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
+from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.reader import read_all  # noqa: E402
+from runonce.kafka.topics import create_topics  # noqa: E402
+from runonce.sdk.submit import Submitter  # noqa: E402
+from runonce.settings import Settings  # noqa: E402
+from runonce.testkit.oracle import verify  # noqa: E402
+from runonce.testkit.workload import check_families, generate, in_order, send_paced  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
+from runonce.wire.results import Status  # noqa: E402
+
+#: the sandbox vendors the workload reaches, and the tool each performs
+VENDORS = {"payments": "charge_payment", "smtp": "send_email", "jira": "create_jira_ticket",
+           "salesforce": "update_salesforce_field"}
+CHART = ROOT / "deploy" / "helm" / "runonce"
+RELEASE = "proof"
+PODMAN_ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "deploy" / "podman" / "containers.conf")}
+
+
+def say(message: str) -> None:
+    print(f"pods: {message}", file=sys.stderr, flush=True)
+
+
+def podman(*args: str, check: bool = True) -> str:
+    done = subprocess.run(["podman", *args], env=PODMAN_ENV, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"podman {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def helm() -> str:
+    cache = Path(os.environ.get("RUNONCE_CACHE_DIR", Path.home() / ".cache" / "runonce"))
+    return str(cache / "bin" / "helm")
+
+
+def render(values: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
+    path = folder / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    out = subprocess.run([helm(), "template", RELEASE, str(CHART), "-f", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+class Pod:
+    """One pod of the rendered chart, as podman kube play runs it."""
+
+    def __init__(self, name: str, component: str, manifest: list[dict[str, Any]], port: int | None) -> None:
+        self.name, self.component, self.manifest, self.port = name, component, manifest, port
+        self.file: Path | None = None
+
+    @property
+    def container(self) -> str:
+        spec = next(d for d in self.manifest if d["kind"] == "Pod")["spec"]
+        return f"{self.name}-{spec['containers'][0]['name']}"
+
+    def ready(self) -> tuple[int, str]:
+        assert self.port is not None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as answer:
+                return answer.status, answer.read().decode().strip()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode().strip()
+        except OSError as error:
+            return 0, str(error)
+
+    def await_ready(self, timeout_s: float = 180.0) -> float:
+        """Seconds until /readyz answered 200."""
+        started = time.monotonic()
+        while self.ready()[0] != 200:
+            if time.monotonic() - started > timeout_s:
+                raise RuntimeError(f"{self.name} not ready after {timeout_s:.0f} s: {self.ready()}\n"
+                                   f"{podman('logs', '--tail', '30', self.container, check=False)}")
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+
+def as_pods(docs: list[dict[str, Any]], sandbox_folder: Path) -> tuple[dict[str, Any], dict[str, Pod]]:
+    """The chart's ConfigMap, and each pod a cluster would run: what kube play takes."""
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    pods: dict[str, Pod] = {}
+    for doc in docs:
+        kind = doc["kind"]
+        if kind not in ("StatefulSet", "Job"):
+            continue  # Services, PodDisruptionBudgets: nothing for podman to do
+        template = doc["spec"]["template"]
+        replicas = doc["spec"].get("replicas", 1) if kind == "StatefulSet" else 1
+        component = template["metadata"]["labels"]["app.kubernetes.io/component"]
+        # a StatefulSet is played with 3 workers' worth of pods; which run is the script's choice
+        for i in range(3 if component == "worker" else replicas):
+            name = f"{doc['metadata']['name']}-{i}" if kind == "StatefulSet" else doc["metadata"]["name"]
+            spec = copy.deepcopy(template["spec"])
+            spec["hostNetwork"] = True  # the dev broker and the sandbox listen on loopback
+            spec["restartPolicy"] = "Always" if kind == "StatefulSet" else "OnFailure"
+            spec.pop("terminationGracePeriodSeconds", None)
+            manifest: list[dict[str, Any]] = []
+            port = None
+            for container in spec["containers"]:
+                container["args"] = [name if a == "@host" else a for a in container["args"]]
+                for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                    container.pop(probe, None)  # podman runs probes as systemd timers; the script asks itself
+                if kind == "StatefulSet":
+                    port = free_ports(1)[0]  # one network for every pod: a port each
+                    container["env"] = [e for e in container["env"] if e["name"] != "RUNONCE_METRICS_PORT"] + [
+                        {"name": "RUNONCE_METRICS_PORT", "value": str(port)}]
+                container.pop("ports", None)  # on the host's network a pod maps no port
+                if component.startswith("executor-"):
+                    container["volumeMounts"].append({"name": "sandbox", "mountPath": str(sandbox_folder),
+                                                      "readOnly": True})
+            if component.startswith("executor-"):
+                spec["volumes"].append({"name": "sandbox", "hostPath": {"path": str(sandbox_folder),
+                                                                        "type": "Directory"}})
+            for claim in doc["spec"].get("volumeClaimTemplates", []):
+                claim_name = f"{claim['metadata']['name']}-{name}"
+                manifest.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                 "metadata": {"name": claim_name}, "spec": claim["spec"]})
+                spec["volumes"].append({"name": claim["metadata"]["name"],
+                                        "persistentVolumeClaim": {"claimName": claim_name}})
+            manifest.append({"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": name, "labels": template["metadata"]["labels"]}, "spec": spec})
+            pods[name] = Pod(name, component, manifest, port)
+    return config, pods
+
+
+def play(pod: Pod, config: dict[str, Any], folder: Path) -> None:
+    pod.file = folder / f"{pod.name}.yaml"
+    pod.file.write_text(yaml.safe_dump_all([config, *pod.manifest]))
+    podman("kube", "play", "--replace", str(pod.file))
+
+
+def final_results(bootstrap: str, action_ids: set[str], timeout_s: float) -> dict[str, str]:
+    """Each action's final status on actions.results, waiting up to ``timeout_s`` for all."""
+    codec, found, deadline = Codec(), {}, time.monotonic() + timeout_s
+    while True:
+        for record in read_all(bootstrap, topics.RESULTS):
+            _, result = codec.decode(record.value or b"", expect="ActionResult")
+            if result["action_id"] in action_ids and Status(result["status"]).final:
+                found[result["action_id"]] = result["status"]
+        if len(found) >= len(action_ids) or time.monotonic() > deadline:
+            return found
+        time.sleep(2)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--actions", type=int, default=3000)
+    parser.add_argument("--rate", type=float, default=60.0, help="actions per second")
+    parser.add_argument("--short", action="store_true", help="one kill of each kind and one executor rolled")
+    parser.add_argument("--keep", action="store_true", help="leave the pods, broker and sandbox running")
+    args = parser.parse_args()
+    started = time.monotonic()
+    run_id = f"pods-{uuid.uuid4().hex[:6]}"
+    folder = ROOT / "bench" / "out" / run_id
+    folder.mkdir(parents=True)
+    settings = Settings.from_env({"RUNONCE_HOME": str(folder / "home"), "RUNONCE_BROKER_HEAP_MB": "384"})
+    broker = Broker(settings, progress=say)
+    sandbox = LocalVendors(folder / "sandbox").start()
+    pods: dict[str, Pod] = {}
+    try:
+        status = broker.start()
+        bootstrap = status.bootstrap or ""
+        create_topics(bootstrap, settings.partitions)
+        version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                       if line.startswith("version = "))
+        # the sandbox's secrets, readable by the image's user (the host's sandbox runs as root)
+        subprocess.run(["chown", "-R", "10001:10001", str(sandbox.folder)], check=True)
+        every = tomllib.loads(sandbox.connectors_toml())["vendors"]
+        values = {"image": {"repository": "localhost/runonce", "tag": version, "pullPolicy": "Never"},
+                  "kafka": {"bootstrapServers": bootstrap, "partitions": settings.partitions},
+                  "gateway": {"enabled": False},
+                  "connectors": {"vendors": {name: every[name] for name in VENDORS}}}
+        config, pods = as_pods(render(values, folder), sandbox.folder)
+        say(f"chart rendered: {', '.join(sorted(pods))}")
+
+        topics_job = next(p for p in pods.values() if p.component == "topics")
+        play(topics_job, config, folder)
+        exit_code = podman("wait", topics_job.container).strip()
+        say(f"topics Job pod exited {exit_code}")
+        workers = sorted(n for n, p in pods.items() if p.component == "worker")
+        executors = sorted(n for n, p in pods.items() if p.component.startswith("executor-"))
+        ready_s: dict[str, list[float]] = {}
+        for name in [workers[0], *executors]:
+            play(pods[name], config, folder)
+        for name in [workers[0], *executors]:
+            ready_s.setdefault("first start", []).append(pods[name].await_ready())
+        say(f"1 worker and {len(executors)} executors ready")
+
+        families = generate(args.actions, seed=11, run_id=run_id)
+        items = in_order(families)
+        sent = threading.Event()
+        burst_error: list[BaseException] = []
+
+        def burst() -> None:
+            try:
+                with Submitter(bootstrap, agent_id="pods") as sub:
+                    send_paced(sub.send, items, args.rate)
+            except BaseException as exc:  # noqa: BLE001 (said after the burst)
+                burst_error.append(exc)
+            finally:
+                sent.set()
+
+        burst_s = len(items) / args.rate
+        threading.Thread(target=burst, daemon=True).start()
+        steps: list[str] = []
+        time.sleep(burst_s * 0.15)
+        for name in workers[1:]:  # scale 1 -> 3
+            play(pods[name], config, folder)
+        steps.append(f"worker scaled 1 -> {len(workers)} at {time.monotonic() - started:.0f} s")
+        for name in workers[1:]:
+            ready_s.setdefault("scaled worker", []).append(pods[name].await_ready())
+        time.sleep(max(0.0, burst_s * 0.4 - (time.monotonic() - started)))
+        killed = [pods[workers[1]], pods[executors[0]]]
+        for pod in killed:
+            podman("kill", "--signal", "KILL", pod.container)
+            steps.append(f"SIGKILL {pod.container}")
+        for pod in killed:  # podman restarts it (restartPolicy Always), as a kubelet would
+            time.sleep(1.0)
+            ready_s.setdefault("after SIGKILL", []).append(pod.await_ready())
+        rolled = executors[:1] if args.short else executors
+        for name in rolled:  # kubectl rollout restart: one pod at a time, the next once it is ready
+            pod = pods[name]
+            stopped_at = time.monotonic()
+            podman("pod", "stop", "--time", "60", name)
+            stop_s = time.monotonic() - stopped_at
+            exited = podman("inspect", "--format", "{{.State.ExitCode}}", pod.container).strip()
+            podman("pod", "start", name)
+            ready_s.setdefault("rolled executor", []).append(pod.await_ready())
+            steps.append(f"rolled {name}: SIGTERM to exit {stop_s:.1f} s, exit code {exited}")
+        sent.wait(burst_s * 3 + 120)
+        if burst_error:
+            raise burst_error[0]
+        say(f"burst sent ({len(items)} actions); waiting for every decision and every result")
+
+        deadline = time.monotonic() + 300
+        while True:
+            report = verify(bootstrap)
+            if report.requested >= len(items) and not report.lost or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        tool_of = {rec["action_id"]: rec["tool"] for rec, _ in items}
+        approved = {a for a, (outcome, _) in report.outcome_by_action.items() if outcome == "APPROVED"
+                    and tool_of.get(a) in VENDORS.values()}
+        results = final_results(bootstrap, approved, 300)
+        by_status = Counter(results.values())
+        effects = Counter((e.vendor, e.key) for e in sandbox.ledger.effects() if e.vendor in VENDORS)
+        twice = {k: n for k, n in effects.items() if n > 1}
+        problems = check_families(families, report.outcome_by_action)
+        rows = [
+            ("actions", str(len(items))), ("decided", str(report.approved + report.dropped)),
+            ("lost", str(len(report.lost))), ("decided two ways", str(len(report.conflicts))),
+            ("re-emitted decisions", str(report.re_emitted)), ("families wrong", str(len(problems))),
+            ("approved (for the 4 vendors)", str(len(approved))),
+            ("results: succeeded / failed / in doubt / none", f"{by_status['succeeded']} / {by_status['failed']} / "
+                                                             f"{by_status['in_doubt']} / {len(approved) - len(results)}"),
+            ("effects at the vendors", str(sum(effects.values()))), ("performed twice", str(len(twice))),
+            ("steps", "; ".join(steps)),
+            *((f"time to ready: {what}", ", ".join(f"{s:.1f} s" for s in times)) for what, times in ready_s.items()),
+            ("took", f"{time.monotonic() - started:.0f} s"),
+        ]
+        print(json.dumps(dict(rows), indent=2))
+        ok = (not report.lost and not report.conflicts and not twice and not problems
+              and by_status["succeeded"] <= sum(effects.values()) <= by_status["succeeded"] + by_status["in_doubt"]
+              and len(results) == len(approved))
+        if not ok:
+            say(f"NOT AS EXPECTED: lost {report.lost[:5]}, two ways {report.conflicts[:5]}, twice {list(twice)[:5]}, "
+                f"families {problems[:3]}")
+        return 0 if ok else 1
+    finally:
+        if not args.keep:
+            for pod in pods.values():
+                if pod.file is not None:
+                    podman("kube", "down", str(pod.file), check=False)
+            for pod in pods.values():
+                for doc in pod.manifest:
+                    if doc["kind"] == "PersistentVolumeClaim":
+                        podman("volume", "rm", "--force", doc["metadata"]["name"], check=False)
+            sandbox.stop()
+            broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
