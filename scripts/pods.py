@@ -1,7 +1,7 @@
 """The Helm chart played as pods on this machine (podman kube play), with the image built here,
 against the dev broker and the sandbox vendors, under a burst: scale the stream worker from 1 to
-3 pods mid-burst, SIGKILL one worker container and one executor container (podman restarts
-them, as a kubelet would), then roll every executor (SIGTERM, then started again, one at a time,
+3 pods mid-burst, SIGKILL one worker container and one executor container (``podman kill``;
+then started again, as a kubelet restarts a crashed container), then roll every executor (SIGTERM, then started again, one at a time,
 as ``kubectl rollout restart`` does). Then the oracle on every record and the vendors' ledgers
 on every effect:
 
@@ -107,15 +107,15 @@ class Pod:
         except OSError as error:
             return 0, str(error)
 
-    def await_ready(self, timeout_s: float = 180.0) -> float:
-        """Seconds until /readyz answered 200."""
+    def await_ready(self, since: float, timeout_s: float = 180.0) -> float:
+        """Seconds from ``since`` (a monotonic time: when it was started) until /readyz answered 200."""
         started = time.monotonic()
         while self.ready()[0] != 200:
             if time.monotonic() - started > timeout_s:
                 raise RuntimeError(f"{self.name} not ready after {timeout_s:.0f} s: {self.ready()}\n"
                                    f"{podman('logs', '--tail', '30', self.container, check=False)}")
-            time.sleep(0.2)
-        return time.monotonic() - started
+            time.sleep(0.1)
+        return time.monotonic() - since
 
 
 def as_pods(docs: list[dict[str, Any]], sandbox_folder: Path) -> tuple[dict[str, Any], dict[str, Pod]]:
@@ -222,10 +222,12 @@ def main() -> int:
         workers = sorted(n for n, p in pods.items() if p.component == "worker")
         executors = sorted(n for n, p in pods.items() if p.component.startswith("executor-"))
         ready_s: dict[str, list[float]] = {}
+        played_at = {}
         for name in [workers[0], *executors]:
+            played_at[name] = time.monotonic()
             play(pods[name], config, folder)
         for name in [workers[0], *executors]:
-            ready_s.setdefault("first start", []).append(pods[name].await_ready())
+            ready_s.setdefault("first start", []).append(pods[name].await_ready(played_at[name]))
         say(f"1 worker and {len(executors)} executors ready")
 
         families = generate(args.actions, seed=11, run_id=run_id)
@@ -244,21 +246,26 @@ def main() -> int:
 
         burst_s = len(items) / args.rate
         threading.Thread(target=burst, daemon=True).start()
+        burst_at = time.monotonic()
         steps: list[str] = []
         time.sleep(burst_s * 0.15)
         for name in workers[1:]:  # scale 1 -> 3
+            played_at[name] = time.monotonic()
             play(pods[name], config, folder)
-        steps.append(f"worker scaled 1 -> {len(workers)} at {time.monotonic() - started:.0f} s")
+        steps.append(f"worker scaled 1 -> {len(workers)} at {time.monotonic() - burst_at:.0f} s of the burst")
         for name in workers[1:]:
-            ready_s.setdefault("scaled worker", []).append(pods[name].await_ready())
-        time.sleep(max(0.0, burst_s * 0.4 - (time.monotonic() - started)))
+            ready_s.setdefault("scaled worker", []).append(pods[name].await_ready(played_at[name]))
+        time.sleep(max(0.0, burst_s * 0.4 - (time.monotonic() - burst_at)))
         killed = [pods[workers[1]], pods[executors[0]]]
         for pod in killed:
             podman("kill", "--signal", "KILL", pod.container)
-            steps.append(f"SIGKILL {pod.container}")
-        for pod in killed:  # podman restarts it (restartPolicy Always), as a kubelet would
-            time.sleep(1.0)
-            ready_s.setdefault("after SIGKILL", []).append(pod.await_ready())
+            steps.append(f"SIGKILL {pod.container} at {time.monotonic() - burst_at:.0f} s")
+        for pod in killed:
+            # a container that podman kill stopped is the user's, and podman's restart policy
+            # leaves it: the script starts it again, as a kubelet restarts a crashed container
+            restarted_at = time.monotonic()
+            podman("start", pod.container)
+            ready_s.setdefault("after SIGKILL", []).append(pod.await_ready(restarted_at))
         rolled = executors[:1] if args.short else executors
         for name in rolled:  # kubectl rollout restart: one pod at a time, the next once it is ready
             pod = pods[name]
@@ -266,9 +273,11 @@ def main() -> int:
             podman("pod", "stop", "--time", "60", name)
             stop_s = time.monotonic() - stopped_at
             exited = podman("inspect", "--format", "{{.State.ExitCode}}", pod.container).strip()
+            restarted_at = time.monotonic()
             podman("pod", "start", name)
-            ready_s.setdefault("rolled executor", []).append(pod.await_ready())
-            steps.append(f"rolled {name}: SIGTERM to exit {stop_s:.1f} s, exit code {exited}")
+            ready_s.setdefault("rolled executor", []).append(pod.await_ready(restarted_at))
+            steps.append(f"rolled {name} at {time.monotonic() - burst_at:.0f} s: SIGTERM to exit {stop_s:.1f} s, "
+                         f"exit code {exited}")
         sent.wait(burst_s * 3 + 120)
         if burst_error:
             raise burst_error[0]
@@ -291,7 +300,7 @@ def main() -> int:
         rows = [
             ("actions", str(len(items))), ("decided", str(report.approved + report.dropped)),
             ("lost", str(len(report.lost))), ("decided two ways", str(len(report.conflicts))),
-            ("re-emitted decisions", str(report.re_emitted)), ("families wrong", str(len(problems))),
+            ("re-emitted decisions", f"{report.re_emitted} {sorted(report.re_emitted_by_action)[:5]}"), ("families wrong", str(len(problems))),
             ("approved (for the 4 vendors)", str(len(approved))),
             ("results: succeeded / failed / in doubt / none", f"{by_status['succeeded']} / {by_status['failed']} / "
                                                              f"{by_status['in_doubt']} / {len(approved) - len(results)}"),

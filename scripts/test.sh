@@ -23,4 +23,6 @@ phase "bench/run.sh small (2,000 actions, throughput only, every implementation)
 bash bench/run.sh --actions 2000 --latency-seconds 0 --out "$(mktemp -d)/RESULTS.md"
 phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"
 bash scripts/wheel_check.sh
+phase "the image (podman) and the Helm chart played as pods, short: a scale-out, two SIGKILLs, a rolled executor (scripts/pods.sh)"
+bash scripts/pods.sh --actions 300 --rate 30 --short
 phase "done"
