@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -22,19 +20,12 @@ import pytest
 from runonce.connectors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import free_ports
 from runonce.settings import Settings
+from tests.support.probes import get
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = pytest.mark.broker
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:  # not listening yet, or gone
-        return 0, str(error)
 
 
 def _await_ready(proc: RunonceProcess, base: str, timeout_s: float = 120.0) -> list[tuple[int, str]]:
@@ -42,7 +33,7 @@ def _await_ready(proc: RunonceProcess, base: str, timeout_s: float = 120.0) -> l
     said: list[tuple[int, str]] = []
     deadline = time.monotonic() + timeout_s
     while True:
-        answer = _get(f"{base}/readyz")
+        answer = get(f"{base}/readyz")
         if not said or said[-1] != answer:
             said.append(answer)
         if answer[0] == 200:
@@ -68,8 +59,8 @@ def test_a_stream_worker_is_ready_once_its_partitions_are_restored_and_exits_0_o
         said = _await_ready(worker, f"http://127.0.0.1:{port}")
         assert said[-1] == (200, f"stream worker {worker.name}: ready\n"), said
         assert all(status != 200 for status, _ in said[:-1])
-        assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
-        assert "runonce_" in _get(f"http://127.0.0.1:{port}/metrics")[1]
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        assert "runonce_" in get(f"http://127.0.0.1:{port}/metrics")[1]
         assert _stop_and_exit_code(worker) == 0, worker.describe()
     finally:
         worker.stop()
@@ -86,7 +77,7 @@ def test_an_executor_is_ready_once_assigned_and_exits_0_on_sigterm(broker: Setti
     try:
         said = _await_ready(executor, f"http://127.0.0.1:{port}")
         assert said[-1][0] == 200 and "ready" in said[-1][1], said
-        assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
         assert _stop_and_exit_code(executor) == 0, executor.describe()
     finally:
         executor.stop()
@@ -101,6 +92,6 @@ def test_the_gateway_is_ready_once_it_can_publish(broker: Settings, tmp_path: Pa
     try:
         said = _await_ready(gateway, f"http://127.0.0.1:{port}")
         assert said[-1] == (200, "gateway: ready\n"), said
-        assert _get(f"http://127.0.0.1:{port}/healthz") == (200, "gateway: serving\n")
+        assert get(f"http://127.0.0.1:{port}/healthz") == (200, "gateway: serving\n")
     finally:
         gateway.stop()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import urllib.error
-import urllib.request
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -21,6 +19,7 @@ from runonce.kafka.health import Health
 from runonce.kafka.loop import ConsumerLoop
 from runonce.ops.observe.serve import ProbeServer
 from tests.support.executor_fakes import FakeConsumer, Msg
+from tests.support.probes import get
 from tests.unit.test_loop import Task
 
 
@@ -93,12 +92,6 @@ def test_the_loop_is_ready_only_once_started_and_its_partitions_restored_and_not
     assert seen == [False] and "stopping (SIGTERM)" in health.ready().reason and health.live().ok
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def test_one_port_serves_metrics_and_both_probes_with_their_verdicts() -> None:
@@ -110,13 +103,13 @@ def test_one_port_serves_metrics_and_both_probes_with_their_verdicts() -> None:
     server = ProbeServer("127.0.0.1", 0, registry, health)
     base = f"http://127.0.0.1:{server.port}"
     try:
-        assert _get(f"{base}/readyz") == (503, "executor payments/0: initialising its transactional producer\n")
+        assert get(f"{base}/readyz") == (503, "executor payments/0: initialising its transactional producer\n")
         health.started()
         health.assigned()
-        assert _get(f"{base}/readyz") == (200, "executor payments/0: ready\n")
-        assert _get(f"{base}/healthz")[0] == 200
-        status, body = _get(f"{base}/metrics")
+        assert get(f"{base}/readyz") == (200, "executor payments/0: ready\n")
+        assert get(f"{base}/healthz")[0] == 200
+        status, body = get(f"{base}/metrics")
         assert status == 200 and "runonce_probe_test_total 1.0" in body
-        assert _get(f"{base}/nothing")[0] == 404
+        assert get(f"{base}/nothing")[0] == 404
     finally:
         server.close()
