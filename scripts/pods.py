@@ -6,7 +6,14 @@ as ``kubectl rollout restart`` does). Then the oracle on every record and the ve
 on every effect:
 
     bash scripts/pods.sh                       # 3,000 actions at 60/s, the full storm
-    bash scripts/pods.sh --actions 400 --rate 40 --short   # what CI runs: one of each fault
+    bash scripts/pods.sh --actions 300 --rate 30 --short   # what CI runs: one of each fault
+    bash scripts/pods.sh --incidents           # the seed's incidents through the pods (CI runs it)
+
+With ``--incidents`` it replays the seed's incidents as ``scripts/run.sh`` does (``runonce
+demo``: straight to the sandbox vendors, then through runonce), but with the stream worker and
+one executor per vendor (nine sandbox vendors and the demo's PostgreSQL) played as the chart's
+pods; the table is counted from the vendors' ledgers and the refunds table, and a figure other
+than the incident's expected one fails the run.
 
 What podman kube play does not do, this script does for it (each step says so): a StatefulSet
 becomes its pods (pod i named NAME-i, with its PersistentVolumeClaim), a Job a pod; pods share
@@ -45,7 +52,6 @@ from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
-from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.oracle import verify  # noqa: E402
@@ -80,8 +86,10 @@ def helm() -> str:
 def render(values: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
     path = folder / "values.yaml"
     path.write_text(yaml.safe_dump(values))
-    out = subprocess.run([helm(), "template", RELEASE, str(CHART), "-f", str(path)], capture_output=True, text=True,
-                         check=True).stdout
+    done = subprocess.run([helm(), "template", RELEASE, str(CHART), "-f", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"helm template with {path}: {done.stderr.strip()}")
+    out = done.stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -171,6 +179,91 @@ def play(pod: Pod, config: dict[str, Any], folder: Path) -> None:
     podman("kube", "play", "--replace", str(pod.file))
 
 
+def chart_values(bootstrap: str, partitions: int, vendors: dict[str, Any]) -> dict[str, Any]:
+    version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                   if line.startswith("version = "))
+    return {"image": {"repository": "localhost/runonce", "tag": version, "pullPolicy": "Never"},
+            "kafka": {"bootstrapServers": bootstrap, "partitions": partitions},
+            "gateway": {"enabled": False}, "connectors": {"vendors": vendors}}
+
+
+def readable_by_image(folder: Path) -> None:
+    """The sandbox's secrets, readable by the image's user (the host's sandbox runs as root)."""
+    subprocess.run(["chown", "-R", "10001:10001", str(folder)], check=True)
+
+
+def play_topics(pods: dict[str, Pod], config: dict[str, Any], folder: Path) -> None:
+    job = next(p for p in pods.values() if p.component == "topics")
+    play(job, config, folder)
+    exit_code = podman("wait", job.container).strip()
+    say(f"topics Job pod exited {exit_code}")
+    if exit_code != "0":
+        raise RuntimeError(f"the topics Job failed:\n{podman('logs', '--tail', '30', job.container, check=False)}")
+
+
+def down(pods: dict[str, Pod]) -> None:
+    for pod in pods.values():
+        if pod.file is not None:
+            podman("kube", "down", str(pod.file), check=False)
+    for pod in pods.values():
+        for doc in pod.manifest:
+            if doc["kind"] == "PersistentVolumeClaim":
+                podman("volume", "rm", "--force", doc["metadata"]["name"], check=False)
+
+
+class PodFleet:
+    """``runonce demo``'s executors as the chart's pods (a ``runonce.ops.demo.Fleet``): the chart
+    rendered with the demo's connectors file as its ``connectors.vendors``; the topics Job, one
+    stream worker and one executor pod per vendor played, each awaited on ``/readyz``."""
+
+    def __init__(self, bootstrap: str, partitions: int, folder: Path) -> None:
+        self._bootstrap, self._partitions, self._folder = bootstrap, partitions, folder
+        self.pods: dict[str, Pod] = {}
+        self.ready_s: list[float] = []
+
+    def start(self, connectors: Path, vendors: list[str], run_id: str) -> None:
+        readable_by_image(connectors.parent)  # the demo's sandbox secrets and its database's DSN file
+        tables = tomllib.loads(connectors.read_text(encoding="utf-8"))["vendors"]
+        values = chart_values(self._bootstrap, self._partitions, {v: tables[v] for v in vendors})
+        config, every = as_pods(render(values, self._folder), connectors.parent)
+        self.pods = {n: p for n, p in every.items() if p.component != "worker" or n.endswith("-0")}
+        play_topics(self.pods, config, self._folder)
+        running = [p for p in self.pods.values() if p.component != "topics"]
+        played_at = {}
+        for pod in running:
+            played_at[pod.name] = time.monotonic()
+            play(pod, config, self._folder)
+        self.ready_s = [pod.await_ready(played_at[pod.name]) for pod in running]
+        say(f"played {', '.join(sorted(p.name for p in running))}; each ready in "
+            f"{min(self.ready_s):.1f}-{max(self.ready_s):.1f} s")
+
+    def stop(self) -> None:
+        down(self.pods)
+
+
+def incidents(folder: Path, settings: Settings) -> int:
+    """The seed's incidents, straight to the sandbox vendors and then through the pods: the table
+    ``scripts/run.sh`` prints, with the worker and every executor in a container."""
+    from runonce.ops.demo import format_table, run_demo
+
+    started = time.monotonic()
+    fleet = PodFleet(settings.bootstrap_servers(), settings.partitions, folder)
+    rows = run_demo(settings, progress=say, fleet=fleet)
+    print(format_table(rows))
+    report = verify(settings.bootstrap_servers())
+    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
+    print(json.dumps({"pods": sorted(p.name for p in fleet.pods.values() if p.component != "topics"),
+                      "time to ready": f"{min(fleet.ready_s):.1f}-{max(fleet.ready_s):.1f} s",
+                      "requested": report.requested, "lost": len(report.lost),
+                      "decided two ways": len(report.conflicts), "re-emitted decisions": report.re_emitted,
+                      "took": f"{time.monotonic() - started:.0f} s"}, indent=2))
+    for surprise in surprises:
+        say(f"NOT AS EXPECTED: {surprise}")
+    if report.lost or report.conflicts:
+        say(f"NOT AS EXPECTED: lost {report.lost[:5]}, two ways {report.conflicts[:5]}")
+    return 1 if surprises or report.lost or report.conflicts else 0
+
+
 def final_results(bootstrap: str, action_ids: set[str], timeout_s: float) -> dict[str, str]:
     """Each action's final status on actions.results, waiting up to ``timeout_s`` for all."""
     codec, found, deadline = Codec(), {}, time.monotonic() + timeout_s
@@ -186,39 +279,41 @@ def final_results(bootstrap: str, action_ids: set[str], timeout_s: float) -> dic
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--incidents", action="store_true",
+                        help="replay the seed's incidents through the pods (the table scripts/run.sh prints) "
+                             "instead of the storm")
     parser.add_argument("--actions", type=int, default=3000)
     parser.add_argument("--rate", type=float, default=60.0, help="actions per second")
     parser.add_argument("--short", action="store_true", help="one kill of each kind and one executor rolled")
     parser.add_argument("--keep", action="store_true", help="leave the pods, broker and sandbox running")
     args = parser.parse_args()
-    started = time.monotonic()
     run_id = f"pods-{uuid.uuid4().hex[:6]}"
     folder = ROOT / "bench" / "out" / run_id
     folder.mkdir(parents=True)
     settings = Settings.from_env({"RUNONCE_HOME": str(folder / "home"), "RUNONCE_BROKER_HEAP_MB": "384"})
     broker = Broker(settings, progress=say)
+    broker.start()
+    try:
+        if args.incidents:
+            return incidents(folder, settings)
+        return storm(args, run_id, folder, settings)
+    finally:
+        if not args.keep:
+            broker.stop()
+
+
+def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Settings) -> int:
+    started = time.monotonic()
+    bootstrap = settings.bootstrap_servers()
     sandbox = LocalVendors(folder / "sandbox").start()
     pods: dict[str, Pod] = {}
     try:
-        status = broker.start()
-        bootstrap = status.bootstrap or ""
-        create_topics(bootstrap, settings.partitions)
-        version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
-                       if line.startswith("version = "))
-        # the sandbox's secrets, readable by the image's user (the host's sandbox runs as root)
-        subprocess.run(["chown", "-R", "10001:10001", str(sandbox.folder)], check=True)
+        readable_by_image(sandbox.folder)
         every = tomllib.loads(sandbox.connectors_toml())["vendors"]
-        values = {"image": {"repository": "localhost/runonce", "tag": version, "pullPolicy": "Never"},
-                  "kafka": {"bootstrapServers": bootstrap, "partitions": settings.partitions},
-                  "gateway": {"enabled": False},
-                  "connectors": {"vendors": {name: every[name] for name in VENDORS}}}
+        values = chart_values(bootstrap, settings.partitions, {name: every[name] for name in VENDORS})
         config, pods = as_pods(render(values, folder), sandbox.folder)
         say(f"chart rendered: {', '.join(sorted(pods))}")
-
-        topics_job = next(p for p in pods.values() if p.component == "topics")
-        play(topics_job, config, folder)
-        exit_code = podman("wait", topics_job.container).strip()
-        say(f"topics Job pod exited {exit_code}")
+        play_topics(pods, config, folder)
         workers = sorted(n for n, p in pods.items() if p.component == "worker")
         executors = sorted(n for n, p in pods.items() if p.component.startswith("executor-"))
         ready_s: dict[str, list[float]] = {}
@@ -319,15 +414,10 @@ def main() -> int:
         return 0 if ok else 1
     finally:
         if not args.keep:
-            for pod in pods.values():
-                if pod.file is not None:
-                    podman("kube", "down", str(pod.file), check=False)
-            for pod in pods.values():
-                for doc in pod.manifest:
-                    if doc["kind"] == "PersistentVolumeClaim":
-                        podman("volume", "rm", "--force", doc["metadata"]["name"], check=False)
+            down(pods)
             sandbox.stop()
-            broker.stop()
+
+
 
 
 if __name__ == "__main__":

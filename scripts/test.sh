@@ -25,4 +25,6 @@ phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"
 bash scripts/wheel_check.sh
 phase "the image (podman) and the Helm chart played as pods, short: a scale-out, two SIGKILLs, a rolled executor (scripts/pods.sh)"
 bash scripts/pods.sh --actions 300 --rate 30 --short
+phase "the seed's incidents through the pods: the table scripts/run.sh prints, the worker and every executor in a container"
+bash scripts/pods.sh --incidents
 phase "done"

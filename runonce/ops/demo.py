@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 from runonce.approvals.client import Approvals
 from runonce.connectors import registry
@@ -103,11 +103,24 @@ class DemoAccess:
         return cls(access, access, access, access, settings.child_env(os.environ))
 
 
-def run_demo(settings: Settings, progress: Progress, access: DemoAccess | None = None) -> list[Row]:
+class Fleet(Protocol):
+    """The executors the demo's approvals reach: one per vendor of its connectors file. By default
+    processes on this machine (``ProcessFleet``); ``scripts/pods.py --incidents`` plays the Helm
+    chart's executor pods instead, so the same table is counted through the containers."""
+
+    def start(self, connectors: Path, vendors: list[str], run_id: str) -> None:
+        """Start them, and return once each consumes ``actions.approved`` from its current end."""
+
+    def stop(self) -> None:
+        """Stop every one started, waiting for each to end."""
+
+
+def run_demo(settings: Settings, progress: Progress, access: DemoAccess | None = None,
+             fleet: Fleet | None = None) -> list[Row]:
     access = access or DemoAccess.unsecured(settings)
+    fleet = fleet or ProcessFleet(settings, access, progress)
     sandbox = LocalVendors(settings.home / "demo-sandbox").start()
     postgres = LocalPostgres(settings.home / "demo-postgres")
-    executors: list[subprocess.Popen[bytes]] = []
     rows = []
     try:
         postgres.start()
@@ -119,7 +132,7 @@ def run_demo(settings: Settings, progress: Progress, access: DemoAccess | None =
         built = registry.load(local.connectors_path, local.environ)
         connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
         run_id = uuid.uuid4().hex[:8]
-        executors = _start_executors(local, access, sorted(built), run_id, progress)
+        fleet.start(local.connectors_path, sorted(built), run_id)
         ledger, refunds = sandbox.vendors.ledger.count, _refund_rows(postgres)
         with DecisionWatcher(access.observer) as decisions, Submitter(access.agent, agent_id="demo") as sub:
             results = ResultWatcher(access.observer)
@@ -138,31 +151,39 @@ def run_demo(settings: Settings, progress: Progress, access: DemoAccess | None =
             finally:
                 results.close()
     finally:
-        for proc in executors:
-            proc.terminate()
-        for proc in executors:
-            proc.wait(20)
+        fleet.stop()
         sandbox.stop()
         postgres.stop()
     return rows
 
 
-def _start_executors(settings: Settings, access: DemoAccess, vendors: list[str], run_id: str,
-                     progress: Progress) -> list[subprocess.Popen[bytes]]:
-    env = {**access.executor_env, "RUNONCE_CONNECTORS": str(settings.connectors_path)}
-    log_dir = Path(settings.home) / "demo-logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    procs = []
-    for vendor in vendors:
-        group = f"{groups.EXECUTOR_PREFIX}demo-{run_id}-{vendor}"  # a name the executor principal may use
-        # Fresh groups for this run, starting at the current end: earlier approvals are not replayed here.
-        groups.start_group_at_end(access.executor, group, topics.APPROVED)
-        with open(log_dir / f"executor-{vendor}.log", "ab") as log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor,
-                                           "--group", group, "--slot", run_id], env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-    progress(f"started {len(procs)} executors against the sandbox vendors (logs in {log_dir})")
-    return procs
+class ProcessFleet:
+    """One executor process per vendor, in fresh consumer groups that start at the current end:
+    earlier approvals (of other runs on this broker) are not replayed here."""
+
+    def __init__(self, settings: Settings, access: DemoAccess, progress: Progress) -> None:
+        self._settings, self._access, self._progress = settings, access, progress
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, connectors: Path, vendors: list[str], run_id: str) -> None:
+        env = {**self._access.executor_env, "RUNONCE_CONNECTORS": str(connectors)}
+        log_dir = Path(self._settings.home) / "demo-logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for vendor in vendors:
+            group = f"{groups.EXECUTOR_PREFIX}demo-{run_id}-{vendor}"  # a name the executor principal may use
+            groups.start_group_at_end(self._access.executor, group, topics.APPROVED)
+            with open(log_dir / f"executor-{vendor}.log", "ab") as log:
+                self._procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "runonce", "executor", "--vendor", vendor, "--group", group,
+                     "--slot", run_id], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        self._progress(f"started {len(self._procs)} executors against the sandbox vendors (logs in {log_dir})")
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            proc.terminate()
+        for proc in self._procs:
+            proc.wait(20)
+        self._procs.clear()
 
 
 def _straight(incident: Incident, connectors: dict[str, Connector], count: Callable[[], int]) -> int:

@@ -91,6 +91,20 @@ def test_each_vendor_gets_an_executor_and_the_connectors_file_reads_as_runonce_r
     assert "api_key = " not in config["data"]["connectors.toml"].replace("[vendors.payments.api_key]", "")
 
 
+def test_a_vendor_named_with_an_underscore_runs_under_a_kubernetes_name_but_keeps_its_own(tmp_path: Path) -> None:
+    """runonce lets a vendor be any TOML key (the demo's is ``orders_db``); Kubernetes names
+    allow no "_". Catches: the schema refusing the name, or ``--vendor`` given the DNS form (the
+    executor would find no such vendor in the file)."""
+    table = {"kind": "postgres", "dsn": {"file": "/var/run/secrets/runonce/orders_db/dsn"}}
+    docs = render(tmp_path, {**VALUES, "connectors": {"vendors": {"orders_db": table}}, "executors": {}})
+    executor = of_kind(docs, "StatefulSet")["r1-runonce-executor-orders-db"]
+    (container,) = executor["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:3] == ["executor", "--vendor", "orders_db"]
+    two = {"orders_db": table, "orders-db": table}
+    done = run("template", "r1", values={**VALUES, "connectors": {"vendors": two}, "executors": {}}, tmp=tmp_path)
+    assert done.returncode != 0 and 'both name their executor "orders-db"' in done.stderr, done.stderr
+
+
 def test_the_worker_is_a_stateful_static_member_probed_on_its_metrics_port(tmp_path: Path) -> None:
     docs = render(tmp_path)
     worker = of_kind(docs, "StatefulSet")["r1-runonce-worker"]
