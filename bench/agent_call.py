@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.local_broker import OUT, local_broker  # noqa: E402
-from runonce.connectors import registry  # noqa: E402
-from runonce.connectors.base import ActionCall  # noqa: E402
-from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
+from runonce.connectors.executor import registry  # noqa: E402
+from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
+from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.sdk.client import ActionClient  # noqa: E402

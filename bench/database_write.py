@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
-from runonce.connectors import registry  # noqa: E402
-from runonce.connectors.base import ActionCall  # noqa: E402
+from runonce.connectors.executor import registry  # noqa: E402
+from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.ops.demo import REFUND_SQL, REFUNDS_TABLE  # noqa: E402
 from runonce.testkit.postgres import LocalPostgres  # noqa: E402
 from runonce.testkit.watch import ResultWatcher  # noqa: E402

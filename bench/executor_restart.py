@@ -104,7 +104,7 @@ def restart(settings: Settings, sandbox: Any, full: bool, group: str, folder: st
         env["RUNONCE_BENCH_FULL_RESTORE"] = "1"
     log_path = OUT / f"executor-restart-{'full' if full else folder}.log"
     log_path.unlink(missing_ok=True)
-    code = ("import os, sys, runonce.connectors.results as r\n"
+    code = ("import os, sys, runonce.connectors.executor.results as r\n"
             "if os.environ.get('RUNONCE_BENCH_FULL_RESTORE'):\n"
             "    r.ResultIndex._first_unread_ms = lambda self, starts: 0\n"
             "from runonce.ops.cli import main\nsys.exit(main(sys.argv[1:]))\n")
@@ -148,7 +148,7 @@ def main() -> int:
                          "its group (a static member takes its partitions back at once; a dynamic one waits out the "
                          "dead one's session timeout)")
     args = ap.parse_args()
-    from runonce.connectors.sandbox.local import LocalVendors
+    from runonce.connectors.vendors.sandbox.local import LocalVendors
 
     with local_broker("executor-restart", say) as settings:
         sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()

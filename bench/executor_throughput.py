@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
 from bench.vendor_servers import approve as approve_many  # noqa: E402
-from runonce.connectors import registry  # noqa: E402
-from runonce.connectors.base import ActionCall  # noqa: E402
-from runonce.connectors.sandbox.faults import Fault  # noqa: E402
-from runonce.connectors.sandbox.local import LocalVendors  # noqa: E402
+from runonce.connectors.executor import registry  # noqa: E402
+from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
+from runonce.connectors.vendors.sandbox.faults import Fault  # noqa: E402
+from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 
 CHARGES = "/v1/charges"

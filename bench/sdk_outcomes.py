@@ -102,7 +102,7 @@ def main() -> int:
     if args.probe:
         probe(*args.probe)
         return 0
-    from runonce.connectors.sandbox.local import LocalVendors
+    from runonce.connectors.vendors.sandbox.local import LocalVendors
 
     with local_broker("sdk", say) as settings:
         sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()

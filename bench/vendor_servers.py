@@ -1,7 +1,7 @@
 """What one executor sustains against the vendors' own servers, not runonce's sandbox:
 N approved charges to Stripe's ``stripe-mock`` (form-encoded, a secret key, an
 Idempotency-Key each), and N approved emails to Mailpit requiring STARTTLS and AUTH (a new
-TLS session and login per message, as connectors/transport.py sends). Timed from the first
+TLS session and login per message, as connectors/toolkit/transport.py sends). Timed from the first
 approved record until every action has its final result on actions.results; the emails are
 also counted through Mailpit's own API (each recipient exactly once). Beside each, the
 connector alone with as many calls in flight, no Kafka.
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 
 from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
-from runonce.connectors import registry  # noqa: E402
-from runonce.connectors.base import ActionCall  # noqa: E402
+from runonce.connectors.executor import registry  # noqa: E402
+from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.vendor_servers import Mailpit, StripeMock  # noqa: E402
 from runonce.testkit.watch import ResultWatcher  # noqa: E402

@@ -1,5 +1,5 @@
 """The replay test, for any connector (yours too), as a function and a pytest fixture. It
-drives the executor's own path: the plan (connectors/batch.py ``plan_call``), then perform or
+drives the executor's own path: the plan (connectors/executor/batch.py ``plan_call``), then perform or
 reconcile (``carry_out``), with what the executor would know after each commit.
 
 1. a new action with vendor key K: planned PERFORM, its intent committed, performed once;
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
-from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
-from runonce.connectors.batch import Known, Plan, carry_out, plan_call
-from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor.batch import Known, Plan, carry_out, plan_call
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse
 from runonce.wire.results import Result, Status
 
 if TYPE_CHECKING:
-    from runonce.connectors.sandbox.local import LocalVendors
+    from runonce.connectors.vendors.sandbox.local import LocalVendors
 
 
 class _Counted:
@@ -151,7 +151,7 @@ def replay() -> Callable[[Connector, ActionCall, Callable[[], int]], Result]:
 def sandbox_vendors(tmp_path: Path) -> Iterator[LocalVendors]:
     """runonce's sandbox vendors in ``tmp_path``, stopped after the test: ``http_url``, each
     vendor's key file (``email_api_key_file``, ``stripe_key_file``, ...) and ``ledger``."""
-    from runonce.connectors.sandbox.local import LocalVendors
+    from runonce.connectors.vendors.sandbox.local import LocalVendors
 
     sandbox = LocalVendors(tmp_path / "sandbox-vendors").start()
     try:

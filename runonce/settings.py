@@ -96,7 +96,7 @@ class Settings:
     static_membership: bool = False
     #: names this worker's local RocksDB folder (several workers can share one machine)
     worker_name: str = "worker-0"
-    #: the connectors file: which vendors the executors reach, and how (connectors/config.py);
+    #: the connectors file: which vendors the executors reach, and how (connectors/toolkit/config.py);
     #: None: ``<home>/connectors.toml``, which ``runonce up`` writes for its sandboxes
     connectors_file: Path | None = None
     #: the environment the connectors file's ``{ env = "VAR" }`` secrets are read from (only those)

@@ -1,5 +1,5 @@
 """The one consumer loop of every process that commits in Kafka transactions: the stream
-worker (streams/transactional/worker.py) and the executors (connectors/executor.py).
+worker (streams/transactional/worker.py) and the executors (connectors/executor/executor.py).
 
 The loop owns what is the same for both; a ``Task`` keeps only its work per batch:
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
 from runonce.approvals.client import Approvals
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.errors import ConnectorError
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.executor import registry
+from runonce.connectors.toolkit.base import ActionCall, Connector
+from runonce.connectors.toolkit.errors import ConnectorError
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.core.approval import Verdict
 from runonce.core.decision import Outcome, Reason
 from runonce.devbroker.users import write_private

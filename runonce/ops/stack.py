@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from runonce.connectors.sandbox.names import SANDBOX_VENDORS
+from runonce.connectors.vendors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import Broker, BrokerState, BrokerStatus, free_ports, pid_alive, stop_group
 from runonce.devbroker.users import SUPER_USER, client_config, read_users, write_private, write_users
 from runonce.errors import ConfigError

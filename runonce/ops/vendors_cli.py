@@ -20,8 +20,8 @@ def _path(settings: Settings, args: argparse.Namespace) -> Path:
 def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
     """check: one line per vendor, or the first error (vendor and field named); --probe: each
     vendor's harmless authenticated call. Exit 1 when the file or any probe fails."""
-    from runonce.connectors import registry
-    from runonce.connectors.errors import ConnectorError
+    from runonce.connectors.executor import registry
+    from runonce.connectors.toolkit.errors import ConnectorError
 
     path = _path(settings, args)
     if getattr(args, "file", None) and not path.is_file():
@@ -50,10 +50,10 @@ def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.connectors import registry
-    from runonce.connectors.config import read_tables
-    from runonce.connectors.executor import StartPolicy, create_executor
-    from runonce.connectors.metrics import ExecutorMetrics
+    from runonce.connectors.executor import registry
+    from runonce.connectors.executor.executor import StartPolicy, create_executor
+    from runonce.connectors.executor.metrics import ExecutorMetrics
+    from runonce.connectors.toolkit.config import read_tables
     from runonce.kafka.health import Health
     from runonce.ops.malloc_arenas import cap_malloc_arenas
     from runonce.ops.observe.serve import ProbeServer
@@ -82,7 +82,7 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.connectors.sandbox.local import LocalVendors
+    from runonce.connectors.vendors.sandbox.local import LocalVendors
 
     folder = Path(args.dir) if args.dir else settings.home / "sandbox"
     local = LocalVendors(folder, http_port=args.http_port, smtp_port=args.smtp_port, host=args.host,

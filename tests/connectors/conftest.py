@@ -5,11 +5,11 @@ from typing import Iterator
 
 import pytest
 
-from runonce.connectors import registry
-from runonce.connectors.base import Connector
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.executor import registry
+from runonce.connectors.toolkit.base import Connector
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 
 
 @pytest.fixture()

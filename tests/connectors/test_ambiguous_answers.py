@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.errors import OutcomeUnknown, TransientVendorError
-from runonce.connectors.jira import label
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.smtp_server import SmtpServer
-from runonce.connectors.smtp import SmtpConnector
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall, Connector
+from runonce.connectors.toolkit.errors import OutcomeUnknown, TransientVendorError
+from runonce.connectors.vendors.jira import label
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.vendors.smtp import SmtpConnector
 from runonce.wire.results import Status
 from tests.support.jira import ISSUE, jira_connector
 from tests.support.slack import POST, post, slack_connector
@@ -104,8 +104,8 @@ def test_a_relay_that_offers_no_starttls_gets_no_mail_in_clear(tmp_path: Path) -
     """``tls = "starttls"`` (the default) against a relay that does not offer it: failed, nothing
     sent. Catches the session carrying on in plaintext when STARTTLS is missing (the check in
     ``transport.smtp_session`` made conditional): the mail would go out in clear."""
-    from runonce.connectors import registry
-    from runonce.connectors.sandbox.ledger import Ledger
+    from runonce.connectors.executor import registry
+    from runonce.connectors.vendors.sandbox.ledger import Ledger
 
     plain = SmtpServer(Ledger(), tls=None).start()  # no STARTTLS, no AUTH
     try:
@@ -124,8 +124,8 @@ def test_a_relay_that_offers_no_starttls_gets_no_mail_in_clear(tmp_path: Path) -
 def test_a_relay_silent_after_data_beyond_the_timeout_is_an_unknown(tmp_path: Path) -> None:
     """smtplib reports a timeout after DATA as SMTPServerDisconnected ("timed out"), which the
     one ``except`` after DATA turns into OutcomeUnknown: the mail may have been accepted."""
-    from runonce.connectors import registry
-    from runonce.connectors.sandbox.ledger import Ledger
+    from runonce.connectors.executor import registry
+    from runonce.connectors.vendors.sandbox.ledger import Ledger
 
     slow = SmtpServer(Ledger(), tls=None).start()
     slow.set_delay(3.0)

@@ -13,11 +13,11 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall, Capability
-from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.postgres import PostgresConnector
-from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall, Capability
+from runonce.connectors.toolkit.errors import PermanentVendorError
+from runonce.connectors.vendors.postgres import PostgresConnector
 from runonce.errors import ConfigError
 from runonce.testkit.postgres import LocalPostgres
 from runonce.wire.results import Status

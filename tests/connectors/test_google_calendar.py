@@ -14,18 +14,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.bearer import StaticBearer
-from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.google_calendar import GoogleCalendarConnector, ServiceAccount, event_id
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.google_calendar import ServiceAccountKey
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.ledger import Request
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.secrets import Secret
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.bearer import StaticBearer
+from runonce.connectors.toolkit.errors import PermanentVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.google_calendar import GoogleCalendarConnector, ServiceAccount, event_id
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.ledger import Request
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.wire.results import Status
 from tests.connectors import vendor_api_facts as facts
 
@@ -167,8 +167,8 @@ def test_a_key_google_does_not_know_is_a_clear_permanent_failure_that_never_show
 
 def test_the_calendar_refuses_what_google_refuses(local: LocalVendors, vendors: VendorServer) -> None:
     """The sandbox answers as the API does: a client id outside base32hex, no end, no offset."""
-    from runonce.connectors.errors import PermanentVendorError as Refused
-    from runonce.connectors.transport import http_json
+    from runonce.connectors.toolkit.errors import PermanentVendorError as Refused
+    from runonce.connectors.toolkit.transport import http_json
 
     url = f"{vendors.url}{CALENDARS}c1/events"
     auth = {"Authorization": f"Bearer {local.google_token}"}

@@ -10,13 +10,13 @@ import base64
 import json
 import uuid
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.jira import JiraCloudConnector, label
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.secrets import Secret
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.jira import JiraCloudConnector, label
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.wire.results import Status
 from tests.support.jira import ISSUE, jira_connector
 
@@ -74,7 +74,7 @@ def test_what_jira_refuses_is_failed_with_its_reason(vendors: VendorServer) -> N
 def test_a_created_answer_without_an_issue_key_is_resolved_by_the_state_check(vendors: VendorServer) -> None:
     """A 201 whose body names no issue (a proxy's, a mock's): the issue exists, and its label
     finds its key. Catches ``perform`` recording it ``succeeded`` with vendor_ref 'None'."""
-    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import Fault
 
     vendors.state.faults.add(Fault(ISSUE, method="POST", fail_after_effect=1, after_effect_status=201))
     call = _ticket()

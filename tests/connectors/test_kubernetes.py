@@ -15,18 +15,18 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import trustme
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.bearer import StaticBearer
-from runonce.connectors.errors import PermanentVendorError, TransientVendorError
-from runonce.connectors.kubeconfig import ApiServer, KubeconfigError, from_kubeconfig, in_cluster
-from runonce.connectors.kubernetes import ACTION_ANNOTATION, KEEP, RESTARTED_AT, KubernetesConnector, annotation
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.ledger import Request
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.secrets import Secret
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.bearer import StaticBearer
+from runonce.connectors.toolkit.errors import PermanentVendorError, TransientVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.kubeconfig import ApiServer, KubeconfigError, from_kubeconfig, in_cluster
+from runonce.connectors.vendors.kubernetes import ACTION_ANNOTATION, KEEP, RESTARTED_AT, KubernetesConnector, annotation
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.ledger import Request
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.errors import ConfigError
 from runonce.wire.results import Status
 from tests.connectors import vendor_api_facts as facts

@@ -10,9 +10,9 @@ from typing import Callable
 
 import pytest
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.executor import registry
+from runonce.connectors.toolkit.base import ActionCall, Connector
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.errors import ConfigError
 from runonce.wire.results import Result
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runonce.connectors.sandbox.google_calendar import ServiceAccountKey
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.users import write_private
 
 PROBED = ("calendar", "jira", "kubernetes", "payments", "salesforce", "slack", "smtp")

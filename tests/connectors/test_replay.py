@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import pytest
 
-from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.names import SANDBOX_VENDORS
+from runonce.connectors.toolkit.base import ActionCall, Connector
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.names import SANDBOX_VENDORS
 from runonce.wire.results import Result
 from tests.support.slack import POST, slack_connector
 
@@ -46,7 +46,7 @@ def test_replay(vendor: str, vendors: VendorServer, connectors: dict[str, Connec
 def test_the_replay_test_catches_a_connector_that_is_not_idempotent(vendors: VendorServer,
                                                                     replay: Callable[..., Result]) -> None:
     """The check can fail: a connector that bypasses the protocol and posts twice is caught."""
-    from runonce.connectors.slack import SlackConnector
+    from runonce.connectors.vendors.slack import SlackConnector
 
     class Leaky(SlackConnector):
         def perform(self, call: ActionCall):  # type: ignore[no-untyped-def]
@@ -62,8 +62,8 @@ def test_the_replay_calls_the_vendor_again_and_sees_a_vendor_that_deduplicates_n
         vendors: VendorServer, replay: Callable[..., Result]) -> None:
     """A connector that claims a vendor key its vendor ignores: the replay really posts again,
     and the second message is caught (a replay that answered from its own store could not)."""
-    from runonce.connectors.base import Capability
-    from runonce.connectors.slack import SlackConnector
+    from runonce.connectors.toolkit.base import Capability
+    from runonce.connectors.vendors.slack import SlackConnector
 
     class Overconfident(SlackConnector):
         capability = Capability.VENDOR_KEY
@@ -77,8 +77,8 @@ def test_the_replay_calls_the_vendor_again_and_sees_a_vendor_that_deduplicates_n
 def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: VendorServer,
                                                                    connectors: dict[str, Connector]) -> None:
     """The vendor charged, but the answer was lost; then it failed twice: one charge in the end."""
-    from runonce.connectors.runner import ActionRunner, RetryPolicy
-    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+    from runonce.connectors.vendors.sandbox.faults import Fault
     from runonce.wire.results import Status
 
     vendors.state.faults.add(Fault("/v1/charges", drop_response=1))
@@ -91,8 +91,8 @@ def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: Vend
 
 
 def test_a_slow_vendor_is_outcome_unknown_not_failed(vendors: VendorServer) -> None:
-    from runonce.connectors.errors import OutcomeUnknown
-    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.toolkit.errors import OutcomeUnknown
+    from runonce.connectors.vendors.sandbox.faults import Fault
     vendors.state.faults.add(Fault(POST, delay_s=1.5))
     with pytest.raises(OutcomeUnknown, match="no answer within 1 s"):
         slack_connector(vendors, timeout_s=1.0).perform(ActionCall("a", "post_slack_message",

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import uuid
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.salesforce import SalesforceConnector
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.secrets import Secret
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.salesforce import SalesforceConnector
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.wire.results import Status
 
 SOBJECTS = "/services/data/v62.0/sobjects/"

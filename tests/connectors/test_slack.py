@@ -10,22 +10,22 @@ import uuid
 
 import pytest
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.errors import (
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.errors import (
     ConnectorError,
     OutcomeUnknown,
     PermanentVendorError,
     RateLimited,
     TransientVendorError,
 )
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.secrets import Secret
-from runonce.connectors.slack import SlackConnector, SlackWebhookConnector, _raise_for_slack
-from runonce.connectors.transport import HttpResult
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import HttpResult
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.slack import SlackConnector, SlackWebhookConnector, _raise_for_slack
 from runonce.wire.results import Status
 from tests.connectors.vendor_api_facts import SLACK_BASE_PATH, SLACK_DOCUMENTED_ERRORS, SLACK_POST_MESSAGE
 from tests.support.slack import POST, slack_connector

@@ -8,13 +8,13 @@ import uuid
 
 import pytest
 
-from runonce.connectors.base import ActionCall
-from runonce.connectors.jira import label
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.salesforce import SalesforceConnector
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.secrets import Secret
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.jira import label
+from runonce.connectors.vendors.salesforce import SalesforceConnector
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.wire.results import Status
 from tests.support.jira import ISSUE, SEARCH, jira_connector
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from standardwebhooks import Webhook
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.runner import ActionRunner, RetryPolicy
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.secrets import Secret
-from runonce.connectors.webhooks import StandardWebhookConnector
+from runonce.connectors.executor import registry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.toolkit.errors import PermanentVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.webhooks import StandardWebhookConnector
 from runonce.errors import ConfigError
 from runonce.wire.results import Status
 

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import pytest
 
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.watch import DecisionWatcher

@@ -21,8 +21,8 @@ import pytest
 from runonce import tokens
 from runonce.approvals.client import Approvals
 from runonce.approvals.page import ApprovalsPage
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.core.approval import Verdict
 from runonce.core.policy import PolicyBook
 from runonce.errors import ResultTimeout

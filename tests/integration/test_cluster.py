@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import BrokerState
 from runonce.devbroker.cluster import Cluster
 from runonce.kafka import topics

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from runonce.connectors.base import ActionCall
-from runonce.connectors.jira import label as jira_label
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.smtp import SmtpConnector
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.vendors.jira import label as jira_label
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.smtp import SmtpConnector
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all

@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import pytest
 
-from runonce.connectors.base import ActionCall
-from runonce.connectors.sandbox.faults import Fault
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.smtp import SmtpConnector
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.smtp import SmtpConnector
 from runonce.core.decision import Reason
 from runonce.devbroker.broker import Broker, BrokerState
 from runonce.kafka import groups, topics

@@ -10,9 +10,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.client import ActionClient, ActionOutcome
 from runonce.settings import Settings
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end

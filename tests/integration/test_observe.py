@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 from confluent_kafka import Producer
 
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import free_ports
 from runonce.kafka import groups, topics
 from runonce.ops.export import rows

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import free_ports
 from runonce.settings import Settings
 from tests.support.probes import get

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from runonce.connectors.result_store import ResultStore
-from runonce.connectors.results import DEFAULT_WINDOW_MS, ResultIndex
+from runonce.connectors.executor.result_store import ResultStore
+from runonce.connectors.executor.results import DEFAULT_WINDOW_MS, ResultIndex
 from runonce.kafka import topics
 from runonce.kafka.groups import EXECUTOR_PREFIX
 from runonce.kafka.transactions import init_producer, transactional_config

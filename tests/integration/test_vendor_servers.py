@@ -16,9 +16,9 @@ from typing import Iterator
 
 import pytest
 
-from runonce.connectors import registry
-from runonce.connectors.base import ActionCall
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.executor import registry
+from runonce.connectors.toolkit.base import ActionCall
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter

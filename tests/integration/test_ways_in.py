@@ -30,9 +30,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from runonce import tokens as token_store
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.local import LocalVendors
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.watch import DecisionWatcher
@@ -159,7 +159,7 @@ def test_a_denied_tool_is_not_offered_and_a_call_to_it_is_refused(
 
 def test_a_vendor_that_never_answers_is_in_doubt_not_a_hang(
         stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
-    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import Fault
 
     vendors, _, env = stack
     channel = f"ops-{uuid.uuid4().hex[:6]}"
@@ -319,7 +319,7 @@ def test_over_mcp_on_http_the_agent_is_its_token_whatever_the_client_calls_itsel
 def test_a_node_agent_retrying_a_slow_charge_four_times_is_charged_once(
         gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
     """The 4-charge incident, from JavaScript with fetch: four identical answers, one charge."""
-    from runonce.connectors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import Fault
 
     vendors, _, _ = stack
     key = f"order-{uuid.uuid4().hex[:8]}"

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from runonce.connectors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.client import ActionClient

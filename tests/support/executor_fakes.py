@@ -12,11 +12,11 @@ from typing import Any, Callable, Mapping
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.executor import Executor
-from runonce.connectors.result_store import ResultStore
-from runonce.connectors.results import DEFAULT_WINDOW_MS, ResultIndex
-from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor.executor import Executor
+from runonce.connectors.executor.result_store import ResultStore
+from runonce.connectors.executor.results import DEFAULT_WINDOW_MS, ResultIndex
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
 from runonce.kafka.checkpoint import Failure

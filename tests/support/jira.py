@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runonce.connectors.jira import JiraCloudConnector
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.secrets import Secret
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.vendors.jira import JiraCloudConnector
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 
 #: the paths the sandbox records Jira's requests under
 ISSUE = "/rest/api/3/issue"

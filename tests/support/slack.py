@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.secrets import Secret
-from runonce.connectors.slack import SlackConnector
-from runonce.connectors.transport import HttpResult, http_json
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import HttpResult, http_json
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.slack import SlackConnector
 
 #: the path of Slack's chat.postMessage (the sandbox records requests under it)
 POST = "/api/chat.postMessage"

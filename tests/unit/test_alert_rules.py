@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from runonce.connectors.metrics import ExecutorMetrics
+from runonce.connectors.executor.metrics import ExecutorMetrics
 from runonce.ops.observe.prometheus import DASHBOARD, RULES, RULES_TEST, check_rules, fetch, packaged
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics

@@ -157,7 +157,7 @@ def test_the_rendered_connectors_file_builds_every_vendor_integers_included(tmp_
     """Helm writes every number of its values as a float (``port = 587.0``). Catches the
     connectors reader refusing those (an SMTP executor crash-looping on "port: must be a
     positive integer, got 587.0", as the pods proof found)."""
-    from runonce.connectors import registry
+    from runonce.connectors.executor import registry
 
     secret = tmp_path / "secret"
     secret.write_text("s3cret")

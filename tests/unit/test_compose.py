@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from runonce.connectors.sandbox.names import SANDBOX_VENDORS
+from runonce.connectors.vendors.sandbox.names import SANDBOX_VENDORS
 from runonce.devbroker.broker import SERVER_DEFAULTS
 from runonce.errors import ConfigError
 from runonce.ops.cli import build_parser
@@ -71,7 +71,7 @@ def test_partitions_agree() -> None:
 
 
 def test_an_executor_service_for_every_vendor() -> None:
-    from runonce.connectors.sandbox.names import SANDBOX_VENDORS
+    from runonce.connectors.vendors.sandbox.names import SANDBOX_VENDORS
 
     vendors = {svc["command"][2] for name, svc in COMPOSE["services"].items() if name.startswith("executor-")}
     assert vendors == set(SANDBOX_VENDORS)

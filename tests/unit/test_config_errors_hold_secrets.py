@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runonce.connectors import registry
+from runonce.connectors.executor import registry
 from runonce.errors import ConfigError
 
 PG = '[vendors.orders_db]\nkind = "postgres"\ndsn = { env = "SECRET" }\n[vendors.orders_db.tools.refund]\nsql = "SELECT 1"\n'

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runonce.connectors import registry
-from runonce.connectors.config import Rate
-from runonce.connectors.secrets import Secret
+from runonce.connectors.executor import registry
+from runonce.connectors.toolkit.config import Rate
+from runonce.connectors.toolkit.secrets import Secret
 from runonce.errors import ConfigError
 
 STRIPE = '[vendors.payments]\nkind = "stripe"\napi_key = { env = "STRIPE_API_KEY" }\n'
@@ -82,7 +82,7 @@ def test_a_secret_shows_where_it_came_from_never_its_value(tmp_path: Path) -> No
 
 
 def test_runonce_vendor_limits_still_paces_a_vendor_over_the_files_rate(tmp_path: Path) -> None:
-    from runonce.connectors.executor import vendor_pace
+    from runonce.connectors.executor.executor import vendor_pace
     from runonce.settings import Settings
 
     vendor = load(tmp_path, STRIPE + "rate = { per_s = 50 }\n")["payments"]

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runonce.connectors.base import ActionCall, VendorResponse
-from runonce.connectors.executor import Executor, consumer_config
-from runonce.connectors.result_store import Entry
-from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor.executor import Executor, consumer_config
+from runonce.connectors.executor.result_store import Entry
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall, VendorResponse
 from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
 from runonce.kafka.positions import (
@@ -258,7 +258,7 @@ def test_an_aborted_intent_commit_performs_once_on_redelivery() -> None:
 
 
 def test_a_vendors_5_mb_error_page_still_makes_a_result_that_fits() -> None:
-    from runonce.connectors.errors import PermanentVendorError
+    from runonce.connectors.toolkit.errors import PermanentVendorError
 
     class Huge(Mailer):
         def perform(self, call: ActionCall) -> VendorResponse:
@@ -367,7 +367,7 @@ class MarkedMailer(Mailer):
 
 
 def test_an_idle_executor_prunes_markers_older_than_the_window_every_ten_minutes() -> None:
-    from runonce.connectors.executor import PRUNE_EVERY_S
+    from runonce.connectors.executor.executor import PRUNE_EVERY_S
 
     connector = MarkedMailer(pruned=[])
     now = [1000.0]

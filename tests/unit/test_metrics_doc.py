@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from runonce.connectors.metrics import ExecutorMetrics
+from runonce.connectors.executor.metrics import ExecutorMetrics
 from runonce.gateway.metrics import GatewayMetrics
 from runonce.streams.metrics import StreamMetrics
 

@@ -1,4 +1,4 @@
-"""The executor's results index on disk (runonce/connectors/result_store.py), on a real
+"""The executor's results index on disk (runonce/connectors/executor/result_store.py), on a real
 RocksDB: entries and their offsets in one batch, what survives a reopen, the key window, and
 pruning by time."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runonce.connectors.result_store import Entry, ResultStore
+from runonce.connectors.executor.result_store import Entry, ResultStore
 from runonce.wire.results import Result, Status
 
 DAY_MS = 24 * 3600 * 1000

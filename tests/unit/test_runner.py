@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
-from runonce.connectors.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
 from runonce.wire.results import Result, Status
 
 CALL = ActionCall("a1", "t", {}, "K")

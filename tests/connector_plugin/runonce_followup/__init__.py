@@ -17,12 +17,12 @@ import json
 import ssl
 from dataclasses import dataclass
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import client_context
-from runonce.connectors.transport import HttpResult, http_request, raise_for_status
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import PermanentVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import client_context
+from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status
 
 TOOLS = frozenset({"send_followup_email"})
 

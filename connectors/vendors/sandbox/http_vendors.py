@@ -21,10 +21,10 @@
   ``errors``); ``GET /rest/api/3/search/jql?jql=labels = "L"`` finds, optionally lagging: a
   ``Fault`` with ``index_lag_s`` hides new issues from search for a while;
   ``GET /rest/api/3/myself`` answers who the credentials are.
-* calendar  Google Calendar API v3 and its OAuth token endpoint (connectors/sandbox/google_calendar.py):
+* calendar  Google Calendar API v3 and its OAuth token endpoint (connectors/vendors/sandbox/google_calendar.py):
   ``POST /calendar/v3/calendars/<id>/events`` refuses a second event with one id (409 ``duplicate``).
 * kubernetes the Kubernetes API server's ``apps/v1`` workloads, read and patched as ``kubectl rollout
-  restart`` does (connectors/sandbox/kubernetes_api.py).
+  restart`` does (connectors/vendors/sandbox/kubernetes_api.py).
 * salesforce Salesforce's REST API: an access token as the Bearer token (else 401
   ``INVALID_SESSION_ID``); ``GET /services/data/v62.0/sobjects/<SObject>/<Id>?fields=F`` reads,
   ``PATCH`` of the same path writes (204); errors as Salesforce's list of ``{message, errorCode}``.
@@ -32,7 +32,7 @@
 ``GET /_ledger`` lists every side effect, ``GET /_requests`` every request received, with its
 headers, credentials redacted (so a
 second call is visible even where the vendor deduplicates it, and whether a rate limit refused
-it); ``POST /_faults`` injects faults (connectors/sandbox/faults.py).
+it); ``POST /_faults`` injects faults (connectors/vendors/sandbox/faults.py).
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from runonce.connectors.sandbox.faults import Fault, Faults
-from runonce.connectors.sandbox.google_calendar import GoogleCalendarApi, google_error
-from runonce.connectors.sandbox.kubernetes_api import KubernetesApi
-from runonce.connectors.sandbox.kubernetes_api import status as kubernetes_status
-from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
+from runonce.connectors.vendors.sandbox.faults import Fault, Faults
+from runonce.connectors.vendors.sandbox.google_calendar import GoogleCalendarApi, google_error
+from runonce.connectors.vendors.sandbox.kubernetes_api import KubernetesApi
+from runonce.connectors.vendors.sandbox.kubernetes_api import status as kubernetes_status
+from runonce.connectors.vendors.sandbox.ledger import Effect, Ledger, Request
 
 #: request headers that carry credentials: recorded as their scheme and ``<redacted>``
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})
@@ -297,7 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _hook(self, name: str, body: Any) -> tuple[int, Any]:
         """A Standard Webhooks receiver: verify, then perform each webhook-id once. It checks the
-        signature with code of its own, not connectors/webhooks.py's signer, so a fault in that
+        signature with code of its own, not connectors/vendors/webhooks.py's signer, so a fault in that
         signer is refused here instead of being mirrored."""
         hook_id, stamp, signatures = (self.headers.get(h) or "" for h in
                                       ("webhook-id", "webhook-timestamp", "webhook-signature"))

@@ -34,7 +34,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from runonce.connectors.sandbox.ledger import Effect, Ledger
+from runonce.connectors.vendors.sandbox.ledger import Effect, Ledger
 
 #: the Event resource's fields (the discovery document's ``schemas.Event.properties``); the
 #: tests keep their own copy (tests/connectors/vendor_api_facts.py) on purpose: a check of what

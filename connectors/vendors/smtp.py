@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formataddr, parseaddr
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import PermanentVendorError
-from runonce.connectors.tls import client_context, is_loopback
-from runonce.connectors.transport import SmtpRelay, SmtpTls, smtp_send, smtp_session
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import PermanentVendorError
+from runonce.connectors.toolkit.tls import client_context, is_loopback
+from runonce.connectors.toolkit.transport import SmtpRelay, SmtpTls, smtp_send, smtp_session
 
 TOOLS = frozenset({"send_email"})
 DEFAULT_PORTS = {SmtpTls.STARTTLS: 587, SmtpTls.IMPLICIT: 465, SmtpTls.NONE: 25}

@@ -12,7 +12,7 @@ the machine (refused connection: not performed; lost after sending: unknown) and
 every attempt, so its throttle and its attempts count are the truth. stripe-python folds
 both failures into ``APIConnectionError`` and retries on its own (``max_network_retries``),
 so one attempt of ours could be several at Stripe. Its request is one form POST; the
-transport (connectors/transport.py) is the one I/O seam of every HTTP connector.
+transport (connectors/toolkit/transport.py) is the one I/O seam of every HTTP connector.
 
 Stripe's errors, read before the generic HTTP table (``_raise_for_stripe``):
 
@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlencode
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import PermanentVendorError, RateLimited
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import client_context
-from runonce.connectors.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import client_context
+from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
 
-log = logging.getLogger("runonce.connectors.stripe")
+log = logging.getLogger("runonce.connectors.vendors.stripe")
 
 #: the API version every request names, so Stripe's answers keep the shape this code reads
 STRIPE_VERSION = "2024-06-20"

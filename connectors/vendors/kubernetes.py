@@ -14,7 +14,7 @@ beyond the newest ``KEEP`` are removed in the same patch. A read from the API se
 consistent (no ``resourceVersion``: the latest), so no lag is assumed.
 
 The params: ``service`` (or ``deployment``/``name``) names the workload; ``namespace`` overrides
-the credentials' namespace. Where the server is and who we are: connectors/kubeconfig.py.
+the credentials' namespace. Where the server is and who we are: connectors/vendors/kubeconfig.py.
 
 The API's errors are a ``Status`` (``reason``, ``message``, ``code``):
 
@@ -38,13 +38,19 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.bearer import StaticBearer
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import PermanentVendorError, RateLimited, TransientVendorError
-from runonce.connectors.kubeconfig import SERVICE_ACCOUNT_DIR, ApiServer, KubeconfigError, from_kubeconfig, in_cluster
-from runonce.connectors.tls import client_context
-from runonce.connectors.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.toolkit.bearer import StaticBearer
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.toolkit.tls import client_context
+from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.vendors.kubeconfig import (
+    SERVICE_ACCOUNT_DIR,
+    ApiServer,
+    KubeconfigError,
+    from_kubeconfig,
+    in_cluster,
+)
 
 TOOLS = frozenset({"restart_service"})
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"

@@ -4,7 +4,7 @@ the vendor and whose answer we did not see, or whose answer does not say it was 
 is an OutcomeUnknown, never a failure and never a blind retry.
 
 HTTP answers, for every HTTP connector (a vendor's own reading of its errors, as Stripe's in
-connectors/stripe.py, comes first):
+connectors/vendors/stripe.py, comes first):
 
     not performed, retry with the same key    connection refused (nothing sent), 503,
                                               409 (Stripe: the same key is still in flight)
@@ -26,7 +26,7 @@ SMTP:
 
 An OutcomeUnknown is retried only where that is safe: a connector with a vendor key calls
 again with the same key, one with a state check asks first, the rest are ``in_doubt``
-(connectors/runner.py)."""
+(connectors/executor/runner.py)."""
 
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import client_context
+from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import client_context
 
 #: HTTP statuses that say the vendor did not act and a retry may succeed
 NOT_PERFORMED = frozenset({409, 429, 503})

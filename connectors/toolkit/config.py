@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import is_loopback
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import is_loopback
 from runonce.errors import ConfigError
 
 #: fields every vendor may have, whatever its kind

@@ -56,13 +56,13 @@ from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from runonce.connectors.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import is_loopback
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import is_loopback
 
-log = logging.getLogger("runonce.connectors.postgres")
+log = logging.getLogger("runonce.connectors.vendors.postgres")
 
 MARKER_TABLE = "runonce_actions"
 _PARAM = re.compile(r"%\((\w+)\)s")

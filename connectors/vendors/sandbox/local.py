@@ -13,10 +13,10 @@ from typing import Mapping
 
 import trustme
 
-from runonce.connectors.sandbox.google_calendar import ServiceAccountKey
-from runonce.connectors.sandbox.http_vendors import VendorServer
-from runonce.connectors.sandbox.ledger import Ledger
-from runonce.connectors.sandbox.smtp_server import SmtpServer
+from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
+from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
+from runonce.connectors.vendors.sandbox.ledger import Ledger
+from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.devbroker.users import write_private
 
 SMTP_USER = "runonce-sandbox"

@@ -4,13 +4,13 @@
     ├── TransientVendorError       not performed: retry with the same vendor key (503, 409 in
     │   │                          flight, refused connection, SMTP 4xx)
     │   └── RateLimited            not performed, the vendor's limit (429, or 503 with Retry-After):
-    │                              every call to that vendor waits (connectors/limits.py), then retries
+    │                              every call to that vendor waits (connectors/executor/limits.py), then retries
     ├── PermanentVendorError       not performed: record as failed, never retry (other 4xx, SMTP 5xx)
     └── OutcomeUnknown             the request may have had its effect (500/502/504, timeout, dropped
                                    response, SMTP connection lost): reconcile (same key / state
                                    check) or mark in_doubt, never "failed", never a blind retry
 
-The only place HTTP/SMTP library exceptions are translated into these is ``connectors/transport.py``.
+The only place HTTP/SMTP library exceptions are translated into these is ``connectors/toolkit/transport.py``.
 """
 
 from __future__ import annotations

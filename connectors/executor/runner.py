@@ -11,15 +11,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from runonce.connectors.base import ActionCall, Capability, Connector, VendorResponse
-from runonce.connectors.errors import (
+from runonce.connectors.executor.limits import Throttle
+from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse
+from runonce.connectors.toolkit.errors import (
     ConnectorError,
     OutcomeUnknown,
     PermanentVendorError,
     RateLimited,
     TransientVendorError,
 )
-from runonce.connectors.limits import Throttle
 from runonce.wire.results import Result, Status
 
 

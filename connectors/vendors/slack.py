@@ -8,7 +8,7 @@ is ``in_doubt`` and is never posted again.
 Why not Slack's ``slack_sdk``: runonce's safety rule needs to know whether a request left the
 machine (refused connection: not posted; lost after sending: unknown). ``WebClient`` raises
 the same ``URLError`` for both, and its retry handlers may post again on their own. The request
-is one JSON POST; connectors/transport.py is the one I/O seam of every HTTP connector.
+is one JSON POST; connectors/toolkit/transport.py is the one I/O seam of every HTTP connector.
 
 The Web API answers HTTP 200 with ``"ok": false`` and an error code for most failures
 (Slack's published API description: ``slackapi/slack-api-specs``, ``web-api/``), read here
@@ -23,7 +23,7 @@ before the generic HTTP table:
     token_revoked, ...              ``runonce connectors check --probe``)
     any other error                 failed, never retried (channel_not_found, not_in_channel,
                                     is_archived, msg_too_long, no_text, ...)
-    5xx, timeout, lost connection   unknown (connectors/transport.py)
+    5xx, timeout, lost connection   unknown (connectors/toolkit/transport.py)
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.base import ActionCall, Capability, NoStateCheck, VendorResponse
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import client_context, is_loopback
-from runonce.connectors.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import client_context, is_loopback
+from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
 
 TOOLS = frozenset({"post_slack_message"})
 #: ok:false errors that say nothing was posted and a later call may succeed

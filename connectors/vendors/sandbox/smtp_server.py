@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from runonce.connectors.sandbox.ledger import Effect, Ledger, Request
+from runonce.connectors.vendors.sandbox.ledger import Effect, Ledger, Request
 
 # aiosmtpd 1.4 sets its own deprecated Session.login_data on every successful AUTH
 # (and warns that AUTH over implicit TLS is AUTH "without TLS": it knows only STARTTLS's)

@@ -11,8 +11,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from runonce.connectors.base import ActionCall
-from runonce.connectors.runner import ActionRunner
+from runonce.connectors.executor.runner import ActionRunner
+from runonce.connectors.toolkit.base import ActionCall
 from runonce.errors import InvalidInput
 from runonce.kafka.record import Record
 from runonce.wire.results import Result, Status

@@ -12,7 +12,7 @@ and perform each id once. The capability is ``VENDOR_KEY``: calling again after 
 outcome sends the same id. The body is the specification's event shape:
 ``{"type": TOOL, "timestamp": ISO-8601, "data": PARAMS}``.
 
-A receiver's answers follow the generic HTTP table (connectors/transport.py): 2xx performed;
+A receiver's answers follow the generic HTTP table (connectors/toolkit/transport.py): 2xx performed;
 401 and 403 (the signature or secret refused) and other 4xx failed, never retried; 429 its rate
 limit; 409 and 503 not performed, retried; other 5xx, a timeout or a lost connection unknown.
 """
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from runonce.connectors.base import ActionCall, Capability, NoStateCheck, VendorResponse
-from runonce.connectors.config import VendorFields
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import client_context
-from runonce.connectors.transport import http_request, raise_for_status
+from runonce.connectors.toolkit.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import client_context
+from runonce.connectors.toolkit.transport import http_request, raise_for_status
 
 SECRET_PREFIX = "whsec_"
 

@@ -17,7 +17,7 @@ Credentials are an OAuth 2.0 access token, sent as the Bearer token:
 - ``token``: an access token you obtain and renew yourself.
 
 Google's errors are ``{"error": {"code", "message", "errors": [{"reason"}], "status"}}``, read
-before the generic HTTP table (connectors/transport.py):
+before the generic HTTP table (connectors/toolkit/transport.py):
 
     409 duplicate                   done: the event exists; read it and answer with it
     401 (authError)                 failed: Google refused the credentials (never shown)
@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
-from runonce.connectors.base import ActionCall, Capability, NoStateCheck, VendorResponse
-from runonce.connectors.bearer import BearerSource, StaticBearer
-from runonce.connectors.config import VendorFields
-from runonce.connectors.errors import ConnectorError, PermanentVendorError, RateLimited, TransientVendorError
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import client_context
-from runonce.connectors.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.toolkit.bearer import BearerSource, StaticBearer
+from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.errors import ConnectorError, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import client_context
+from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
 
 TOOLS = frozenset({"schedule_calendar_event"})
 BASE_URL = "https://www.googleapis.com"

@@ -11,9 +11,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, Mapping
 
-from runonce.connectors import google_calendar, jira, kubernetes, salesforce, slack, smtp, stripe, webhooks
-from runonce.connectors.base import Connector
-from runonce.connectors.config import Rate, VendorFields, read_tables, read_vendors
+from runonce.connectors.toolkit.base import Connector
+from runonce.connectors.toolkit.config import Rate, VendorFields, read_tables, read_vendors
+from runonce.connectors.vendors import google_calendar, jira, kubernetes, salesforce, slack, smtp, stripe, webhooks
 from runonce.errors import ConfigError
 
 Factory = Callable[[VendorFields], Connector]
@@ -23,7 +23,7 @@ ENTRY_POINT_GROUP = "runonce.connectors"
 def _postgres(fields: VendorFields) -> Connector:
     """Imported when used: psycopg is the ``postgres`` extra's."""
     try:
-        from runonce.connectors import postgres
+        from runonce.connectors.vendors import postgres
     except ImportError as exc:
         raise fields.error("kind", f"needs psycopg: pip install 'runonce[postgres]' ({exc})") from None
     return postgres.from_config(fields)

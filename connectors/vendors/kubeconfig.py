@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.bearer import BearerSource, StaticBearer
-from runonce.connectors.errors import TransientVendorError
-from runonce.connectors.secrets import Secret
-from runonce.connectors.tls import is_loopback
+from runonce.connectors.toolkit.bearer import BearerSource, StaticBearer
+from runonce.connectors.toolkit.errors import TransientVendorError
+from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.tls import is_loopback
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 

@@ -49,15 +49,15 @@ from typing import Any, Callable, Mapping, Protocol
 import confluent_kafka
 from confluent_kafka import Message, TopicPartition
 
-from runonce.connectors.base import ActionCall, Connector
-from runonce.connectors.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
-from runonce.connectors.config import Rate
-from runonce.connectors.errors import ConnectorError
-from runonce.connectors.limits import Throttle
-from runonce.connectors.metrics import ExecutorMetrics
-from runonce.connectors.result_store import ResultStore
-from runonce.connectors.results import CLOCK_MARGIN_MS, ResultIndex
-from runonce.connectors.runner import ActionRunner
+from runonce.connectors.executor.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
+from runonce.connectors.executor.limits import Throttle
+from runonce.connectors.executor.metrics import ExecutorMetrics
+from runonce.connectors.executor.result_store import ResultStore
+from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex
+from runonce.connectors.executor.runner import ActionRunner
+from runonce.connectors.toolkit.base import ActionCall, Connector
+from runonce.connectors.toolkit.config import Rate
+from runonce.connectors.toolkit.errors import ConnectorError
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
 from runonce.errors import ConsumerStuck, FatalError, InvalidInput

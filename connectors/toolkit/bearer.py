@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from runonce.connectors.secrets import Secret
+from runonce.connectors.toolkit.secrets import Secret
 
 
 class BearerSource(Protocol):

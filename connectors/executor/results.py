@@ -33,7 +33,7 @@ from typing import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from runonce.connectors.result_store import Entry, ResultStore
+from runonce.connectors.executor.result_store import Entry, ResultStore
 from runonce.errors import BrokerUnavailable, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget

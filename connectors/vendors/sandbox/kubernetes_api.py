@@ -25,7 +25,7 @@ import re
 import threading
 from typing import Any, Mapping
 
-from runonce.connectors.sandbox.ledger import Effect, Ledger
+from runonce.connectors.vendors.sandbox.ledger import Effect, Ledger
 
 RESOURCES = {"deployments": "Deployment", "statefulsets": "StatefulSet", "daemonsets": "DaemonSet"}
 PATCH_TYPES = frozenset({"application/strategic-merge-patch+json", "application/merge-patch+json"})
