@@ -35,7 +35,7 @@ import pytest
 
 from runonce.connectors.executor.batch import Known, Plan, carry_out, plan_call
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
-from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse
+from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse, state_check
 from runonce.wire.results import Result, Status
 
 if TYPE_CHECKING:
@@ -43,12 +43,13 @@ if TYPE_CHECKING:
 
 
 class _Counted:
-    """The connector, counting the calls that reach it."""
+    """The connector, counting the calls that reach it (a state check's too, when it has one)."""
 
     def __init__(self, connector: Connector) -> None:
         self.inner = connector
+        self.state = state_check(connector)
         self.name, self.tools, self.capability = connector.name, connector.tools, connector.capability
-        self.check_lag_s = float(getattr(connector, "check_lag_s", 0.0))
+        self.check_lag_s = self.state.check_lag_s if self.state is not None else 0.0
         self.performs = self.checks = 0
 
     def perform(self, call: ActionCall) -> VendorResponse:
@@ -56,8 +57,9 @@ class _Counted:
         return self.inner.perform(call)
 
     def check(self, call: ActionCall) -> VendorResponse | None:
+        assert self.state is not None, f"{self.name}: only a STATE_CHECK connector is asked"
         self.checks += 1
-        return self.inner.check(call)
+        return self.state.check(call)
 
 
 @dataclasses.dataclass

@@ -38,9 +38,6 @@ transactions and clock, so its protocol is tested without a broker.
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,12 +47,13 @@ import confluent_kafka
 from confluent_kafka import Message, TopicPartition
 
 from runonce.connectors.executor.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
+from runonce.connectors.executor.failpoints import Failpoints, Point
 from runonce.connectors.executor.limits import Throttle
 from runonce.connectors.executor.metrics import ExecutorMetrics
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex
 from runonce.connectors.executor.runner import ActionRunner
-from runonce.connectors.toolkit.base import ActionCall, Connector
+from runonce.connectors.toolkit.base import ActionCall, Connector, Pruner
 from runonce.connectors.toolkit.config import Rate
 from runonce.connectors.toolkit.errors import ConnectorError
 from runonce.core.action import parse_params
@@ -162,6 +160,8 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     consumer = confluent_kafka.Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
     window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
+    failpoints = Failpoints.parse(settings.executor_failpoint)
+    connector = failpoints.around(connector)
     checkpoint = transactional_checkpoint(access, transactional_id, consumer,
                                           transaction_timeout_ms=settings.executor_txn_timeout_ms,
                                           producer_config={"linger.ms": 0})
@@ -174,7 +174,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     prune_window_ms=window_ms,
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
-                    failpoint=settings.executor_failpoint, stall=stall, group_stall=group_stall,
+                    failpoints=failpoints, stall=stall, group_stall=group_stall,
                     max_batch=settings.executor_max_batch,
                     max_in_flight=limit.in_flight or settings.executor_max_in_flight, health=health)
 
@@ -183,13 +183,13 @@ class Executor(RunsItsLoop):
     def __init__(self, connector: Connector, *, consumer: Consumer, checkpoint: CommitPath, index: Results,
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                  runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
-                 failpoint: str | None = None,
+                 failpoints: Failpoints | None = None,
                  clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
                  group_stall: GroupStall | None = None,
                  max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None,
                  health: Health | None = None) -> None:
         self.connector = connector
-        #: a connector with ``prune`` (markers of its own) drops those older than this, when idle
+        #: a connector that keeps markers of its own (a Pruner) drops those older than this, when idle
         self.prune_window_ms = prune_window_ms
         self._pruned_at: float | None = None
         self.consumer = consumer
@@ -200,15 +200,8 @@ class Executor(RunsItsLoop):
         self.start = start
         self.runner = runner or ActionRunner(connector)
         self.metrics = metrics
-        #: crash tests: the point to SIGKILL at, at its ``_failpoint_nth`` pass
-        point, _, nth = (failpoint or "").partition(":")
-        self.failpoint = point or None
-        self._failpoint_nth = int(nth or 1)
-        self._failpoint_passes = 0
-        self._failpoint_lock = threading.Lock()
-        if self.failpoint == "before_vendor_commit" and hasattr(connector, "before_commit"):
-            # a connector committing in the vendor's own transaction calls it before that COMMIT
-            connector.before_commit = lambda call: self._failpoint("before_vendor_commit")
+        #: crash tests: told where the executor is (failpoints.py); none: every call a no-op
+        self.failpoints = failpoints or Failpoints()
         self.clock = clock
         #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
         self.stall = stall
@@ -229,8 +222,6 @@ class Executor(RunsItsLoop):
         #: outcomes the vendor gave whose result commit aborted, by action id: the redelivery
         #: commits them instead of asking the vendor again
         self.uncommitted: dict[str, Result] = {}
-        #: result records the abort_result failpoint aborted already (once each)
-        self._aborted: set[bytes | None] = set()
         #: at most this many records a batch, and this many vendor calls at once
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
@@ -332,11 +323,10 @@ class Executor(RunsItsLoop):
         if self.index.prune() >= INDEX_PRUNE_STEP:
             return  # more to go: the next idle turn
         self._pruned_at = now
-        prune = getattr(self.connector, "prune", None)
-        if prune is None or self.prune_window_ms is None:
+        if not isinstance(self.connector, Pruner) or self.prune_window_ms is None:
             return
         try:
-            prune(self.prune_window_ms)
+            self.connector.prune(self.prune_window_ms)
         except ConnectorError as exc:
             log.warning("%s: pruning %s's markers: %s", self.who, self.connector.name, exc)
 
@@ -383,10 +373,10 @@ class Executor(RunsItsLoop):
         if new:
             if not self._commit_intents(new, {**self.pending, **first}):
                 return False
-            self._failpoint("before_call")
+            self.failpoints.passing(Point.BEFORE_CALL)
         outcomes = self._perform([w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)])
         if new:
-            self._failpoint("after_call")
+            self.failpoints.passing(Point.AFTER_CALL)
         for work in batch:
             if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.known is not None and work.call is not None:
                 outcomes[work.call.action_id] = work.known
@@ -399,7 +389,7 @@ class Executor(RunsItsLoop):
             return True
         if not self._commit_results(batch, outcomes, {**self.pending, **after}):
             return False
-        self._failpoint("after_commit")
+        self.failpoints.passing(Point.AFTER_COMMIT)
         return True
 
     def _perform(self, work: list[Work]) -> dict[str, Result]:
@@ -448,7 +438,8 @@ class Executor(RunsItsLoop):
         self.uncommitted.update(outcomes)
         entries = [(w.call.action_id, w.call.vendor_key, outcomes[w.call.action_id]) for w in batch
                    if w.call is not None and w.call.action_id in outcomes]
-        if not self._commit(records, offsets, abort=self.failpoint == "abort_result", entries=entries):
+        if not self._commit(records, offsets, abort=bool(records) and self.failpoints.aborts(records[0].key),
+                            entries=entries):
             return False
         for work in batch:
             if work.call is None:
@@ -476,15 +467,13 @@ class Executor(RunsItsLoop):
         each results partition (the delivery reports: hence the flush), in one write batch.
         ``abort``: the ``abort_result`` failpoint: write the transaction, then abort it (a
         coordinator move or timeout at the worst moment, on a real broker)."""
-        if abort and records and records[0].key not in self._aborted:
-            self._aborted.add(records[0].key)
-            log.warning("failpoint abort_result: aborting the result of %r", records[0].key)
+        if abort:
             self.checkpoint.commit(records, offsets, abort=True)
             self.rewind_to_committed()
             return False
 
         def learn(ends: dict[tuple[str, int], int]) -> None:
-            self._failpoint("before_index_write")
+            self.failpoints.passing(Point.BEFORE_INDEX_WRITE)
             self.index.record(entries or [], {p: end for (t, p), end in ends.items() if t == topics.RESULTS})
 
         if self.checkpoint.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
@@ -513,16 +502,7 @@ class Executor(RunsItsLoop):
             if s.decided:
                 self.pending[(topic, s.partition)] = s.offset  # still to be made durable
 
-    # -- hooks -----------------------------------------------------------------------
-    def _failpoint(self, where: str) -> None:
-        if self.failpoint != where:
-            return
-        with self._failpoint_lock:
-            self._failpoint_passes += 1
-            if self._failpoint_passes == self._failpoint_nth:
-                log.warning("failpoint %s (pass %d): SIGKILL", where, self._failpoint_passes)
-                os.kill(os.getpid(), signal.SIGKILL)
-
+    # -- metrics ---------------------------------------------------------------------
     def _count(self, status: str, tool: str) -> None:
         if self.metrics is not None:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()

@@ -1,8 +1,10 @@
 """Which connector serves which vendor: the connectors file's ``kind``, looked up among the
 shipped kinds and the entry points of the group ``runonce.connectors`` (yours: docs/connectors.md).
 
-A kind is a factory: ``(VendorFields) -> Connector``. It reads its own fields; a field no one
-read is an error, and so is a tool that two vendors claim (each executor would perform it)."""
+A kind is a ``Kind`` (toolkit/kind.py): its fields, declared, and a factory ``(VendorFields) ->
+Connector`` that reads them (an installed one may be a bare factory). A field it does not
+declare, or no one read, is an error, and so is a tool that two vendors claim (each executor
+would perform it)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,21 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, Mapping
 
-from runonce.connectors.toolkit.base import Connector
+from runonce.connectors.toolkit.base import Connector, state_check
 from runonce.connectors.toolkit.config import Rate, VendorFields, read_tables, read_vendors
-from runonce.connectors.vendors import google_calendar, jira, kubernetes, salesforce, slack, smtp, stripe, webhooks
+from runonce.connectors.toolkit.fields import Spec
+from runonce.connectors.toolkit.kind import Kind
+from runonce.connectors.vendors import (
+    google_calendar,
+    jira,
+    kubernetes,
+    postgres_fields,
+    salesforce,
+    slack,
+    smtp,
+    stripe,
+    webhooks,
+)
 from runonce.errors import ConfigError
 
 Factory = Callable[[VendorFields], Connector]
@@ -29,19 +43,10 @@ def _postgres(fields: VendorFields) -> Connector:
     return postgres.from_config(fields)
 
 
-#: the kinds runonce ships
-SHIPPED: dict[str, Factory] = {
-    "stripe": stripe.from_config,
-    "smtp": smtp.from_config,
-    "postgres": _postgres,
-    "slack": slack.from_config,
-    "jira": jira.from_config,
-    "salesforce": salesforce.from_config,
-    "slack-webhook": slack.webhook_from_config,
-    "webhook": webhooks.from_config,
-    "google-calendar": google_calendar.from_config,
-    "kubernetes": kubernetes.from_config,
-}
+#: the kinds runonce ships, each with its fields declared
+SHIPPED: dict[str, Kind] = {kind.spec.kind: kind for kind in (
+    stripe.KIND, smtp.KIND, Kind(postgres_fields.FIELDS, _postgres), slack.KIND, jira.KIND, salesforce.KIND,
+    slack.WEBHOOK_KIND, webhooks.KIND, google_calendar.KIND, kubernetes.KIND)}
 
 
 def kinds() -> dict[str, Factory]:
@@ -51,22 +56,41 @@ def kinds() -> dict[str, Factory]:
         if ep.name in SHIPPED:
             raise ConfigError(f"entry point {ep.value!r} ({ep.dist.name if ep.dist else '?'}) registers kind "
                               f"{ep.name!r}, which runonce ships; give it another name")
-        found[ep.name] = entry_point_factory(ep.name, ep.load)
+        found[ep.name] = Installed(ep.name, ep.load)
     return found
 
 
-def entry_point_factory(kind: str, load: Callable[[], object]) -> Factory:
-    def factory(fields: VendorFields) -> Connector:
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """A kind installed as an entry point, loaded when a vendor names it (or its fields are
+    listed): a package that fails to import stops that vendor's executor only, named."""
+
+    kind: str
+    load: Callable[[], object]
+
+    def factory(self, fields: VendorFields | None = None) -> Factory:
         try:
-            made = load()
+            made = self.load()
         except Exception as exc:  # an installed package failing to import: say which kind, for which vendor
-            raise fields.error("kind", f"{kind!r} is an installed entry point that cannot be loaded: "
-                                       f"{type(exc).__name__}: {exc}") from exc
+            said = f"{self.kind!r} is an installed entry point that cannot be loaded: {type(exc).__name__}: {exc}"
+            raise (fields.error("kind", said) if fields is not None else ConfigError(said)) from exc
         if not callable(made):
-            raise fields.error("kind", f"{kind!r}: its entry point is not a factory")
-        connector = made(fields)
-        return connector  # type: ignore[no-any-return]
-    return factory
+            said = f"{self.kind!r}: its entry point is not a factory"
+            raise fields.error("kind", said) if fields is not None else ConfigError(said)
+        return made
+
+    def __call__(self, fields: VendorFields) -> Connector:
+        return self.factory(fields)(fields)
+
+
+def spec_of(kind: str, known: Mapping[str, Factory]) -> Spec | None:
+    """A kind's declared fields; None for an installed factory that declares none."""
+    factory = known.get(kind)
+    if factory is None:
+        raise ConfigError(f"unknown kind {kind!r}; known: {', '.join(sorted(known))}")
+    if isinstance(factory, Installed):
+        factory = factory.factory()
+    return factory.spec if isinstance(factory, Kind) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +114,10 @@ def build_vendor(fields: VendorFields, known: Mapping[str, Factory]) -> Vendor:
     if connector.name != fields.name:
         raise fields.error("kind", f"the {fields.kind!r} factory named its connector {connector.name!r}; "
                                    f"it must use fields.name")
+    try:
+        state_check(connector)
+    except ConfigError as exc:
+        raise fields.error("kind", f"the {fields.kind!r} factory built a connector that breaks its contract: {exc}") from None
     return Vendor(connector, fields.kind, fields.rate)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from runonce.connectors.executor.limits import Throttle
-from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse
+from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, StateCheck, VendorResponse, state_check
 from runonce.connectors.toolkit.errors import (
     ConnectorError,
     OutcomeUnknown,
@@ -56,6 +56,8 @@ class ActionRunner:
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
                  throttle: Throttle | None = None) -> None:
         self.connector = connector
+        #: the vendor asked whether an effect happened: a STATE_CHECK connector's own check
+        self.state: StateCheck | None = state_check(connector)
         self.retry = retry
         self.sleep = sleep
         self.clock = clock
@@ -87,12 +89,13 @@ class ActionRunner:
         unanswered look. "Absent" counts only from an answer given ``check_lag_s`` after
         ``attempted_at`` (the latest moment an earlier attempt can have had its effect): a search
         index may not show a ticket created a moment ago."""
-        settled_at = attempted_at + float(getattr(self.connector, "check_lag_s", 0.0))
+        assert self.state is not None, "only a STATE_CHECK connector is looked at"
+        settled_at = attempted_at + self.state.check_lag_s
         failures = 0
         while True:
             asked_at = self.clock()
             try:
-                found = self._paced(self.connector.check, call)
+                found = self._paced(self.state.check, call)
             except PermanentVendorError as exc:  # asking again cannot help
                 return Look(unanswered=f"state check refused: {exc}")
             except (ConnectorError, TimeoutError) as exc:

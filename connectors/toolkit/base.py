@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+from runonce.errors import ConfigError
 
 
 class Capability(enum.Enum):
@@ -44,6 +46,9 @@ class VendorResponse:
 
 
 class Connector(Protocol):
+    """Everything the executor may use of every connector. What only some can do is a Protocol
+    of its own below, found with ``isinstance``."""
+
     name: str
     tools: frozenset[str]
     capability: Capability
@@ -52,20 +57,56 @@ class Connector(Protocol):
         """Do the side effect once. Raises a ConnectorError subclass."""
         ...
 
-    #: STATE_CHECK connectors may also say ``check_lag_s``: how long after an effect ``check``
-    #: may still miss it (a search index's lag). The runner believes "absent" only after it.
+
+@runtime_checkable
+class StateCheck(Protocol):
+    """Required of a ``STATE_CHECK`` connector: the vendor asked whether an effect happened."""
+
+    #: how long after an effect ``check`` may still miss it (a search index's lag): the runner
+    #: believes "absent" only from an answer given that long after the last attempt
+    check_lag_s: float
 
     def check(self, call: ActionCall) -> VendorResponse | None:
-        """STATE_CHECK connectors: the effect if it already happened, else None. Raises a
-        ConnectorError when it cannot tell: that is never taken for "absent"."""
+        """The effect if it already happened, else None. Raises a ConnectorError when it cannot
+        tell: that is never taken for "absent"."""
         ...
 
 
-class NoStateCheck:
-    """For connectors whose vendor cannot be asked whether an effect happened (a vendor key or
-    nothing): ``check`` never answers and no lag is assumed."""
+@runtime_checkable
+class Probe(Protocol):
+    """``runonce connectors check --probe``: one harmless request with the configured credentials."""
 
-    check_lag_s = 0.0
+    def probe(self) -> str:
+        """What the vendor answered, in a few words. Raises a ConnectorError."""
+        ...
 
-    def check(self, call: ActionCall) -> VendorResponse | None:
+
+@runtime_checkable
+class Pruner(Protocol):
+    """A connector that keeps markers of its own (your database's): an idle executor has it drop
+    those older than the key window, as the stream job forgets those keys."""
+
+    def prune(self, older_than_ms: int) -> int:
+        """Remove markers older than ``older_than_ms``; how many went. Raises a ConnectorError."""
+        ...
+
+
+@runtime_checkable
+class CommitHook(Protocol):
+    """A connector that commits in the vendor's own transaction (``ATOMIC``): crash tests kill
+    the process just before that COMMIT (the ``before_vendor_commit`` failpoint)."""
+
+    def hooked(self, before_commit: Callable[[ActionCall], None]) -> Connector:
+        """A copy that calls ``before_commit`` after the effect and its marker, before COMMIT."""
+        ...
+
+
+def state_check(connector: Connector) -> StateCheck | None:
+    """The state check the runner asks: the connector itself when its capability is
+    ``STATE_CHECK`` (which it must then implement), else None."""
+    if connector.capability is not Capability.STATE_CHECK:
         return None
+    if not isinstance(connector, StateCheck):
+        raise ConfigError(f"{connector.name}: its capability is STATE_CHECK, but it has no check(call) and "
+                          f"check_lag_s (runonce.connectors.toolkit.base.StateCheck)")
+    return connector

@@ -17,18 +17,18 @@ A kind's factory reads its own fields through ``VendorFields`` (``text``, ``inte
 from __future__ import annotations
 
 import difflib
+import ssl
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from runonce.connectors.toolkit.fields import COMMON_FIELDS, REQUIRED, Default, FieldType, Spec
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import is_loopback
+from runonce.connectors.toolkit.tls import client_context, is_loopback
 from runonce.errors import ConfigError
 
-#: fields every vendor may have, whatever its kind
-COMMON_FIELDS = frozenset({"kind", "tools", "timeout_s", "ca_file", "rate"})
 RATE_FIELDS = frozenset({"per_s", "burst", "in_flight"})
 
 
@@ -51,6 +51,7 @@ class VendorFields:
         self._table = table
         self._environ = environ
         self._read: set[str] = set(COMMON_FIELDS)
+        self._spec: Spec | None = None
         self.kind = self.text("kind")
         self.timeout_s = self.number("timeout_s", 30.0)
         ca = self.text("ca_file", "")
@@ -59,6 +60,43 @@ class VendorFields:
             raise self.error("ca_file", f"no such file: {ca}")
         self.rate = self._rate()
         self._tools = self._tool_list()
+
+    def declare(self, spec: Spec) -> None:
+        """The kind's fields (fields.py): a field of the table it does not declare is named now,
+        with the declared one it looks like, before any required one is found missing; the
+        getters take their defaults from it and refuse a field it does not declare."""
+        self._spec = spec
+        known = spec.names | COMMON_FIELDS
+        unknown = sorted(set(self._table) - known)
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], sorted(known - set(self._table)), n=1, cutoff=0.6)
+            hint = f"; misspelt {near[0]!r}?" if near else f"; its fields: {', '.join(sorted(spec.names))}"
+            raise self.error(unknown[0], f"unknown field for kind {self.kind!r}{hint}")
+
+    def given(self, field: str) -> bool:
+        """Whether the table has ``field`` (one of several ways to say one thing)."""
+        self._read.add(field)
+        return self._table.get(field) is not None
+
+    def tls(self, url: str) -> ssl.SSLContext | None:
+        """The TLS context for ``url``: verified (``ca_file`` or the system's CAs) for https,
+        None for the plain http the URL checks allow to loopback only."""
+        return client_context(self.ca_file) if url.startswith("https") else None
+
+    def _default(self, field: str, given: Default, kind: FieldType) -> Default:
+        """The default a getter uses: the declared one when a spec is declared (which must
+        declare the field, with this type), else the caller's."""
+        if self._spec is None or field in COMMON_FIELDS:
+            return given
+        declared = self._spec.get(field)
+        if declared is None or declared.type is not kind:
+            raise ConfigError(f"kind {self.kind!r} reads {field!r} as {kind.value}, which its field spec "
+                              f"does not declare (connectors/toolkit/fields.py)")
+        return given if given is not REQUIRED else declared.default
+
+    def _optional(self, field: str) -> bool:
+        declared = self._spec.get(field) if self._spec is not None else None
+        return declared is not None and declared.optional
 
     def error(self, field: str, message: str) -> ConfigError:
         return ConfigError(f"{self.origin}: vendors.{self.name}.{field}: {message}")
@@ -76,6 +114,7 @@ class VendorFields:
         return self._table.get(field)
 
     def text(self, field: str, default: str | None = None) -> str:
+        default = self._str_default(field, default, FieldType.TEXT)
         value = self._get(field)
         if value is None:
             if default is None:
@@ -85,7 +124,10 @@ class VendorFields:
             raise self.error(field, f"must be a non-empty string, got {type(value).__name__}")
         return value
 
-    def number(self, field: str, default: float) -> float:
+    def number(self, field: str, default: float | None = None) -> float:
+        declared = self._default(field, default, FieldType.NUMBER)
+        assert isinstance(declared, (int, float)), f"{field}: a number needs a default"
+        default = float(declared)
         value = self._get(field)
         if value is None:
             return default
@@ -93,7 +135,10 @@ class VendorFields:
             raise self.error(field, f"must be a positive number, got {value!r}")
         return float(value)
 
-    def integer(self, field: str, default: int) -> int:
+    def integer(self, field: str, default: int | None = None) -> int:
+        declared = self._default(field, default, FieldType.INTEGER)
+        assert isinstance(declared, int), f"{field}: an integer needs a default"
+        default = declared
         value = _whole(self._get(field))
         if value is None:
             return default
@@ -101,7 +146,9 @@ class VendorFields:
             raise self.error(field, f"must be a positive integer, got {value!r}")
         return value
 
-    def flag(self, field: str, default: bool = False) -> bool:
+    def flag(self, field: str, default: bool | None = None) -> bool:
+        declared = self._default(field, default, FieldType.FLAG)
+        default = bool(declared)
         value = self._get(field)
         if value is None:
             return default
@@ -114,15 +161,38 @@ class VendorFields:
         """The environment the file was read in (a kind that reads the pod's own, in-cluster)."""
         return self._environ
 
-    def choice(self, field: str, options: tuple[str, ...], default: str) -> str:
-        value = self.text(field, default)
-        if value not in options:
+    def choice(self, field: str, options: tuple[str, ...] = (), default: str | None = None) -> str:
+        declared_field = self._spec.get(field) if self._spec is not None else None
+        options = options or (declared_field.options if declared_field is not None else ())
+        default = self._str_default(field, default, FieldType.CHOICE)
+        value = self._get(field)
+        if value is None and default is None:
+            raise self.missing(field)
+        value = default if value is None else value
+        if not isinstance(value, str) or value not in options:
             raise self.error(field, f"must be one of {', '.join(options)}, got {value!r}")
         return value
 
-    def secret(self, field: str, required: bool = True, plain_ok: bool = False) -> Secret | None:
-        """``{ env = "VAR" }`` or ``{ file = "path" }``; a plain string is refused (it would sit
-        in a file that is copied, diffed and pasted), unless ``plain_ok`` (a user name)."""
+    def secret(self, field: str, plain_ok: bool = False) -> Secret:
+        """A required secret: ``{ env = "VAR" }`` or ``{ file = "path" }``; a plain string is
+        refused (it would sit in a file that is copied, diffed and pasted), unless ``plain_ok``
+        (a user name; a declared field says so itself)."""
+        found = self._secret(field, True, plain_ok)
+        assert found is not None
+        return found
+
+    def optional_secret(self, field: str, plain_ok: bool = False) -> Secret | None:
+        """A secret the table may leave out (one of two ways to authenticate): None then."""
+        return self._secret(field, False, plain_ok)
+
+    def _secret(self, field: str, required: bool, plain_ok: bool) -> Secret | None:
+        self._default(field, REQUIRED, FieldType.SECRET)
+        declared = self._spec.get(field) if self._spec is not None else None
+        if declared is not None:
+            if declared.optional == required:
+                raise ConfigError(f"kind {self.kind!r} reads {field!r} as a {'required' if required else 'optional'} "
+                                  f"secret; its field spec says otherwise (connectors/toolkit/fields.py)")
+            plain_ok = plain_ok or declared.plain_ok
         value = self._get(field)
         if value is None:
             if required:
@@ -153,7 +223,15 @@ class VendorFields:
 
     def url(self, field: str, default: str | None = None) -> str:
         """An https URL; http only to this machine (a sandbox, a vendor's mock server)."""
-        value = self.text(field, default).rstrip("/")
+        default = self._str_default(field, default, FieldType.URL)
+        value = self._get(field)
+        if value is None:
+            if default is None:
+                raise self.missing(field)
+            value = default
+        if not isinstance(value, str) or not value:
+            raise self.error(field, f"must be a non-empty string, got {type(value).__name__}")
+        value = value.rstrip("/")
         parts = urlsplit(value)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise self.error(field, f"must be an https:// URL, got {value!r}")
@@ -163,6 +241,13 @@ class VendorFields:
 
     def tools(self, default: frozenset[str]) -> frozenset[str]:
         return self._tools if self._tools is not None else default
+
+    def _str_default(self, field: str, given: str | None, kind: FieldType) -> str | None:
+        default = self._default(field, given, kind)
+        if default is None and self._optional(field):
+            return ""
+        assert default is None or isinstance(default, str), f"{field}: a text default"
+        return default
 
     def tool_tables(self) -> dict[str, dict[str, object]]:
         """``[vendors.NAME.tools.TOOL]`` tables, for kinds whose tools are declared one by one

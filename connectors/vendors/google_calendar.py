@@ -41,10 +41,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
-from runonce.connectors.toolkit.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.bearer import BearerSource, StaticBearer
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import ConnectorError, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import client_context
 from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
@@ -138,7 +140,7 @@ class _TokenRequest:
 
 
 @dataclass
-class GoogleCalendarConnector(NoStateCheck):
+class GoogleCalendarConnector:
     name: str
     credentials: BearerSource
     base_url: str = BASE_URL
@@ -264,11 +266,20 @@ def _raise_for_google(method: str, url: str, result: HttpResult) -> Mapping[str,
     return body
 
 
+FIELDS = Spec("google-calendar", (
+    Field("service_account_key", FieldType.SECRET, "a service account's JSON key (or `token`)", optional=True),
+    Field("token", FieldType.SECRET, "an access token you renew yourself (or `service_account_key`)", optional=True),
+    Field("subject", FieldType.TEXT, "the user a service account acts as (domain-wide delegation)", optional=True),
+    Field("base_url", FieldType.URL, "the Calendar API", BASE_URL),
+    Field("send_updates", FieldType.CHOICE, "who Google notifies of an event", "all", options=SEND_UPDATES),
+    Field("default_duration_min", FieldType.INTEGER, "an event's length when an action gives no end", 30),
+))
+
+
 def from_config(fields: VendorFields) -> GoogleCalendarConnector:
-    base_url = fields.url("base_url", BASE_URL)
-    tls = client_context(fields.ca_file) if base_url.startswith("https") else None
-    key, token = fields.secret("service_account_key", required=False), fields.secret("token", required=False)
-    subject = fields.text("subject", "") or None
+    base_url = fields.url("base_url")
+    key, token = fields.optional_secret("service_account_key"), fields.optional_secret("token")
+    subject = fields.text("subject") or None
     if (key is None) == (token is None):
         raise fields.error("service_account_key", "give one of service_account_key (a service account's JSON "
                                                   "key) and token (an access token)")
@@ -288,6 +299,8 @@ def from_config(fields: VendorFields) -> GoogleCalendarConnector:
                                           "already belongs to its user")
         credentials = StaticBearer(token)
     return GoogleCalendarConnector(fields.name, credentials, base_url,
-                                   fields.choice("send_updates", SEND_UPDATES, "all"),
-                                   fields.integer("default_duration_min", 30), fields.tools(TOOLS),
-                                   fields.timeout_s, tls)
+                                   fields.choice("send_updates"), fields.integer("default_duration_min"),
+                                   fields.tools(TOOLS), fields.timeout_s, fields.tls(base_url))
+
+
+KIND = Kind(FIELDS, from_config)

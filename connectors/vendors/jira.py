@@ -35,8 +35,9 @@ from urllib.parse import urlencode
 from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import client_context
 from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status
 
 TOOLS = frozenset({"create_jira_ticket"})
@@ -123,10 +124,22 @@ def _raise_for_jira(method: str, url: str, result: HttpResult) -> Mapping[str, A
     return body
 
 
+FIELDS = Spec("jira", (
+    Field("base_url", FieldType.URL, "your site, `https://your-site.atlassian.net`"),
+    Field("email", FieldType.TEXT, "the account the API token belongs to"),
+    Field("api_token", FieldType.SECRET, "its API token (Basic auth with `email`)"),
+    Field("issue_type", FieldType.TEXT, "the issue type when an action names none", "Task"),
+    Field("search_lag_s", FieldType.NUMBER, "how far Jira's search index may lag behind a create: \"absent\" "
+                                            "is believed only from a search made this long after an attempt", 10.0),
+))
+
+
 def from_config(fields: VendorFields) -> JiraCloudConnector:
     base_url = fields.url("base_url")
     token = fields.secret("api_token")
-    assert token is not None
-    return JiraCloudConnector(fields.name, base_url, fields.text("email"), token, fields.text("issue_type", "Task"),
-                              fields.number("search_lag_s", 10.0), fields.tools(TOOLS), fields.timeout_s,
-                              client_context(fields.ca_file) if base_url.startswith("https") else None)
+    return JiraCloudConnector(fields.name, base_url, fields.text("email"), token, fields.text("issue_type"),
+                              fields.number("search_lag_s"), fields.tools(TOOLS), fields.timeout_s,
+                              fields.tls(base_url))
+
+
+KIND = Kind(FIELDS, from_config)

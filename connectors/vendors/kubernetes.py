@@ -42,7 +42,8 @@ from runonce.connectors.toolkit.base import ActionCall, Capability, VendorRespon
 from runonce.connectors.toolkit.bearer import StaticBearer
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited, TransientVendorError
-from runonce.connectors.toolkit.tls import client_context
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
 from runonce.connectors.vendors.kubeconfig import (
     SERVICE_ACCOUNT_DIR,
@@ -182,13 +183,28 @@ def _raise_for_kubernetes(method: str, url: str, result: HttpResult) -> Mapping[
     return body
 
 
+FIELDS = Spec("kubernetes", (
+    Field("kubeconfig", FieldType.TEXT, "a kubeconfig file (one of `kubeconfig`, `in_cluster`, `server`)",
+          optional=True),
+    Field("context", FieldType.TEXT, "the kubeconfig's context, else its current one", optional=True),
+    Field("in_cluster", FieldType.FLAG, "the pod's own service account", False),
+    Field("service_account_dir", FieldType.TEXT, "where the pod's service account is mounted",
+          str(SERVICE_ACCOUNT_DIR)),
+    Field("server", FieldType.URL, "an API server, with `token` (and `ca_file`)", optional=True),
+    Field("token", FieldType.SECRET, "the bearer token for `server`", optional=True),
+    Field("namespace", FieldType.TEXT, "the namespace when an action names none; else the context's or "
+                                       "the pod's", optional=True),
+))
+
+
 def from_config(fields: VendorFields) -> KubernetesConnector:
     """One of: ``kubeconfig`` (a path; ``context`` optional), ``in_cluster = true``, or ``server``
     with ``token`` (a secret) and ``ca_file``. ``namespace`` sets the default namespace."""
-    kubeconfig, context = fields.text("kubeconfig", ""), fields.text("context", "") or None
-    server, token = fields.text("server", ""), fields.secret("token", required=False)
+    kubeconfig, context = fields.text("kubeconfig"), fields.text("context") or None
+    server = fields.url("server") if fields.given("server") else ""
+    token = fields.optional_secret("token")
     cluster = fields.flag("in_cluster")
-    sa_dir = Path(fields.text("service_account_dir", str(SERVICE_ACCOUNT_DIR)))
+    sa_dir = Path(fields.text("service_account_dir"))
     if sum((bool(kubeconfig), cluster, bool(server))) != 1:
         raise fields.error("kubeconfig", "give one of kubeconfig (a path), in_cluster = true, or server with token")
     try:
@@ -199,12 +215,13 @@ def from_config(fields: VendorFields) -> KubernetesConnector:
         else:
             if token is None:
                 raise fields.error("token", 'is required with server: { env = "VAR" } or { file = "path" }')
-            url = fields.url("server")
-            api = ApiServer(url, client_context(fields.ca_file) if url.startswith("https") else None,
-                            StaticBearer(token), "default", f"server {url}")
+            api = ApiServer(server, fields.tls(server), StaticBearer(token), "default", f"server {server}")
     except (KubeconfigError, OSError, ssl.SSLError) as exc:
         raise fields.error("kubeconfig" if kubeconfig else "in_cluster" if cluster else "server", str(exc)) from None
-    namespace = fields.text("namespace", "")
+    namespace = fields.text("namespace")
     if namespace:
         api = ApiServer(api.url, api.tls, api.token, namespace, api.source)
     return KubernetesConnector(fields.name, api, fields.tools(TOOLS), fields.timeout_s)
+
+
+KIND = Kind(FIELDS, from_config)

@@ -45,6 +45,7 @@ stream job has forgotten the key too. Why psycopg 3: PostgreSQL's maintained Pyt
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -61,10 +62,10 @@ from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import is_loopback
+from runonce.connectors.vendors.postgres_fields import MARKER_TABLE
 
 log = logging.getLogger("runonce.connectors.vendors.postgres")
 
-MARKER_TABLE = "runonce_actions"
 _PARAM = re.compile(r"%\((\w+)\)s")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _VERIFIED = ("verify-ca", "verify-full")
@@ -139,16 +140,21 @@ class PostgresConnector:
     statements: Mapping[str, Statement]
     marker: Marker = Marker(MARKER_TABLE)
     timeout_s: float = 30.0
-    #: the ``before_vendor_commit`` failpoint: called after the statement and the marker, before COMMIT
+    #: crash tests' hook (``hooked``): called after the statement and the marker, before COMMIT
     before_commit: Callable[[ActionCall], None] | None = None
     capability = Capability.ATOMIC
-    check_lag_s = 0.0
     tools: frozenset[str] = field(init=False)
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _created: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         self.tools = frozenset(self.statements)
+
+    def hooked(self, before_commit: Callable[[ActionCall], None]) -> PostgresConnector:
+        """This connector, calling ``before_commit`` inside each transaction just before COMMIT
+        (a CommitHook: the ``before_vendor_commit`` failpoint kills there). The copy takes over this
+        one's connections: the executor calls only the copy."""
+        return dataclasses.replace(self, before_commit=before_commit)
 
     def _said(self, exc: psycopg.Error) -> str:
         """libpq's message, the DSN's password taken out: a connection error may quote an option
@@ -215,7 +221,7 @@ class PostgresConnector:
             if exc.diag.table_name == self.marker.table.rpartition(".")[2]:
                 # Another process committed this action (or its key) while we performed it: our
                 # transaction, statement included, rolled back; its marker is the answer.
-                found = self.check(call)
+                found = self.find_marker(call)
                 if found is not None:
                     return found
                 raise TransientVendorError(f"{self.name}: marker conflict, marker not yet visible") from exc
@@ -244,7 +250,7 @@ class PostgresConnector:
             return VendorResponse(ref, "found its marker: committed before")
         return VendorResponse(ref, f"not executed: its vendor key was used by action {first}")
 
-    def check(self, call: ActionCall) -> VendorResponse | None:
+    def find_marker(self, call: ActionCall) -> VendorResponse | None:
         """The marker of this action (or of its vendor key), read in a transaction of its own."""
         conn = self._connect()
         try:
@@ -310,11 +316,10 @@ def _check_dsn(fields: VendorFields, dsn: Secret) -> None:
 
 def from_config(fields: VendorFields) -> PostgresConnector:
     dsn = fields.secret("dsn")
-    assert dsn is not None
     _check_dsn(fields, dsn)
     if fields.ca_file is not None:
         dsn = Secret(dsn.source, make_conninfo(dsn.reveal(), sslrootcert=str(fields.ca_file)))
-    table = fields.text("marker_table", MARKER_TABLE)
+    table = fields.text("marker_table")
     if not _IDENTIFIER.match(table):
         raise fields.error("marker_table", f"must be a table name (schema.table allowed), got {table!r}")
     tables = fields.tool_tables()

@@ -29,8 +29,9 @@ from urllib.parse import quote, urlencode
 from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import client_context
 from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status
 
 TOOLS = frozenset({"update_salesforce_field"})
@@ -111,10 +112,18 @@ def _raise_for_salesforce(method: str, url: str, result: HttpResult) -> Mapping[
     return {}
 
 
+FIELDS = Spec("salesforce", (
+    Field("instance_url", FieldType.URL, "your org, `https://yourorg.my.salesforce.com`"),
+    Field("token", FieldType.SECRET, "an OAuth access token, sent as the Bearer token"),
+    Field("api_version", FieldType.TEXT, "the REST API's version", API_VERSION),
+))
+
+
 def from_config(fields: VendorFields) -> SalesforceConnector:
     instance_url = fields.url("instance_url")
     token = fields.secret("token")
-    assert token is not None
-    return SalesforceConnector(fields.name, instance_url, token, fields.text("api_version", API_VERSION),
-                               fields.tools(TOOLS), fields.timeout_s,
-                               client_context(fields.ca_file) if instance_url.startswith("https") else None)
+    return SalesforceConnector(fields.name, instance_url, token, fields.text("api_version"), fields.tools(TOOLS),
+                               fields.timeout_s, fields.tls(instance_url))
+
+
+KIND = Kind(FIELDS, from_config)

@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.toolkit.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import client_context, is_loopback
+from runonce.connectors.toolkit.tls import is_loopback
 from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
 
 TOOLS = frozenset({"post_slack_message"})
@@ -75,7 +77,7 @@ def message(call: ActionCall) -> dict[str, Any]:
 
 
 @dataclass
-class SlackConnector(NoStateCheck):
+class SlackConnector:
     """``POST {base_url}/api/chat.postMessage`` with ``Authorization: Bearer xoxb-…``."""
 
     name: str
@@ -127,7 +129,7 @@ def _raise_for_slack(url: str, result: HttpResult) -> Mapping[str, Any]:
 
 
 @dataclass
-class SlackWebhookConnector(NoStateCheck):
+class SlackWebhookConnector:
     """An incoming webhook (``https://hooks.slack.com/services/…``): its URL is the credential
     and names the channel, so a ``channel`` in the params is ignored. Slack answers ``ok``
     (text) or an HTTP error with a code: 400 ``invalid_payload``/``no_text``, 403
@@ -161,20 +163,30 @@ class SlackWebhookConnector(NoStateCheck):
         return VendorResponse("posted", "posted")
 
 
+FIELDS = Spec("slack", (
+    Field("token", FieldType.SECRET, "the app's bot token (`xoxb-...`), with `chat:write`"),
+    Field("base_url", FieldType.URL, "Slack's Web API", "https://slack.com"),
+))
+WEBHOOK_FIELDS = Spec("slack-webhook", (
+    Field("url", FieldType.SECRET, "the incoming webhook's URL (`https://hooks.slack.com/services/...`): "
+                                   "the credential, and the channel"),
+))
+
+
 def from_config(fields: VendorFields) -> SlackConnector:
-    base_url = fields.url("base_url", "https://slack.com")
+    base_url = fields.url("base_url")
     token = fields.secret("token")
-    assert token is not None
-    return SlackConnector(fields.name, token, base_url, fields.tools(TOOLS), fields.timeout_s,
-                          client_context(fields.ca_file) if base_url.startswith("https") else None)
+    return SlackConnector(fields.name, token, base_url, fields.tools(TOOLS), fields.timeout_s, fields.tls(base_url))
 
 
 def webhook_from_config(fields: VendorFields) -> SlackWebhookConnector:
     url = fields.secret("url")
-    assert url is not None
     parts = urlsplit(url.reveal())
     if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname or "")):
         raise fields.error("url", "must be an https:// URL (an incoming webhook's: hooks.slack.com/services/...); "
                                   "plain http only to loopback")
-    return SlackWebhookConnector(fields.name, url, fields.tools(TOOLS), fields.timeout_s,
-                                 client_context(fields.ca_file) if parts.scheme == "https" else None)
+    return SlackWebhookConnector(fields.name, url, fields.tools(TOOLS), fields.timeout_s, fields.tls(url.reveal()))
+
+
+KIND = Kind(FIELDS, from_config)
+WEBHOOK_KIND = Kind(WEBHOOK_FIELDS, webhook_from_config)

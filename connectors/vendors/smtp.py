@@ -13,6 +13,8 @@ from email.utils import formataddr, parseaddr
 from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import PermanentVendorError
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.tls import client_context, is_loopback
 from runonce.connectors.toolkit.transport import SmtpRelay, SmtpTls, smtp_send, smtp_session
 
@@ -29,10 +31,6 @@ class SmtpConnector:
     from_header: str = ""
     tools: frozenset[str] = TOOLS
     capability = Capability.NONE
-    check_lag_s = 0.0
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
 
     @staticmethod
     def message_id(call: ActionCall, domain: str = "runonce.local") -> str:
@@ -64,21 +62,38 @@ class SmtpConnector:
         return f"{self.relay}: EHLO, {self.relay.tls.value} TLS, {auth}: ready"
 
 
+FIELDS = Spec("smtp", (
+    Field("host", FieldType.TEXT, "the relay"),
+    Field("tls", FieldType.CHOICE, "`starttls` (then refused if not offered), `implicit` (TLS from the first byte), "
+                                   "`none` (loopback only)", SmtpTls.STARTTLS.value,
+          options=tuple(t.value for t in SmtpTls)),
+    Field("port", FieldType.INTEGER, "the relay's port; else 587 for starttls, 465 for implicit, 25 for none",
+          optional=True),
+    Field("username", FieldType.SECRET, "AUTH's user name (with `password`)", optional=True, plain_ok=True),
+    Field("password", FieldType.SECRET, "AUTH's password (with `username`)", optional=True),
+    Field("sender", FieldType.TEXT, "the envelope sender (MAIL FROM), and the From header unless `from` is given"),
+    Field("from", FieldType.TEXT, "the From header, if not the sender", optional=True),
+))
+
+
 def from_config(fields: VendorFields) -> SmtpConnector:
     host = fields.text("host")
-    tls = SmtpTls(fields.choice("tls", tuple(t.value for t in SmtpTls), SmtpTls.STARTTLS.value))
+    tls = SmtpTls(fields.choice("tls"))
     if tls is SmtpTls.NONE and not is_loopback(host):
         raise fields.error("tls", f'"none" sends mail and credentials in clear; refused except to loopback '
                                   f'(host is {host!r})')
     port = fields.integer("port", DEFAULT_PORTS[tls])
-    username, password = fields.secret("username", required=False, plain_ok=True), fields.secret("password", required=False)
+    username, password = fields.optional_secret("username"), fields.optional_secret("password")
     if (username is None) != (password is None):
         raise fields.missing("password" if password is None else "username", "username and password go together")
     sender = fields.text("sender")
     if "@" not in parseaddr(sender)[1]:
         raise fields.error("sender", f"must be an address, got {sender!r}")
-    from_header = fields.text("from", "")
+    from_header = fields.text("from")
     relay = SmtpRelay(host, port, tls, client_context(fields.ca_file) if tls is not SmtpTls.NONE else None,
                       username, password, fields.timeout_s)
     return SmtpConnector(fields.name, relay, parseaddr(sender)[1], from_header or formataddr(parseaddr(sender)),
                          fields.tools(TOOLS))
+
+
+KIND = Kind(FIELDS, from_config)

@@ -38,8 +38,9 @@ from urllib.parse import urlencode
 from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import client_context
 from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
 
 log = logging.getLogger("runonce.connectors.vendors.stripe")
@@ -81,10 +82,6 @@ class StripeConnector:
     timeout_s: float = 30.0
     tls: ssl.SSLContext | None = None
     capability = Capability.VENDOR_KEY
-    check_lag_s = 0.0
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key.reveal()}", "Stripe-Version": STRIPE_VERSION}
@@ -131,9 +128,16 @@ def _raise_for_stripe(method: str, url: str, result: HttpResult, call: ActionCal
     raise_for_status(method, url, result)
 
 
+FIELDS = Spec("stripe", (
+    Field("api_key", FieldType.SECRET, "the secret key (`sk_live_...`) or a restricted key with Charges: write"),
+    Field("base_url", FieldType.URL, "Stripe's API, or stripe-mock's", "https://api.stripe.com"),
+))
+
+
 def from_config(fields: VendorFields) -> StripeConnector:
-    base_url = fields.url("base_url", "https://api.stripe.com")
+    base_url = fields.url("base_url")
     api_key = fields.secret("api_key")
-    assert api_key is not None
-    return StripeConnector(fields.name, base_url, api_key, fields.tools(TOOLS), fields.timeout_s,
-                           client_context(fields.ca_file) if base_url.startswith("https") else None)
+    return StripeConnector(fields.name, base_url, api_key, fields.tools(TOOLS), fields.timeout_s, fields.tls(base_url))
+
+
+KIND = Kind(FIELDS, from_config)

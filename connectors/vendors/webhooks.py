@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from runonce.connectors.toolkit.base import ActionCall, Capability, NoStateCheck, VendorResponse
+from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
+from runonce.connectors.toolkit.fields import Field, FieldType, Spec
+from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import client_context
 from runonce.connectors.toolkit.transport import http_request, raise_for_status
 
 SECRET_PREFIX = "whsec_"
@@ -58,7 +59,7 @@ def sign(key: bytes, webhook_id: str, timestamp_s: int, body: bytes) -> str:
 
 
 @dataclass
-class StandardWebhookConnector(NoStateCheck):
+class StandardWebhookConnector:
     name: str
     url: str
     secret: Secret
@@ -83,10 +84,15 @@ class StandardWebhookConnector(NoStateCheck):
         return VendorResponse(str(answer.get("id") or call.vendor_key), f"HTTP {result.status}")
 
 
+FIELDS = Spec("webhook", (
+    Field("url", FieldType.URL, "your receiver"),
+    Field("secret", FieldType.SECRET, "the signing secret shared with the receiver, `whsec_` + base64"),
+))
+
+
 def from_config(fields: VendorFields) -> StandardWebhookConnector:
     url = fields.url("url")
     secret = fields.secret("secret")
-    assert secret is not None
     try:
         signing_key(secret.reveal())
     except ValueError as exc:
@@ -94,5 +100,7 @@ def from_config(fields: VendorFields) -> StandardWebhookConnector:
     tools = fields.tools(frozenset())
     if not tools:
         raise fields.error("tools", "name the tools this receiver performs, e.g. tools = [\"restart_service\"]")
-    return StandardWebhookConnector(fields.name, url, secret, tools, fields.timeout_s,
-                                    client_context(fields.ca_file) if url.startswith("https") else None)
+    return StandardWebhookConnector(fields.name, url, secret, tools, fields.timeout_s, fields.tls(url))
+
+
+KIND = Kind(FIELDS, from_config)

@@ -21,8 +21,15 @@ def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
     """check: one line per vendor, or the first error (vendor and field named); --probe: each
     vendor's harmless authenticated call. Exit 1 when the file or any probe fails."""
     from runonce.connectors.executor import registry
+    from runonce.connectors.toolkit.base import Probe
     from runonce.connectors.toolkit.errors import ConnectorError
 
+    if args.action == "fields":
+        known = registry.kinds()
+        for kind in [args.kind] if args.kind else sorted(known):
+            spec = registry.spec_of(kind, known)
+            print(f"## {kind}\n\n{spec.markdown() if spec is not None else '(its factory declares no fields)'}\n")
+        return 0
     path = _path(settings, args)
     if getattr(args, "file", None) and not path.is_file():
         raise ConfigError(f"--file {path}: no such file")
@@ -35,12 +42,11 @@ def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
         c = vendor.connector
         line = f"{name}: kind {vendor.kind}, tools {', '.join(sorted(c.tools))}, {c.capability.value}"
         if args.probe:
-            probe = getattr(c, "probe", None)
-            if probe is None:
+            if not isinstance(c, Probe):
                 line += "; probe: this kind has none"
             else:
                 try:
-                    line += f"; probe: ok, {probe()}"
+                    line += f"; probe: ok, {c.probe()}"
                 except (ConnectorError, OSError) as exc:
                     failed += 1
                     line += f"; probe: FAILED, {exc}"
@@ -103,8 +109,10 @@ def add_commands(add: Adder) -> None:
             "The connectors file (RUNONCE_CONNECTORS, else RUNONCE_HOME/connectors.toml): which vendors the "
             "executors reach and how. check: validate it (each error names the vendor and the field); "
             "check --probe: also make each vendor's harmless authenticated call (Stripe GET /v1/balance; "
-            "SMTP EHLO, STARTTLS, AUTH, no mail). Secrets are never printed.")
-    p.add_argument("action", choices=["check"])
+            "SMTP EHLO, STARTTLS, AUTH, no mail). Secrets are never printed. fields: each kind's fields "
+            "(type, default, what it is), as docs/vendors.md shows them.")
+    p.add_argument("action", choices=["check", "fields"])
+    p.add_argument("--kind", help="fields: only this kind's")
     p.add_argument("--probe", action="store_true", help="call each vendor once, harmlessly; exit 1 if one fails")
     p.add_argument("--file", help="the connectors file (default: RUNONCE_CONNECTORS, else RUNONCE_HOME/connectors.toml)")
     p = add("executor", cmd_executor, "Run one vendor's executor: perform approved actions exactly once, through "

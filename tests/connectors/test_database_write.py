@@ -102,7 +102,7 @@ def test_two_workers_racing_on_one_action_leave_one_row(tmp_path: Path, postgres
                     waited.append(True)
                 time.sleep(0.05)
 
-    first.before_commit = hold
+    first = first.hooked(hold)
     answers: list[str] = []
     t = threading.Thread(target=lambda: answers.append(first.perform(call).vendor_ref))
     t.start()

@@ -139,14 +139,10 @@ class Mailer:
     name = "mailer"
     tools = frozenset({"send_email"})
     capability = Capability.NONE
-    check_lag_s = 0.0
 
     def perform(self, call: ActionCall) -> VendorResponse:
         self.sent.append(call.action_id)
         return VendorResponse(f"msg-{call.action_id}")
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
 
 
 def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
@@ -203,14 +199,10 @@ class KeyedVendor:
     name = "payments"
     tools = frozenset({"send_email"})
     capability = Capability.VENDOR_KEY
-    check_lag_s = 0.0
 
     def perform(self, call: ActionCall) -> VendorResponse:
         self.calls.append(call.vendor_key)
         return VendorResponse(self.effects.setdefault(call.vendor_key, f"ch-{len(self.effects)}"))
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None
 
 
 @dataclass
@@ -220,6 +212,7 @@ class CheckedVendor(KeyedVendor):
     checks: list[str] = field(default_factory=list)
     name = "jira"
     capability = Capability.STATE_CHECK
+    check_lag_s = 0.0
 
     def perform(self, call: ActionCall) -> VendorResponse:
         self.calls.append(call.vendor_key)

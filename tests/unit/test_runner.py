@@ -26,6 +26,7 @@ class Scripted:
     #: errors the state check raises in turn before it answers
     check_errors: list[Exception] = field(default_factory=list)
     checks: int = 0
+    check_lag_s = 0.0
     name = "scripted"
     tools = frozenset({"t"})
 

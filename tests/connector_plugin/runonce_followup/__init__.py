@@ -1,15 +1,6 @@
 """The seed's ``send_followup_email`` through an HTTP email API that deduplicates on an
 ``Idempotency-Key`` (Resend's ``POST /emails``): a runonce connector, written as docs/connectors.md
-describes, and found by its entry point (``[project.entry-points."runonce.connectors"]``).
-
-Its connectors-file table::
-
-    [vendors.followups]
-    kind = "followup-email"
-    base_url = "https://api.resend.com"
-    api_key = { env = "RESEND_API_KEY" }
-    sender = "Sales <sales@example.com>"
-"""
+describes, and found by its entry point (``[project.entry-points."runonce.connectors"]``)."""
 
 from __future__ import annotations
 
@@ -17,14 +8,28 @@ import json
 import ssl
 from dataclasses import dataclass
 
-from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
-from runonce.connectors.toolkit.config import VendorFields
-from runonce.connectors.toolkit.errors import PermanentVendorError
-from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.tls import client_context
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status
+from runonce.connectors.toolkit import (
+    ActionCall,
+    Capability,
+    Field,
+    FieldType,
+    HttpResult,
+    Kind,
+    PermanentVendorError,
+    Secret,
+    Spec,
+    VendorFields,
+    VendorResponse,
+    http_request,
+    raise_for_status,
+)
 
 TOOLS = frozenset({"send_followup_email"})
+FIELDS = Spec("followup-email", (
+    Field("api_key", FieldType.SECRET, "the API key, sent as the Bearer token"),
+    Field("sender", FieldType.TEXT, "the From address"),
+    Field("base_url", FieldType.URL, "the email API", "https://api.resend.com"),
+))
 
 
 @dataclass
@@ -38,10 +43,6 @@ class FollowupEmail:
     tls: ssl.SSLContext | None = None
     #: the API replays the first answer to a repeated Idempotency-Key: calling again is safe
     capability = Capability.VENDOR_KEY
-    check_lag_s = 0.0
-
-    def check(self, call: ActionCall) -> VendorResponse | None:
-        return None  # VENDOR_KEY: the runner never asks
 
     def headers(self, call: ActionCall) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key.reveal()}", "Content-Type": "application/json",
@@ -72,8 +73,11 @@ def _raise_for_email_api(method: str, url: str, result: HttpResult) -> None:
 
 
 def from_config(fields: VendorFields) -> FollowupEmail:
-    base_url = fields.url("base_url", "https://api.resend.com")
+    base_url = fields.url("base_url")
     api_key = fields.secret("api_key")
-    assert api_key is not None
     return FollowupEmail(fields.name, base_url, api_key, fields.text("sender"), fields.tools(TOOLS),
-                         fields.timeout_s, client_context(fields.ca_file))
+                         fields.timeout_s, fields.tls(base_url))
+
+
+#: the entry point: its fields, declared, and the factory
+KIND = Kind(FIELDS, from_config)

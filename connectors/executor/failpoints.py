@@ -1,0 +1,85 @@
+"""Crash tests' failpoints, an observer of the executor's flow rather than a part of it.
+
+``RUNONCE_EXECUTOR_FAILPOINT=POINT[:N]`` SIGKILLs the executor the Nth time it passes POINT (the
+first time without N); ``abort_result`` instead writes each record's first result transaction
+and aborts it, as a coordinator move or a timeout would at the worst moment. The executor says
+where it is (``passing``); without a failpoint every call is a no-op."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import signal
+import threading
+from typing import Callable
+
+from runonce.connectors.toolkit.base import ActionCall, CommitHook, Connector
+
+log = logging.getLogger("runonce.executor")
+
+
+class Point(enum.Enum):
+    """Where the executor can be killed (runonce.settings.EXECUTOR_FAILPOINTS, same names)."""
+
+    #: intents committed, no vendor called yet
+    BEFORE_CALL = "before_call"
+    #: every vendor call of the batch answered, no result committed
+    AFTER_CALL = "after_call"
+    #: results and offsets committed
+    AFTER_COMMIT = "after_commit"
+    #: a committed transaction's results not yet in the local results index
+    BEFORE_INDEX_WRITE = "before_index_write"
+    #: inside the vendor's own transaction, its effect and marker written, before its COMMIT
+    BEFORE_VENDOR_COMMIT = "before_vendor_commit"
+    #: not a kill: each record's first result transaction is written, then aborted
+    ABORT_RESULT = "abort_result"
+
+
+def _sigkill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Failpoints:
+    def __init__(self, point: Point | None = None, nth: int = 1, kill: Callable[[], None] = _sigkill) -> None:
+        self.point, self.nth, self._kill = point, nth, kill
+        self._passes = 0
+        self._lock = threading.Lock()  # vendor calls pass from several threads
+        self._aborted: set[bytes | None] = set()
+
+    @classmethod
+    def parse(cls, text: str | None) -> Failpoints:
+        """From the setting (validated by runonce.settings): ``POINT[:N]``, or None for none."""
+        if not text:
+            return cls()
+        point, _, nth = text.partition(":")
+        return cls(Point(point), int(nth or 1))
+
+    def passing(self, where: Point) -> None:
+        """The executor is at ``where``: the Nth pass of the configured point is the kill."""
+        if self.point is not where:
+            return
+        with self._lock:
+            self._passes += 1
+            if self._passes == self.nth:
+                log.warning("failpoint %s (pass %d): SIGKILL", where.value, self._passes)
+                self._kill()
+
+    def aborts(self, key: bytes | None) -> bool:
+        """``abort_result``: whether this result transaction (its first record's key) is the one
+        to abort: the first of each record only, so its redelivery commits."""
+        if self.point is not Point.ABORT_RESULT or key in self._aborted:
+            return False
+        self._aborted.add(key)
+        log.warning("failpoint abort_result: aborting the result of %r", key)
+        return True
+
+    def around(self, connector: Connector) -> Connector:
+        """The connector the executor calls: for ``before_vendor_commit``, one that passes that
+        point inside its own transaction (a ``CommitHook``); else the connector itself."""
+        if self.point is Point.BEFORE_VENDOR_COMMIT and isinstance(connector, CommitHook):
+            return connector.hooked(self._before_vendor_commit)
+        return connector
+
+    def _before_vendor_commit(self, call: ActionCall) -> None:
+        self.passing(Point.BEFORE_VENDOR_COMMIT)
