@@ -75,7 +75,7 @@ def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: i
     env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     env.update(RUNONCE_EXECUTOR_MAX_BATCH=str(max_batch), RUNONCE_EXECUTOR_MAX_IN_FLIGHT=str(max_in_flight))
     if our_rate:
-        env["RUNONCE_VENDOR_LIMITS"] = f"payments:rate={our_rate}"
+        env["RUNONCE_VENDOR_LIMITS"] = f"payments:per_s={our_rate}"
     log_path = OUT / f"executor-throughput-{max_batch}-{max_in_flight}.log"
     group = f"runonce-exec-bench-{uuid.uuid4().hex[:6]}"
     proc = assigned_executor(env, "payments", group, log_path)

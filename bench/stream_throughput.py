@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench.local_broker import local_broker, principal_env  # noqa: E402
 from runonce.kafka.access import KafkaTarget  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
+from runonce.settings import Guarantee  # noqa: E402
 from runonce.testkit.watch import DecisionWatcher  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from tests.support.worker import WorkerProcess  # noqa: E402
@@ -44,7 +45,7 @@ def main() -> int:
     args = parser.parse_args()
 
     with local_broker("stream-throughput", lambda m: print(m, file=sys.stderr), secure=args.secure) as settings:
-        settings = settings.with_(processing_guarantee=args.guarantee)
+        settings = settings.with_(processing_guarantee=Guarantee(args.guarantee))
         home, access = settings.home, settings.kafka_access()
         families = generate(args.actions, seed=1, run_id=home.name)
         records = [m for f in families for m, _ in f.members]

@@ -2,63 +2,29 @@
 
 Nothing else in runonce reads the environment: ``Settings.from_env`` is called by
 the CLI (and by test fixtures), and everything below takes a ``Settings``.
+
+Each setting is declared once, below: its field, its type, its default, and in ``setting(...)``
+its ``RUNONCE_*`` variable, its bounds, the processes that read it and what it is for.
+``from_env`` reads and ``validate`` checks every declared one from that declaration, and
+docs/operating.md's table of settings is ``settings_table()`` (a test holds them together).
 """
 
 from __future__ import annotations
 
+import enum
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
+from runonce import rate
 from runonce.errors import ConfigError
 from runonce.kafka import client_config
 from runonce.kafka.access import MECHANISMS, KafkaAccess
 from runonce.kafka.client_config import ClientConfig
+from runonce.rate import Rate
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
-
-
-@dataclass(frozen=True, slots=True)
-class VendorLimit:
-    """What one vendor allows an executor: calls per second (a token bucket holding at most
-    ``burst``), and calls in flight at once (None: ``executor_max_in_flight``)."""
-
-    vendor: str
-    rate_per_s: float | None = None
-    burst: int = 1
-    in_flight: int | None = None
-
-    @classmethod
-    def parse_all(cls, text: str) -> tuple[VendorLimit, ...]:
-        """``payments:rate=50,in_flight=32; smtp:rate=10,burst=5``: a ConfigError names the
-        vendor and the field that is wrong."""
-        limits: list[VendorLimit] = []
-        for part in filter(None, (p.strip() for p in text.split(";"))):
-            vendor, sep, fields = part.partition(":")
-            vendor = vendor.strip()
-            if not sep or not vendor or not fields.strip():
-                raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {part!r} must be VENDOR:FIELD=VALUE[,FIELD=VALUE]")
-            values: dict[str, float] = {}
-            for item in fields.split(","):
-                name, eq, value = (x.strip() for x in item.partition("="))
-                if name not in ("rate", "burst", "in_flight") or not eq:
-                    raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor}: {item.strip()!r}: the fields are "
-                                      f"rate=CALLS_PER_S, burst=N, in_flight=N")
-                try:
-                    values[name] = float(value)
-                except ValueError:
-                    raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor}: {name} must be a number, "
-                                      f"got {value!r}") from None
-                if values[name] <= 0 or (name != "rate" and values[name] != int(values[name])):
-                    raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor}: {name} must be a positive "
-                                      f"{'number' if name == 'rate' else 'integer'}, got {value!r}")
-            if any(limit.vendor == vendor for limit in limits):
-                raise ConfigError(f"RUNONCE_VENDOR_LIMITS: {vendor} is named twice")
-            in_flight = values.get("in_flight")
-            limits.append(cls(vendor, values.get("rate"), int(values.get("burst", 1)),
-                              None if in_flight is None else int(in_flight)))
-        return tuple(limits)
 
 
 def _default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -67,101 +33,200 @@ def _default_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "runonce"
 
 
+class Runtime(enum.StrEnum):
+    """The stream job's runtimes; the first is the default."""
+
+    TRANSACTIONAL = "transactional"
+    FAUST = "faust"
+
+
+class Guarantee(enum.StrEnum):
+    """The faust runtime's processing guarantee (faust's own names)."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
+
+
+class Reader(enum.Enum):
+    """The processes that read a setting: what docs/operating.md groups them by."""
+
+    ALL = "every process"
+    WORKER = "stream worker"
+    EXECUTOR = "executors"
+    BROKER = "local broker (runonce broker, up)"
+    CLIENTS = "every Kafka client"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one field is given: its variable, what it is, who reads it, and what it may be."""
+
+    env: str
+    doc: str
+    reader: Reader
+    #: inclusive bounds of an integer
+    bounds: tuple[int, int] | None = None
+    #: the error beside the bounds (where they come from)
+    why: str = ""
+    #: a reader of its own, for a setting given by more than one variable (a password or its file)
+    read: Callable[[Mapping[str, str]], object] | None = None
+    #: what the table says of its default, when the field's value alone would mislead
+    default_said: str | None = None
+
+
+def setting(default: Any, env: str, doc: str, reader: Reader, *, bounds: tuple[int, int] | None = None,
+            why: str = "", read: Callable[[Mapping[str, str]], object] | None = None,
+            default_said: str | None = None, factory: Callable[[], object] | None = None,
+            secret: bool = False) -> Any:
+    meta = {"setting": Setting(env, doc, reader, bounds, why, read, default_said)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta, repr=not secret)
+    return field(default=default, metadata=meta, repr=not secret)
+
+
+def _sasl(prefix: str) -> Callable[[Mapping[str, str]], object]:
+    return lambda env: _password(env, prefix) if env.get(f"{prefix}_USERNAME") else None
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
-    #: where the local broker, worker state and pid files live
-    home: Path = Path(".runonce")
-    #: Maven-resolved broker jars are cached here, shared by every checkout
-    cache_dir: Path = field(default_factory=lambda: _default_cache_dir({}))
-    #: explicit bootstrap servers; when None, the local broker's address file is read
-    bootstrap: str | None = None
-    kafka_version: str = DEFAULT_KAFKA_VERSION
-    broker_heap_mb: int = 512
-    partitions: int = 6
-    #: copies of every runonce topic; None: 3, or the broker count when smaller (runonce/kafka/replication.py)
-    replication_factor: int | None = None
-    #: brokers that must hold a write before it is acknowledged; None: 2 when the factor is >= 3, else 1
-    min_insync_replicas: int | None = None
-    #: None means the policies shipped with runonce (runonce/core/policies.toml)
-    policy_file: Path | None = None
-    #: Prometheus metrics port of a stream worker or executor, with /healthz and /readyz beside
-    #: /metrics (runonce/ops/observe/serve.py); 0 serves none
-    metrics_port: int = 0
-    #: the address that port listens on: loopback on a machine, 0.0.0.0 in a pod (the kubelet
-    #: probes the pod's address)
-    metrics_host: str = "127.0.0.1"
-    #: a stream worker joins its group as a static member (KIP-345: ``group.instance.id`` = its
-    #: transactional id, so its name): a pod restarted under its name takes its partitions back
-    #: without a rebalance (the Helm chart turns it on; executors are static members always)
-    static_membership: bool = False
-    #: names this worker's local RocksDB folder (several workers can share one machine)
-    worker_name: str = "worker-0"
-    #: the connectors file: which vendors the executors reach, and how (connectors/toolkit/config.py);
-    #: None: ``<home>/connectors.toml``, which ``runonce up`` writes for its sandboxes
-    connectors_file: Path | None = None
+    home: Path = setting(Path(".runonce"), "RUNONCE_HOME", "where the local broker, worker state and pid files "
+                                                           "live", Reader.ALL)
+    cache_dir: Path = setting(None, "RUNONCE_CACHE_DIR", "where Maven-resolved broker jars and tools are cached, "
+                                                         "shared by every checkout", Reader.ALL,
+                              factory=lambda: _default_cache_dir({}), default_said="`$XDG_CACHE_HOME/runonce`")
+    bootstrap: str | None = setting(None, "RUNONCE_BOOTSTRAP", "the Kafka bootstrap servers", Reader.CLIENTS,
+                                    default_said="the local broker's address file")
+    kafka_version: str = setting(DEFAULT_KAFKA_VERSION, "RUNONCE_KAFKA_VERSION", "the Apache Kafka release the "
+                                                                                 "local broker runs", Reader.BROKER)
+    broker_heap_mb: int = setting(512, "RUNONCE_BROKER_HEAP_MB", "the local broker's JVM heap", Reader.BROKER,
+                                  bounds=(128, 4096))
+    partitions: int = setting(6, "RUNONCE_PARTITIONS", "partitions of every runonce topic: they bound the "
+                                                       "workers and each vendor's executors that do work",
+                              Reader.ALL, bounds=(1, 10_000))
+    replication_factor: int | None = setting(None, "RUNONCE_REPLICATION_FACTOR", "copies of every runonce topic",
+                                             Reader.ALL, bounds=(1, 100),
+                                             default_said="3, or the broker count when smaller")
+    min_insync_replicas: int | None = setting(None, "RUNONCE_MIN_INSYNC_REPLICAS", "brokers that must hold a "
+                                                                                   "write before it is acknowledged",
+                                              Reader.ALL, bounds=(1, 100),
+                                              default_said="2 when the factor is at least 3, else 1")
+    policy_file: Path | None = setting(None, "RUNONCE_POLICY_FILE", "your policies, layered over the shipped "
+                                                                    "ones (docs/policies.md)", Reader.ALL,
+                                       default_said="the shipped policies")
+    metrics_port: int = setting(0, "RUNONCE_METRICS_PORT", "Prometheus `/metrics`, with `/healthz` and `/readyz` "
+                                                           "beside it, of a worker or an executor; 0 serves none",
+                                Reader.ALL, bounds=(0, 65535))
+    metrics_host: str = setting("127.0.0.1", "RUNONCE_METRICS_HOST", "the address that port listens on: "
+                                                                     "`0.0.0.0` in a pod (the kubelet probes the "
+                                                                     "pod's address)", Reader.ALL)
+    static_membership: bool = setting(False, "RUNONCE_STATIC_MEMBERSHIP", "a stream worker joins its group as a "
+                                                                          "static member (KIP-345, "
+                                                                          "`group.instance.id` = its name): a pod "
+                                                                          "restarted under its name takes its "
+                                                                          "partitions back without a rebalance",
+                                      Reader.WORKER)
+    worker_name: str = setting("worker-0", "RUNONCE_WORKER_NAME", "names a worker's transactional id and its "
+                                                                  "local RocksDB folder", Reader.WORKER)
+    connectors_file: Path | None = setting(None, "RUNONCE_CONNECTORS", "the connectors file: which vendors the "
+                                                                       "executors reach, and how (docs/vendors.md)",
+                                           Reader.EXECUTOR, default_said="`RUNONCE_HOME/connectors.toml`")
     #: the environment the connectors file's ``{ env = "VAR" }`` secrets are read from (only those)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-    #: executors only, for crash tests: SIGKILL itself at before_call | after_call | after_commit
-    #: | before_vendor_commit (a connector whose effect commits in the vendor's transaction: after
-    #: the effect, before that COMMIT); ``POINT:N``: at the Nth time this process passes it
-    executor_failpoint: str | None = None
-    #: faust workers only, for tests: ``kill_after_state[:ACTION_ID]``: SIGKILL itself once a
-    #: record's state change is written locally and its decision is an approval (of that action,
-    #: if named), before anything is sent; ``pass_over:N[:TAG]``: acknowledge N records of
-    #: actions.requested (holding TAG) undecided, as faust does to events it skips, and commit
-    stream_failpoint: str | None = None
-    #: executors: how long the broker lets one of their transactions stay open before aborting it
-    #: (and fencing the producer); a paused executor past it is a zombie and is refused
-    executor_txn_timeout_ms: int = 60_000
-    #: executors: how long a silent member keeps its partitions before the group moves them (a
-    #: killed executor's partitions wait this long for a new owner; the broker's minimum is 6 s)
-    executor_session_timeout_ms: int = 10_000
-    #: stream workers, either runtime: the same for the stream job's group (a killed worker's
-    #: partitions, and every decision on them, wait this long)
-    worker_session_timeout_ms: int = 10_000
-    #: executors: the most approved records one batch takes (one intent and one result
-    #: transaction per batch), and the most vendor calls in flight at once
-    executor_max_batch: int = 500
-    executor_max_in_flight: int = 16
-    #: executors: per-vendor rate and concurrency (``RUNONCE_VENDOR_LIMITS``), over the connectors
-    #: file's ``rate``; a vendor named in neither has no rate of ours, only its own 429/Retry-After
-    vendor_limits: tuple[VendorLimit, ...] = ()
-    #: the stream job's runtime: "transactional" (exactly-once, confluent-kafka) or "faust"
-    runtime: str = "transactional"
-    #: transactional runtime: a transaction takes at most this many records: what arrived
-    #: while the previous one committed (batches grow with the load, never wait to fill)
-    txn_max_records: int = 2000
-    #: ... and an idle worker waits this long for a first record before looking again
-    txn_max_wait_ms: int = 20
-    #: transactional runtime: the broker holds the worker's fetch this long for more records
-    #: (0: it answers as soon as one arrives). Agents produce one record at a time: answered at
-    #: once, the worker fetches once per record, which costs the broker about as much CPU as
-    #: taking the records (bench/fetch_cost.py); an idle worker pays one fetch per this interval
-    fetch_wait_ms: int = 5
-    #: faust runtime: "at_least_once" (replays are harmless by design) or "exactly_once" (faust's flag)
-    processing_guarantee: str = "at_least_once"
-    #: this component's SASL principal on a secured broker (None: connect unauthenticated)
-    sasl_username: str | None = None
-    sasl_password: str | None = field(default=None, repr=False)
-    #: None: the client settings' sasl.mechanism, else PLAIN
-    sasl_mechanism: str | None = None
-    #: the deployment's librdkafka settings (``RUNONCE_KAFKA_CONFIG``, ``RUNONCE_KAFKA_CONFIG_<KEY>``):
-    #: TLS, SASL mechanism, OIDC; merged into every Kafka client (runonce/kafka/client_config.py)
-    kafka_config: ClientConfig = field(default_factory=ClientConfig)
-    #: the principal that reads outcomes for agents (the SDK's awaits, ``runonce mcp``), when it
-    #: is not this component's own: ``agent-reader`` beside ``agent`` on a secured broker
-    reader_sasl_username: str | None = None
-    reader_sasl_password: str | None = field(default=None, repr=False)
-    #: local broker only: a users file (``name=password`` lines) turns on SASL on every
-    #: listener, StandardAuthorizer and deny-by-default; ``admin`` is its super user
-    broker_users_file: Path | None = None
-    #: local secured broker only: also accept OAUTHBEARER tokens on its SASL_SSL listener, checked
-    #: against this JWKS (an OIDC provider's; the token's ``sub`` is the principal)
-    broker_oidc_jwks_url: str | None = None
-    #: ... whose ``iss`` must be this provider's, and whose ``aud`` this cluster's (Kafka 4.4's
-    #: validator will not start without both)
-    broker_oidc_issuer: str | None = None
-    broker_oidc_audience: str = "runonce-kafka"
+    executor_failpoint: str | None = setting(None, "RUNONCE_EXECUTOR_FAILPOINT", "crash tests only: SIGKILL at "
+                                                                                 "a point of the executor's flow, "
+                                                                                 "`POINT[:N]` "
+                                                                                 "(connectors/executor/failpoints.py)",
+                                             Reader.EXECUTOR)
+    stream_failpoint: str | None = setting(None, "RUNONCE_STREAM_FAILPOINT", "faust tests only: "
+                                                                             "`kill_after_state[:ACTION_ID]` or "
+                                                                             "`pass_over:N[:TAG]`", Reader.WORKER)
+    executor_txn_timeout_ms: int = setting(60_000, "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "how long the broker lets an "
+                                                                                      "executor's transaction stay "
+                                                                                      "open before aborting it (a "
+                                                                                      "paused executor past it is "
+                                                                                      "a zombie, fenced)",
+                                           Reader.EXECUTOR, bounds=(1_000, 900_000),
+                                           why="the broker's transaction.max.timeout.ms")
+    executor_session_timeout_ms: int = setting(10_000, "RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "how long a killed "
+                                                                                              "executor's partitions "
+                                                                                              "wait for a new owner",
+                                               Reader.EXECUTOR, bounds=(6_000, 300_000),
+                                               why="the broker's group.min/max.session.timeout.ms")
+    worker_session_timeout_ms: int = setting(10_000, "RUNONCE_WORKER_SESSION_TIMEOUT_MS", "the same for the stream "
+                                                                                          "job's group, either "
+                                                                                          "runtime",
+                                             Reader.WORKER, bounds=(6_000, 300_000),
+                                             why="the broker's group.min/max.session.timeout.ms")
+    executor_max_batch: int = setting(500, "RUNONCE_EXECUTOR_MAX_BATCH", "the most approved records one batch "
+                                                                        "takes (one intent and one result "
+                                                                        "transaction per batch)",
+                                      Reader.EXECUTOR, bounds=(1, 10_000))
+    executor_max_in_flight: int = setting(16, "RUNONCE_EXECUTOR_MAX_IN_FLIGHT", "the most vendor calls in flight "
+                                                                                "at once, unless the vendor's "
+                                                                                "`rate.in_flight` says",
+                                          Reader.EXECUTOR, bounds=(1, 1_000))
+    vendor_rates: tuple[tuple[str, Rate], ...] = setting((), "RUNONCE_VENDOR_LIMITS", "a vendor's `rate` over the "
+                                                                                      "connectors file's: "
+                                                                                      "`payments:per_s=50,"
+                                                                                      "in_flight=32; ...`",
+                                                         Reader.EXECUTOR, read=lambda env: rate.overrides(
+                                                             env["RUNONCE_VENDOR_LIMITS"]),
+                                                         default_said="none")
+    runtime: Runtime = setting(Runtime.TRANSACTIONAL, "RUNONCE_RUNTIME", "the stream job's runtime: "
+                                                                         "`transactional` (exactly once, "
+                                                                         "confluent-kafka) or `faust`", Reader.WORKER)
+    txn_max_records: int = setting(2000, "RUNONCE_TXN_MAX_RECORDS", "transactional runtime: the most records one "
+                                                                    "transaction takes (what arrived while the "
+                                                                    "previous one committed)",
+                                   Reader.WORKER, bounds=(1, 100_000))
+    txn_max_wait_ms: int = setting(20, "RUNONCE_TXN_MAX_WAIT_MS", "... and how long an idle worker waits for a "
+                                                                  "first record before looking again",
+                                   Reader.WORKER, bounds=(1, 10_000))
+    fetch_wait_ms: int = setting(5, "RUNONCE_FETCH_WAIT_MS", "transactional runtime: how long the broker holds a "
+                                                             "worker's fetch for more records (0: it answers at "
+                                                             "once, one fetch per record under agents' "
+                                                             "one-at-a-time produces; bench/fetch_cost.py)",
+                                 Reader.WORKER, bounds=(0, 500))
+    processing_guarantee: Guarantee = setting(Guarantee.AT_LEAST_ONCE, "RUNONCE_GUARANTEE", "faust runtime only: "
+                                                                                             "`at_least_once` or "
+                                                                                             "`exactly_once`",
+                                              Reader.WORKER)
+    sasl_username: str | None = setting(None, "RUNONCE_SASL_USERNAME", "this process's SASL principal on a "
+                                                                       "secured broker", Reader.CLIENTS,
+                                        default_said="unauthenticated")
+    sasl_password: str | None = setting(None, "RUNONCE_SASL_PASSWORD", "its password, or `..._PASSWORD_FILE` (a "
+                                                                       "file's first line, out of `ps`)",
+                                        Reader.CLIENTS, read=_sasl("RUNONCE_SASL"), secret=True)
+    sasl_mechanism: str | None = setting(None, "RUNONCE_SASL_MECHANISM", "one of " + ", ".join(MECHANISMS),
+                                         Reader.CLIENTS, default_said="the client settings' `sasl.mechanism`, "
+                                                                      "else PLAIN")
+    kafka_config: ClientConfig = setting(None, "RUNONCE_KAFKA_CONFIG", "a properties file of librdkafka settings "
+                                                                       "(TLS, SASL, OIDC), and "
+                                                                       "`RUNONCE_KAFKA_CONFIG_<KEY>` each "
+                                                                       "(docs/kafka.md)", Reader.CLIENTS,
+                                         factory=ClientConfig, read=client_config.from_env, default_said="none")
+    reader_sasl_username: str | None = setting(None, "RUNONCE_READER_SASL_USERNAME", "the principal that reads "
+                                                                                     "outcomes for agents (the "
+                                                                                     "SDK's awaits, `runonce "
+                                                                                     "mcp`), when not this "
+                                                                                     "process's own",
+                                               Reader.CLIENTS)
+    reader_sasl_password: str | None = setting(None, "RUNONCE_READER_SASL_PASSWORD", "its password, or "
+                                                                                     "`..._PASSWORD_FILE`",
+                                               Reader.CLIENTS, read=_sasl("RUNONCE_READER_SASL"), secret=True)
+    broker_users_file: Path | None = setting(None, "RUNONCE_BROKER_USERS", "a users file (`name=password` lines): "
+                                                                           "SASL on every listener, "
+                                                                           "StandardAuthorizer, deny by default; "
+                                                                           "`admin` its super user", Reader.BROKER)
+    broker_oidc_jwks_url: str | None = setting(None, "RUNONCE_BROKER_OIDC_JWKS_URL", "also accept OAUTHBEARER "
+                                                                                     "tokens, checked against this "
+                                                                                     "JWKS", Reader.BROKER)
+    broker_oidc_issuer: str | None = setting(None, "RUNONCE_BROKER_OIDC_ISSUER", "... issued by this provider "
+                                                                                 "(required with the JWKS)",
+                                             Reader.BROKER)
+    broker_oidc_audience: str = setting("runonce-kafka", "RUNONCE_BROKER_OIDC_AUDIENCE", "... for this audience",
+                                        Reader.BROKER)
 
     @property
     def broker_dir(self) -> Path:
@@ -217,9 +282,9 @@ class Settings:
         """``env`` for a child that connects as ``username``, its password read from a file."""
         return {**env, "RUNONCE_SASL_USERNAME": username, "RUNONCE_SASL_PASSWORD_FILE": str(password_file)}
 
-    def vendor_limit(self, vendor: str) -> VendorLimit | None:
-        """This vendor's limits from ``RUNONCE_VENDOR_LIMITS``, or None."""
-        return next((limit for limit in self.vendor_limits if limit.vendor == vendor), None)
+    def vendor_rate(self, vendor: str) -> Rate | None:
+        """This vendor's rate from ``RUNONCE_VENDOR_LIMITS`` (over the connectors file's), or None."""
+        return dict(self.vendor_rates).get(vendor)
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -228,129 +293,107 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         kwargs: dict[str, object] = {"cache_dir": _default_cache_dir(env), "environ": dict(env)}
-        if "RUNONCE_HOME" in env:
-            kwargs["home"] = Path(env["RUNONCE_HOME"])
-        if env.get("RUNONCE_CACHE_DIR"):
-            kwargs["cache_dir"] = Path(env["RUNONCE_CACHE_DIR"])
-        if env.get("RUNONCE_BOOTSTRAP"):
-            kwargs["bootstrap"] = env["RUNONCE_BOOTSTRAP"]
-        if env.get("RUNONCE_KAFKA_VERSION"):
-            kwargs["kafka_version"] = env["RUNONCE_KAFKA_VERSION"]
-        if env.get("RUNONCE_POLICY_FILE"):
-            kwargs["policy_file"] = Path(env["RUNONCE_POLICY_FILE"])
-        if env.get("RUNONCE_CONNECTORS"):
-            kwargs["connectors_file"] = Path(env["RUNONCE_CONNECTORS"])
-        for name, attr in (("RUNONCE_EXECUTOR_FAILPOINT", "executor_failpoint"),
-                           ("RUNONCE_STREAM_FAILPOINT", "stream_failpoint")):
-            if env.get(name):
-                kwargs[attr] = env[name]
-        if env.get("RUNONCE_WORKER_NAME"):
-            kwargs["worker_name"] = env["RUNONCE_WORKER_NAME"]
-        if env.get("RUNONCE_RUNTIME"):
-            kwargs["runtime"] = env["RUNONCE_RUNTIME"]
-        if env.get("RUNONCE_STATIC_MEMBERSHIP"):
-            value = env["RUNONCE_STATIC_MEMBERSHIP"].strip().lower()
-            if value not in ("true", "false", "1", "0"):
-                raise ConfigError(f"RUNONCE_STATIC_MEMBERSHIP must be true or false, got {value!r}")
-            kwargs["static_membership"] = value in ("true", "1")
-        if env.get("RUNONCE_METRICS_HOST"):
-            kwargs["metrics_host"] = env["RUNONCE_METRICS_HOST"]
-        if env.get("RUNONCE_GUARANTEE"):
-            kwargs["processing_guarantee"] = env["RUNONCE_GUARANTEE"]
-        if env.get("RUNONCE_SASL_USERNAME"):
-            kwargs["sasl_username"] = env["RUNONCE_SASL_USERNAME"]
-            kwargs["sasl_password"] = _password(env, "RUNONCE_SASL")
-        if env.get("RUNONCE_READER_SASL_USERNAME"):
-            kwargs["reader_sasl_username"] = env["RUNONCE_READER_SASL_USERNAME"]
-            kwargs["reader_sasl_password"] = _password(env, "RUNONCE_READER_SASL")
-        if env.get("RUNONCE_SASL_MECHANISM"):
-            kwargs["sasl_mechanism"] = env["RUNONCE_SASL_MECHANISM"]
-        kwargs["kafka_config"] = client_config.from_env(env)
-        if env.get("RUNONCE_VENDOR_LIMITS"):
-            kwargs["vendor_limits"] = VendorLimit.parse_all(env["RUNONCE_VENDOR_LIMITS"])
-        if env.get("RUNONCE_BROKER_USERS"):
-            kwargs["broker_users_file"] = Path(env["RUNONCE_BROKER_USERS"])
-        if env.get("RUNONCE_BROKER_OIDC_JWKS_URL"):
-            kwargs["broker_oidc_jwks_url"] = env["RUNONCE_BROKER_OIDC_JWKS_URL"]
-        if env.get("RUNONCE_BROKER_OIDC_ISSUER"):
-            kwargs["broker_oidc_issuer"] = env["RUNONCE_BROKER_OIDC_ISSUER"]
-        if env.get("RUNONCE_BROKER_OIDC_AUDIENCE"):
-            kwargs["broker_oidc_audience"] = env["RUNONCE_BROKER_OIDC_AUDIENCE"]
-        for name, attr in (("RUNONCE_BROKER_HEAP_MB", "broker_heap_mb"), ("RUNONCE_PARTITIONS", "partitions"),
-                           ("RUNONCE_METRICS_PORT", "metrics_port"),
-                           ("RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "executor_txn_timeout_ms"),
-                           ("RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "executor_session_timeout_ms"),
-                           ("RUNONCE_WORKER_SESSION_TIMEOUT_MS", "worker_session_timeout_ms"),
-                           ("RUNONCE_EXECUTOR_MAX_BATCH", "executor_max_batch"),
-                           ("RUNONCE_EXECUTOR_MAX_IN_FLIGHT", "executor_max_in_flight"),
-                           ("RUNONCE_TXN_MAX_RECORDS", "txn_max_records"),
-                           ("RUNONCE_TXN_MAX_WAIT_MS", "txn_max_wait_ms"),
-                           ("RUNONCE_FETCH_WAIT_MS", "fetch_wait_ms"),
-                           ("RUNONCE_REPLICATION_FACTOR", "replication_factor"),
-                           ("RUNONCE_MIN_INSYNC_REPLICAS", "min_insync_replicas")):
-            if env.get(name):
-                try:
-                    kwargs[attr] = int(env[name])
-                except ValueError:
-                    raise ConfigError(f"{name} must be an integer, got {env[name]!r}") from None
+        for f in fields(cls):
+            declared = f.metadata.get("setting")
+            if declared is None:
+                continue
+            if declared.read is not None:
+                if env.get(declared.env) or f.name in _READ_ALWAYS:
+                    value = declared.read(env)
+                    if value is not None:
+                        kwargs[f.name] = value
+            elif env.get(declared.env):
+                kwargs[f.name] = _parse(f.type, declared.env, env[declared.env])
         settings = cls(**kwargs)  # type: ignore[arg-type]
         settings.validate()
         return settings
 
     def validate(self) -> None:
-        if self.partitions < 1:
-            raise ConfigError(f"partitions must be >= 1, got {self.partitions}")
-        for attr in ("replication_factor", "min_insync_replicas"):
-            value = getattr(self, attr)
-            if value is not None and value < 1:
-                raise ConfigError(f"{attr} must be >= 1, got {value}")
-        if not 128 <= self.broker_heap_mb <= 4096:
-            raise ConfigError(f"broker_heap_mb must be within 128..4096, got {self.broker_heap_mb}")
+        for f in fields(self):
+            declared = f.metadata.get("setting")
+            value = getattr(self, f.name)
+            if declared is None or value is None:
+                continue
+            if declared.bounds is not None:
+                low, high = declared.bounds
+                if not low <= value <= high:
+                    said = f"within {low}..{high}"
+                    if f.name in _AT_LEAST:
+                        said = f">= {low}" if value < low else f"<= {high}"
+                    raise ConfigError(f"{f.name} must be {said}{f' ({declared.why})' if declared.why else ''}, "
+                                      f"got {value} ({declared.env})")
+            kind = _ENUMS.get(f.type if isinstance(f.type, str) else "")
+            if kind is not None and not isinstance(value, kind):
+                raise ConfigError(f"{f.name} must be one of {', '.join(m.value for m in kind)}, got {value!r}")
         if self.executor_failpoint is not None and not _executor_failpoint_ok(self.executor_failpoint):
             raise ConfigError(f"executor_failpoint must be one of {', '.join(EXECUTOR_FAILPOINTS)}, each "
-                              f"optionally :N (the Nth pass), "
-                              f"got {self.executor_failpoint!r}")
+                              f"optionally :N (the Nth pass), got {self.executor_failpoint!r}")
         if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
             raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
                               f"got {self.stream_failpoint!r}")
-        for name in ("executor_session_timeout_ms", "worker_session_timeout_ms"):
-            if not 6_000 <= getattr(self, name) <= 300_000:
-                raise ConfigError(f"{name} must be within 6000..300000 (the broker's "
-                                  f"group.min/max.session.timeout.ms), got {getattr(self, name)}")
         if self.broker_oidc_jwks_url and not self.broker_oidc_issuer:
             raise ConfigError("RUNONCE_BROKER_OIDC_JWKS_URL needs RUNONCE_BROKER_OIDC_ISSUER: the broker checks "
                               "each token's issuer, and its audience (RUNONCE_BROKER_OIDC_AUDIENCE, default "
                               "runonce-kafka)")
-        if not 1 <= self.executor_max_batch <= 10_000:
-            raise ConfigError(f"executor_max_batch must be within 1..10000, got {self.executor_max_batch}")
-        if not 1 <= self.executor_max_in_flight <= 1_000:
-            raise ConfigError(f"executor_max_in_flight must be within 1..1000, got {self.executor_max_in_flight}")
-        if not 1_000 <= self.executor_txn_timeout_ms <= 900_000:
-            raise ConfigError(f"executor_txn_timeout_ms must be within 1000..900000 (the broker's "
-                              f"transaction.max.timeout.ms), got {self.executor_txn_timeout_ms}")
-        if self.runtime not in RUNTIMES:
-            raise ConfigError(f"runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}")
-        if not 1 <= self.txn_max_records <= 100_000:
-            raise ConfigError(f"txn_max_records must be within 1..100000, got {self.txn_max_records}")
-        if not 1 <= self.txn_max_wait_ms <= 10_000:
-            raise ConfigError(f"txn_max_wait_ms must be within 1..10000, got {self.txn_max_wait_ms}")
-        if not 0 <= self.fetch_wait_ms <= 500:
-            raise ConfigError(f"fetch_wait_ms must be within 0..500, got {self.fetch_wait_ms}")
         if self.sasl_mechanism is not None and self.sasl_mechanism not in MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {', '.join(MECHANISMS)}, got {self.sasl_mechanism!r}")
-        if self.processing_guarantee not in ("at_least_once", "exactly_once"):
-            raise ConfigError(
-                f"processing_guarantee must be at_least_once or exactly_once, got {self.processing_guarantee!r}"
-            )
+
+
+#: settings whose reader runs whatever the environment holds (it reads several variables)
+_READ_ALWAYS = frozenset({"kafka_config", "sasl_password", "reader_sasl_password"})
+#: counts whose only bound worth saying is the lower one
+_AT_LEAST = frozenset({"partitions", "replication_factor", "min_insync_replicas"})
+_ENUMS: dict[str, type[enum.Enum]] = {"Runtime": Runtime, "Guarantee": Guarantee}
+
+
+def _parse(annotation: object, env: str, text: str) -> object:
+    """One variable's text as the field's declared type (``from __future__ import annotations``:
+    the annotation is its source text)."""
+    kind = str(annotation).replace(" | None", "")
+    if kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{env} must be an integer, got {text!r}") from None
+    if kind == "bool":
+        value = text.strip().lower()
+        if value not in ("true", "false", "1", "0"):
+            raise ConfigError(f"{env} must be true or false, got {value!r}")
+        return value in ("true", "1")
+    if kind == "Path":
+        return Path(text)
+    if kind in _ENUMS:
+        try:
+            return _ENUMS[kind](text)
+        except ValueError:
+            choices = ", ".join(m.value for m in _ENUMS[kind])
+            raise ConfigError(f"{env} must be one of {choices}, got {text!r}") from None
+    assert kind == "str", f"{env}: no parser for {kind}"
+    return text
+
+
+def settings_table() -> str:
+    """docs/operating.md's table of settings, from their declarations."""
+    rows = ["| variable | read by | default | what it is |", "|---|---|---|---|"]
+    defaults = Settings()
+    for f in fields(Settings):
+        declared = f.metadata.get("setting")
+        if declared is None:
+            continue
+        if declared.default_said is not None:
+            default = declared.default_said
+        elif f.default is MISSING or getattr(defaults, f.name) is None:
+            default = "none"
+        else:
+            value = getattr(defaults, f.name)
+            default = f"`{str(value).lower() if isinstance(value, bool) else value}`"
+        rows.append(f"| `{declared.env}` | {declared.reader.value} | {default} | {declared.doc} |")
+    return "\n".join(rows)
 
 
 #: the variables that name a principal: never handed down to a child process
 _PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER_")
                              for what in ("USERNAME", "PASSWORD", "PASSWORD_FILE")})
-
-#: the stream job's runtimes; the first is the default
-RUNTIMES = ("transactional", "faust")
-
 
 EXECUTOR_FAILPOINTS = ("before_call", "after_call", "after_commit", "before_vendor_commit", "abort_result",
                        "before_index_write")

@@ -54,7 +54,6 @@ from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex
 from runonce.connectors.executor.runner import ActionRunner
 from runonce.connectors.toolkit.base import ActionCall, Connector, Pruner
-from runonce.connectors.toolkit.config import Rate
 from runonce.connectors.toolkit.errors import ConnectorError
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
@@ -68,6 +67,7 @@ from runonce.kafka.lag import LagGauge, stats_callbacks
 from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
+from runonce.rate import Rate
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
@@ -125,10 +125,7 @@ def results_folder(settings: Settings, transactional_id: str) -> Path:
 def vendor_pace(settings: Settings, vendor: str, rate: Rate | None) -> Rate:
     """The connectors file's ``rate``, unless ``RUNONCE_VENDOR_LIMITS`` names the vendor (an
     operator's override at start, kept from before the file existed)."""
-    override = settings.vendor_limit(vendor)
-    if override is not None:
-        return Rate(override.rate_per_s, override.burst, override.in_flight)
-    return rate or Rate()
+    return settings.vendor_rate(vendor) or rate or Rate()
 
 
 def restore_patience_s(settings: Settings) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from runonce.connectors.toolkit.base import Connector, state_check
-from runonce.connectors.toolkit.config import Rate, VendorFields, read_tables, read_vendors
+from runonce.connectors.toolkit.config import VendorFields, read_tables, read_vendors
 from runonce.connectors.toolkit.fields import Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.vendors import (
@@ -29,6 +29,7 @@ from runonce.connectors.vendors import (
     webhooks,
 )
 from runonce.errors import ConfigError
+from runonce.rate import Rate
 
 Factory = Callable[[VendorFields], Connector]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import difflib
 import ssl
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
@@ -28,18 +27,7 @@ from runonce.connectors.toolkit.fields import COMMON_FIELDS, REQUIRED, Default, 
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import client_context, is_loopback
 from runonce.errors import ConfigError
-
-RATE_FIELDS = frozenset({"per_s", "burst", "in_flight"})
-
-
-@dataclass(frozen=True, slots=True)
-class Rate:
-    """Our pace toward one vendor: calls per second (a token bucket holding ``burst``), and
-    calls in flight at once (None: the executor's ``executor_max_in_flight``)."""
-
-    per_s: float | None = None
-    burst: int = 1
-    in_flight: int | None = None
+from runonce.rate import Rate, whole
 
 
 class VendorFields:
@@ -139,7 +127,7 @@ class VendorFields:
         declared = self._default(field, default, FieldType.INTEGER)
         assert isinstance(declared, int), f"{field}: an integer needs a default"
         default = declared
-        value = _whole(self._get(field))
+        value = whole(self._get(field))
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536 * 1024:
@@ -282,24 +270,7 @@ class VendorFields:
             return None
         if not isinstance(value, dict):
             raise self.error("rate", "must be a table: { per_s = 50, burst = 1, in_flight = 32 }")
-        extra = sorted(set(value) - RATE_FIELDS)
-        if extra:
-            raise self.error(f"rate.{extra[0]}", f"unknown field; the fields are {', '.join(sorted(RATE_FIELDS))}")
-        per_s, burst, in_flight = value.get("per_s"), _whole(value.get("burst", 1)), _whole(value.get("in_flight"))
-        if per_s is not None and (isinstance(per_s, bool) or not isinstance(per_s, (int, float)) or per_s <= 0):
-            raise self.error("rate.per_s", f"must be a positive number, got {per_s!r}")
-        for label, n in (("burst", burst), ("in_flight", in_flight)):
-            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
-                raise self.error(f"rate.{label}", f"must be a positive integer, got {n!r}")
-        assert isinstance(burst, int)
-        return Rate(None if per_s is None else float(per_s), burst,
-                    in_flight if isinstance(in_flight, int) else None)
-
-
-def _whole(value: object) -> object:
-    """A float with no fraction as the integer it is: Helm's ``toToml`` writes every number of a
-    chart's values as a float (``port = 587.0``); 587.5 stays a float, and is refused."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+        return Rate.of(value, lambda field, message: self.error(f"rate.{field}", message))
 
 
 def read_tables(path: Path) -> dict[str, dict[str, object]]:

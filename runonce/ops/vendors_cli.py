@@ -34,7 +34,7 @@ def cmd_connectors(settings: Settings, args: argparse.Namespace) -> int:
     if getattr(args, "file", None) and not path.is_file():
         raise ConfigError(f"--file {path}: no such file")
     vendors = registry.load(path, settings.environ)
-    unknown = sorted({limit.vendor for limit in settings.vendor_limits} - vendors.keys())
+    unknown = sorted({vendor for vendor, _ in settings.vendor_rates} - vendors.keys())
     if unknown:
         raise ConfigError(f"RUNONCE_VENDOR_LIMITS names vendors not in {path}: {', '.join(unknown)}")
     failed = 0
@@ -67,7 +67,7 @@ def cmd_executor(settings: Settings, args: argparse.Namespace) -> int:
     cap_malloc_arenas()  # before any thread (metrics server, librdkafka, RocksDB) allocates
     logging.getLogger("runonce").setLevel(LEVELS[args.loglevel])
     path = settings.connectors_path
-    unknown = sorted({limit.vendor for limit in settings.vendor_limits} - read_tables(path).keys())
+    unknown = sorted({vendor for vendor, _ in settings.vendor_rates} - read_tables(path).keys())
     if unknown:
         raise ConfigError(f"RUNONCE_VENDOR_LIMITS names vendors not in {path}: {', '.join(unknown)}")
     vendor = registry.vendor(path, settings.environ, args.vendor, warn=lambda message: say(f"warning: {message}"))

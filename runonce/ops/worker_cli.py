@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from runonce.ops.commands import LEVELS, Adder, instance_name, say
-from runonce.settings import Settings
+from runonce.settings import Runtime, Settings
 
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
@@ -21,15 +21,14 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         settings = settings.with_(metrics_port=args.metrics_port)
     if args.runtime:
-        settings = settings.with_(runtime=args.runtime)
-        settings.validate()
+        settings = settings.with_(runtime=Runtime(args.runtime))  # argparse's choices are Runtime's values
     policies = PolicyBook.load(settings.policy_file)  # fail fast, naming the tool and field
     metrics = StreamMetrics()
     health = Health(f"stream worker {settings.worker_name}")
     if settings.metrics_port:
         probes = ProbeServer(settings.metrics_host, settings.metrics_port, metrics.registry, health)
         say(f"metrics on http://{probes.host}:{probes.port}/metrics, probes on /healthz and /readyz")
-    if settings.runtime == "faust":
+    if settings.runtime is Runtime.FAUST:
         return _run_faust(settings, policies, metrics, args.loglevel)
     from runonce.streams.transactional.worker import TransactionalWorker
 
@@ -62,7 +61,7 @@ def add_commands(add: Adder) -> None:
     p.add_argument("--name", help="worker name; names its local RocksDB folder and its transactional.id "
                                   "(default worker-0; two workers must not share one; @host: the host's name, "
                                   "for replicas of one service)")
-    p.add_argument("--runtime", choices=["transactional", "faust"], default=None,
+    p.add_argument("--runtime", choices=[r.value for r in Runtime], default=None,
                    help="transactional (default: exactly-once on confluent-kafka transactions) or faust "
                         "(faust-streaming, at-least-once made harmless); RUNONCE_RUNTIME sets the default")
     p.add_argument("--metrics-port", type=int, default=None,

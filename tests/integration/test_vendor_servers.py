@@ -128,7 +128,7 @@ def test_an_executor_sigkilled_during_a_burst_sends_no_second_message(
         ("send_email", {"to": f"lead-{run}-{i}@prospect.example", "subject": "Quick intro", "body": f"#{i}"},
          f"{run}-{i}") for i in range(200)])
     argv = ["executor", "--vendor", "email", "--source-topic", source, "--group", f"g-{run}"]
-    env = {"RUNONCE_CONNECTORS": str(path), "RUNONCE_VENDOR_LIMITS": "email:rate=40",
+    env = {"RUNONCE_CONNECTORS": str(path), "RUNONCE_VENDOR_LIMITS": "email:per_s=40",
            "RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": "6000", **env}
     doomed = RunonceProcess(broker, f"exec-burst-{mailpit.tls}", argv, logs, env)
     doomed.start()

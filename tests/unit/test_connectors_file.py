@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from runonce.connectors.executor import registry
-from runonce.connectors.toolkit.config import Rate
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.errors import ConfigError
+from runonce.rate import Rate
 
 STRIPE = '[vendors.payments]\nkind = "stripe"\napi_key = { env = "STRIPE_API_KEY" }\n'
 SMTP = ('[vendors.email]\nkind = "smtp"\nhost = "smtp.example.com"\nusername = "agent"\n'
@@ -87,7 +87,7 @@ def test_runonce_vendor_limits_still_paces_a_vendor_over_the_files_rate(tmp_path
 
     vendor = load(tmp_path, STRIPE + "rate = { per_s = 50 }\n")["payments"]
     assert vendor_pace(Settings.from_env({}), "payments", vendor.rate) == Rate(50.0, 1, None)
-    overridden = Settings.from_env({"RUNONCE_VENDOR_LIMITS": "payments:rate=5,in_flight=2"})
+    overridden = Settings.from_env({"RUNONCE_VENDOR_LIMITS": "payments:per_s=5,in_flight=2"})
     assert vendor_pace(overridden, "payments", vendor.rate) == Rate(5.0, 1, 2)
     assert vendor_pace(overridden, "email", None) == Rate()
 

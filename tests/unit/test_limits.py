@@ -8,7 +8,8 @@ import pytest
 from runonce.connectors.executor.limits import DEFAULT_PAUSE_S, Throttle
 from runonce.connectors.toolkit.transport import retry_after_seconds
 from runonce.errors import ConfigError
-from runonce.settings import Settings, VendorLimit
+from runonce.rate import Rate
+from runonce.settings import Settings
 
 
 class Clock:
@@ -78,19 +79,20 @@ def test_retry_after_is_seconds_or_an_http_date(value: str | None, seconds: floa
 
 
 def test_vendor_limits_are_read_from_the_environment() -> None:
-    s = Settings.from_env({"RUNONCE_VENDOR_LIMITS": "payments:rate=50,in_flight=32; smtp:rate=2.5,burst=5"})
-    assert s.vendor_limit("payments") == VendorLimit("payments", 50.0, 1, 32)
-    assert s.vendor_limit("smtp") == VendorLimit("smtp", 2.5, 5, None)
-    assert s.vendor_limit("slack") is None
+    s = Settings.from_env({"RUNONCE_VENDOR_LIMITS": "payments:per_s=50,in_flight=32; smtp:per_s=2.5,burst=5"})
+    assert s.vendor_rate("payments") == Rate(50.0, 1, 32)
+    assert s.vendor_rate("smtp") == Rate(2.5, 5, None)
+    assert s.vendor_rate("slack") is None
 
 
 @pytest.mark.parametrize("text, message", [
     ("payments", "must be VENDOR:FIELD=VALUE"),
-    ("payments:speed=5", "payments: 'speed=5': the fields are"),
-    ("payments:rate=fast", "payments: rate must be a number"),
-    ("payments:in_flight=2.5", "payments: in_flight must be a positive integer"),
-    ("payments:rate=0", "payments: rate must be a positive number"),
-    ("smtp:rate=1;smtp:rate=2", "smtp is named twice"),
+    ("payments:speed=5", "payments.speed: unknown field; the fields are burst, in_flight, per_s"),
+    ("payments:rate=5", r"payments.rate: unknown field; .*\(per_s is the rate's name\)"),
+    ("payments:per_s=fast", "payments.per_s: must be a positive number"),
+    ("payments:in_flight=2.5", "payments.in_flight: must be a positive integer"),
+    ("payments:per_s=0", "payments.per_s: must be a positive number"),
+    ("smtp:per_s=1;smtp:per_s=2", "smtp is named twice"),
 ])
 def test_a_wrong_vendor_limit_names_vendor_and_field(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -14,7 +14,7 @@ def test_from_env_reads_only_what_it_is_given(tmp_path) -> None:
 @pytest.mark.parametrize("env, message", [
     ({"RUNONCE_PARTITIONS": "six"}, "RUNONCE_PARTITIONS must be an integer"),
     ({"RUNONCE_PARTITIONS": "0"}, "partitions must be >= 1"),
-    ({"RUNONCE_GUARANTEE": "maybe"}, "processing_guarantee must be"),
+    ({"RUNONCE_GUARANTEE": "maybe"}, "RUNONCE_GUARANTEE must be one of at_least_once, exactly_once"),
     ({"RUNONCE_BROKER_HEAP_MB": "64000"}, "broker_heap_mb must be within"),
     ({"RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": "3000"}, "executor_session_timeout_ms must be within 6000"),
     ({"RUNONCE_WORKER_SESSION_TIMEOUT_MS": "5000"}, "worker_session_timeout_ms must be within 6000"),
@@ -73,3 +73,32 @@ def test_the_stream_workers_fetches_wait_for_more_records_unless_told_not_to() -
     assert fetch({}) == (5, 1024 * 1024)  # one fetch per 5 ms under load, not one per record
     assert fetch({"RUNONCE_FETCH_WAIT_MS": "20"}) == (20, 1024 * 1024)
     assert fetch({"RUNONCE_FETCH_WAIT_MS": "0"}) == (None, None)  # librdkafka's own: answered at once
+
+
+def test_the_operating_page_lists_every_setting_as_declared() -> None:
+    """Catches a setting added, renamed or given another default in runonce/settings.py and not
+    in docs/operating.md (run: ``RUNONCE_FETCH_WAIT_MS``'s default 5 -> 6 fails it)."""
+    import re
+    from pathlib import Path
+
+    from runonce.settings import settings_table
+
+    page = (Path(__file__).parents[2] / "docs" / "operating.md").read_text()
+    found = re.search(r"<!-- settings -->\n(.*?)\n<!-- /settings -->", page, flags=re.S)
+    assert found is not None, "docs/operating.md has no settings table"
+    assert found[1] == settings_table(), f"docs/operating.md's settings table should read:\n{settings_table()}"
+
+
+def test_every_declared_setting_is_read_from_its_variable_and_bounded() -> None:
+    """Each declared integer is read from its own variable and refused outside its bounds, with
+    the variable named. Catches a declaration whose variable ``from_env`` never reads."""
+    from dataclasses import fields
+
+    for f in fields(Settings):
+        declared = f.metadata.get("setting")
+        if declared is None or declared.bounds is None:
+            continue
+        low, high = declared.bounds
+        assert getattr(Settings.from_env({declared.env: str(low)}), f.name) == low
+        with pytest.raises(ConfigError, match=f"{f.name} must be .*{declared.env}"):
+            Settings.from_env({declared.env: str(high + 1)})
