@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
-from runonce.connectors.executor.batch import Known, Plan, carry_out, plan_call
+from runonce.connectors.executor.batch import Memory, Plan, carry_out, plan_call
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse, state_check
 from runonce.wire.results import Result, Status
@@ -64,7 +64,7 @@ class _Counted:
 
 @dataclasses.dataclass
 class _Committed:
-    """What the executor's results index would answer, as plain dicts (batch.Committed)."""
+    """What the executor's results index would answer, as plain dicts (results.ResultLookups)."""
 
     by_action: dict[str, Result] = dataclasses.field(default_factory=dict)
     by_key: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -82,7 +82,7 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
     runner = ActionRunner(counted, RetryPolicy(max_attempts=3, base_backoff_s=0.05))
     committed = _Committed()
     by_action, by_key = committed.by_action, committed.by_key
-    known = Known(committed, {})
+    known = Memory(committed, {})
 
     def step(expected: Plan) -> Result | None:
         plan, prior = plan_call(call, known)
@@ -133,7 +133,7 @@ def _twin_makes_no_second_effect(runner: ActionRunner, counted: _Counted, call: 
     """5. another action, its own key, the same natural id: planned PERFORM (the executor
     cannot know), it reaches the vendor, which refuses the copy; its result names the first's."""
     twin = dataclasses.replace(call, action_id=f"{call.action_id}-twin", vendor_key=f"{call.vendor_key}-twin")
-    plan, _ = plan_call(twin, Known(_Committed(by_key={call.vendor_key: call.action_id}), {}))
+    plan, _ = plan_call(twin, Memory(_Committed(by_key={call.vendor_key: call.action_id}), {}))
     assert plan is Plan.PERFORM, f"{counted.name}: a twin with its own key was planned {plan.value}"
     before, performs = side_effects(), counted.performs
     out = carry_out(runner, plan, twin, None)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
+from runonce.connectors.executor.results import ResultLookups
 from runonce.connectors.executor.runner import ActionRunner
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.errors import InvalidInput
@@ -42,7 +43,7 @@ class Work:
     call: ActionCall | None = None
     request: Mapping[str, Any] | None = None
     #: the intent found (RECONCILE) or the outcome already known (RECOMMIT, BLOCKED)
-    known: Result | None = None
+    prior: Result | None = None
     error: InvalidInput | None = None
 
     @property
@@ -50,34 +51,26 @@ class Work:
         return self.record.topic, self.record.partition
 
 
-class Committed(Protocol):
-    """What the results index answers (results.py)."""
-
-    def result(self, action_id: str) -> Result | None: ...
-
-    def first_user(self, vendor_key: str) -> str | None: ...
-
-
 @dataclass(frozen=True, slots=True)
-class Known:
-    """What an executor knows of earlier actions when it plans one: committed results by action
-    id and the action that first used each vendor key (the index), and outcomes whose result
-    commit aborted."""
+class Memory:
+    """What an executor remembers of earlier actions when it plans one: committed results by
+    action id and the action that first used each vendor key (the index), and outcomes whose
+    result commit aborted."""
 
-    committed: Committed
+    committed: ResultLookups
     uncommitted: Mapping[str, Result]
 
 
-def plan_call(call: ActionCall, known: Known) -> tuple[Plan, Result | None]:
+def plan_call(call: ActionCall, memory: Memory) -> tuple[Plan, Result | None]:
     """What to do with one approved action of this executor's tools, and the result it rests on."""
-    prior = known.committed.result(call.action_id)
-    first_user = known.committed.first_user(call.vendor_key)
-    recommit = known.uncommitted.get(call.action_id)
+    prior = memory.committed.result(call.action_id)
+    first_user = memory.committed.first_user(call.vendor_key)
+    recommit = memory.uncommitted.get(call.action_id)
     if recommit is not None and (prior is None or not prior.status.final):
         return Plan.RECOMMIT, recommit
     if prior is None and first_user is not None and first_user != call.action_id:
         # the first user's result is kept at least as long as its claim on the key: none is a broken index
-        original = known.committed.result(first_user) or Result(Status.IN_DOUBT)
+        original = memory.committed.result(first_user) or Result(Status.IN_DOUBT)
         status = original.status if original.status.final else Status.IN_DOUBT  # never race the original
         return Plan.BLOCKED, Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
     if prior is not None and prior.status.final:
@@ -87,10 +80,10 @@ def plan_call(call: ActionCall, known: Known) -> tuple[Plan, Result | None]:
     return Plan.PERFORM, None
 
 
-def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, known: Result | None) -> Result:
+def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, prior: Result | None) -> Result:
     """Step 2 of a batch for one action planned PERFORM (its intent committed) or RECONCILE."""
-    if plan is Plan.RECONCILE and known is not None:
-        return runner.reconcile(call, known.attempts)
+    if plan is Plan.RECONCILE and prior is not None:
+        return runner.reconcile(call, prior.attempts)
     assert plan is Plan.PERFORM, plan
     return runner.perform(call)
 
@@ -104,8 +97,8 @@ def dead_letter(record: Record, error: InvalidInput) -> Work:
     return Work(record, Plan.DEAD_LETTER, error=error)
 
 
-def plan_work(record: Record, call: ActionCall, request: Mapping[str, Any], known: Known) -> Work:
-    plan, result = plan_call(call, known)
+def plan_work(record: Record, call: ActionCall, request: Mapping[str, Any], memory: Memory) -> Work:
+    plan, result = plan_call(call, memory)
     return Work(record, plan, call, request, result)
 
 

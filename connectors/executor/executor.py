@@ -41,18 +41,18 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
 import confluent_kafka
 from confluent_kafka import Message, TopicPartition
 
-from runonce.connectors.executor.batch import Known, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
+from runonce.connectors.executor.batch import Memory, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
 from runonce.connectors.executor.failpoints import Failpoints, Point
-from runonce.connectors.executor.limits import Throttle
 from runonce.connectors.executor.metrics import ExecutorMetrics
 from runonce.connectors.executor.result_store import ResultStore
-from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex
+from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex, Results
 from runonce.connectors.executor.runner import ActionRunner
+from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall, Connector, Pruner
 from runonce.connectors.toolkit.errors import ConnectorError
 from runonce.core.action import parse_params
@@ -83,22 +83,6 @@ LOOKUP_TIMEOUT_S = 10.0
 PRUNE_EVERY_S = 600.0
 #: index entries one idle turn prunes at most (the rest at the next ones)
 INDEX_PRUNE_STEP = 20_000
-
-
-class Results(Protocol):
-    """The results index (results.py): what batch.py plans with, and what the commits tell it."""
-
-    def result(self, action_id: str) -> Result | None: ...
-
-    def first_user(self, vendor_key: str) -> str | None: ...
-
-    def record(self, entries: list[tuple[str, str, Result]], next_offsets: Mapping[int, int]) -> None: ...
-
-    def restore(self, starts: Mapping[int, int]) -> int: ...
-
-    def prune(self, limit: int = ...) -> int: ...
-
-    def close(self) -> None: ...
 
 
 def consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
@@ -317,7 +301,7 @@ class Executor(RunsItsLoop):
             return
         if not self._caught_up():
             return
-        if self.index.prune() >= INDEX_PRUNE_STEP:
+        if self.index.expire() >= INDEX_PRUNE_STEP:
             return  # more to go: the next idle turn
         self._pruned_at = now
         if not isinstance(self.connector, Pruner) or self.prune_window_ms is None:
@@ -354,7 +338,7 @@ class Executor(RunsItsLoop):
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", record.topic, record.partition, record.offset, exc)
             return dead_letter(record, exc)
-        return plan_work(record, call, request, Known(self.index, self.uncommitted))
+        return plan_work(record, call, request, Memory(self.index, self.uncommitted))
 
     def _run(self, batch: list[Work]) -> bool:
         """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
@@ -375,13 +359,11 @@ class Executor(RunsItsLoop):
         if new:
             self.failpoints.passing(Point.AFTER_CALL)
         for work in batch:
-            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.known is not None and work.call is not None:
-                outcomes[work.call.action_id] = work.known
+            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.prior is not None and work.call is not None:
+                outcomes[work.call.action_id] = work.prior
         dead = [w for w in batch if w.plan is Plan.DEAD_LETTER]
         if not outcomes and not dead:  # skips and redeliveries of final results
-            for work in batch:
-                if work.plan is Plan.DONE and work.call is not None:
-                    self._count(Plan.DONE.value, work.call.tool)
+            self._count_committed(batch, outcomes)
             self._advance(after)
             return True
         if not self._commit_results(batch, outcomes, {**self.pending, **after}):
@@ -393,7 +375,7 @@ class Executor(RunsItsLoop):
         """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``."""
         def one(w: Work) -> tuple[str, Result]:
             assert w.call is not None
-            return w.call.action_id, carry_out(self.runner, w.plan, w.call, w.known)
+            return w.call.action_id, carry_out(self.runner, w.plan, w.call, w.prior)
         if len(work) <= 1 or self.max_in_flight <= 1:
             return dict(one(w) for w in work)
         if self._pool is None:
@@ -413,7 +395,7 @@ class Executor(RunsItsLoop):
     # -- the three commits -----------------------------------------------------------
     def _commit_intents(self, new: list[Work], offsets: dict[tuple[str, int], int]) -> bool:
         """``attempting`` for each new action, with the offsets of the records before the batch.
-        Known to the index from its commit on, so no later redelivery to this process takes it
+        Memory to the index from its commit on, so no later redelivery to this process takes it
         for new."""
         intent = Result(Status.ATTEMPTING)
         entries = [(w.call.action_id, w.call.vendor_key, intent) for w in new if w.call is not None]
@@ -438,20 +420,9 @@ class Executor(RunsItsLoop):
         if not self._commit(records, offsets, abort=bool(records) and self.failpoints.aborts(records[0].key),
                             entries=entries):
             return False
-        for work in batch:
-            if work.call is None:
-                if work.plan is Plan.DEAD_LETTER:
-                    self._count("dead_lettered", "?")
-                continue
-            outcome = outcomes.get(work.call.action_id)
-            if outcome is None:
-                if work.plan is Plan.DONE:
-                    self._count(Plan.DONE.value, work.call.tool)
-                continue
-            self.uncommitted.pop(work.call.action_id, None)
-            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED):
-                self._count(work.plan.value, work.call.tool)
-            self._count(outcome.status.value, work.call.tool)
+        for action_id in outcomes:
+            self.uncommitted.pop(action_id, None)
+        self._count_committed(batch, outcomes)
         return True
 
     def _commit_offsets(self, offsets: dict[tuple[str, int], int]) -> bool:
@@ -471,7 +442,7 @@ class Executor(RunsItsLoop):
 
         def learn(ends: dict[tuple[str, int], int]) -> None:
             self.failpoints.passing(Point.BEFORE_INDEX_WRITE)
-            self.index.record(entries or [], {p: end for (t, p), end in ends.items() if t == topics.RESULTS})
+            self.index.learn(entries or [], {p: end for (t, p), end in ends.items() if t == topics.RESULTS})
 
         if self.checkpoint.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
             self.pending.clear()
@@ -500,6 +471,24 @@ class Executor(RunsItsLoop):
                 self.pending[(topic, s.partition)] = s.offset  # still to be made durable
 
     # -- metrics ---------------------------------------------------------------------
+    def _count_committed(self, batch: list[Work], outcomes: Mapping[str, Result]) -> None:
+        """``runonce_executor_outcomes_total`` for a committed batch: each plan that is an outcome
+        of its own (dead-lettered, already done, recommitted, blocked) by its Plan's name, and
+        each final status; skips count nowhere."""
+        for work in batch:
+            if work.call is None:
+                if work.plan is Plan.DEAD_LETTER:
+                    self._count(Plan.DEAD_LETTER.value, "?")
+                continue
+            outcome = outcomes.get(work.call.action_id)
+            if outcome is None:
+                if work.plan is Plan.DONE:
+                    self._count(Plan.DONE.value, work.call.tool)
+                continue
+            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED):
+                self._count(work.plan.value, work.call.tool)
+            self._count(outcome.status.value, work.call.tool)
+
     def _count(self, status: str, tool: str) -> None:
         if self.metrics is not None:
             self.metrics.outcomes.labels(self.connector.name, tool, status).inc()

@@ -84,11 +84,11 @@ class Installed:
         return self.factory(fields)(fields)
 
 
-def spec_of(kind: str, known: Mapping[str, Factory]) -> Spec | None:
+def spec_of(kind: str, factories: Mapping[str, Factory]) -> Spec | None:
     """A kind's declared fields; None for an installed factory that declares none."""
-    factory = known.get(kind)
+    factory = factories.get(kind)
     if factory is None:
-        raise ConfigError(f"unknown kind {kind!r}; known: {', '.join(sorted(known))}")
+        raise ConfigError(f"unknown kind {kind!r}; known: {', '.join(sorted(factories))}")
     if isinstance(factory, Installed):
         factory = factory.factory()
     return factory.spec if isinstance(factory, Kind) else None
@@ -103,10 +103,10 @@ class Vendor:
     rate: Rate | None
 
 
-def build_vendor(fields: VendorFields, known: Mapping[str, Factory]) -> Vendor:
-    factory = known.get(fields.kind)
+def build_vendor(fields: VendorFields, factories: Mapping[str, Factory]) -> Vendor:
+    factory = factories.get(fields.kind)
     if factory is None:
-        raise fields.error("kind", f"unknown kind {fields.kind!r}; known: {', '.join(sorted(known))} "
+        raise fields.error("kind", f"unknown kind {fields.kind!r}; known: {', '.join(sorted(factories))} "
                                    f"(others install as entry points of {ENTRY_POINT_GROUP})")
     connector = factory(fields)
     unknown = fields.unknown()
@@ -124,8 +124,8 @@ def build_vendor(fields: VendorFields, known: Mapping[str, Factory]) -> Vendor:
 
 def load(path: Path, environ: Mapping[str, str]) -> dict[str, Vendor]:
     """Every vendor of the file, built and checked (a ConfigError names the vendor and field)."""
-    known = kinds()
-    built = {name: build_vendor(fields, known) for name, fields in read_vendors(path, environ).items()}
+    factories = kinds()
+    built = {name: build_vendor(fields, factories) for name, fields in read_vendors(path, environ).items()}
     _one_owner_per_tool(path, built)
     return built
 
@@ -148,13 +148,13 @@ def vendor(path: Path, environ: Mapping[str, str], name: str,
     tables = read_tables(path)
     if name not in tables:
         raise ConfigError(f"{path}: no [vendors.{name}]; vendors: {', '.join(sorted(tables))}")
-    known = kinds()
-    built = {name: build_vendor(VendorFields(str(path), name, tables[name], environ), known)}
+    factories = kinds()
+    built = {name: build_vendor(VendorFields(str(path), name, tables[name], environ), factories)}
     for other, table in tables.items():
         if other == name:
             continue
         try:
-            built[other] = build_vendor(VendorFields(str(path), other, table, environ), known)
+            built[other] = build_vendor(VendorFields(str(path), other, table, environ), factories)
         except ConfigError as exc:
             warn(f"{exc} (its executor will not start; vendors.{name}'s does)")
     _one_owner_per_tool(path, built)

@@ -140,7 +140,7 @@ class ResultStore:
         return found
 
     # -- writes: entries and offsets in one batch ------------------------------------
-    def record(self, entries: Iterable[Entry], next_offsets: Mapping[int, int]) -> int:
+    def write(self, entries: Iterable[Entry], next_offsets: Mapping[int, int]) -> int:
         """Write entries (each a later result than what the store holds for its action) and
         the offsets they reach, atomically. Returns entries written."""
         batch = WriteBatch(raw_mode=True)
@@ -161,7 +161,7 @@ class ResultStore:
         self.db.write(batch)
         return n
 
-    def prune(self, before_ms: int, limit: int = 20_000) -> int:
+    def drop_before(self, before_ms: int, limit: int = 20_000) -> int:
         """Remove up to ``limit`` entries written before ``before_ms`` (oldest first); returns
         how many time-index entries it went through (``limit``: call again)."""
         batch = WriteBatch(raw_mode=True)

@@ -6,7 +6,7 @@ writer of results of its tools to results partition p.
 
 A partition the store knows is read from the offset the store is complete up to: a restart
 over an intact folder reads what was written since, not the day. The executor's own commits
-reach the store with the end of their transaction on each partition (``record``), so that
+reach the store with the end of their transaction on each partition (``learn``), so that
 offset follows the executor's work, not only its restores.
 
 A partition the store does not know (an empty folder, a partition new to this executor) is
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -40,6 +40,28 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import fetched, written_ends
 from runonce.wire.codec import Codec
 from runonce.wire.results import Result, result_of
+
+
+class ResultLookups(Protocol):
+    """What planning a record asks of the results index (batch.py); the replay kit answers it from
+    plain dicts."""
+
+    def result(self, action_id: str) -> Result | None: ...
+
+    def first_user(self, vendor_key: str) -> str | None: ...
+
+
+class Results(ResultLookups, Protocol):
+    """The results index as the executor uses it: the lookups, and what its commits tell it."""
+
+    def learn(self, entries: list[tuple[str, str, Result]], next_offsets: Mapping[int, int]) -> None: ...
+
+    def restore(self, starts: Mapping[int, int]) -> int: ...
+
+    def expire(self, limit: int = ...) -> int: ...
+
+    def close(self) -> None: ...
+
 
 log = logging.getLogger("runonce.executor")
 
@@ -86,15 +108,15 @@ class ResultIndex:
     def first_user(self, vendor_key: str) -> str | None:
         return self.store.first_user(vendor_key, self.clock_ms() - CLOCK_MARGIN_MS)
 
-    def record(self, entries: list[tuple[str, str, Result]], next_offsets: Mapping[int, int]) -> None:
+    def learn(self, entries: list[tuple[str, str, Result]], next_offsets: Mapping[int, int]) -> None:
         """Results this executor committed (action id, vendor key, result), and the end of its
         transaction on each results partition: one write batch."""
         now = self.clock_ms()
-        self.store.record((Entry(a, k, r, now) for a, k, r in entries), next_offsets)
+        self.store.write((Entry(a, k, r, now) for a, k, r in entries), next_offsets)
 
-    def prune(self, limit: int = 20_000) -> int:
+    def expire(self, limit: int = 20_000) -> int:
         """Entries older than the key window (and the clock margin) go; ``limit`` a call."""
-        return self.store.prune(self.clock_ms() - self.window_ms - CLOCK_MARGIN_MS, limit)
+        return self.store.drop_before(self.clock_ms() - self.window_ms - CLOCK_MARGIN_MS, limit)
 
     def close(self) -> None:
         self.store.close()
@@ -180,10 +202,10 @@ class ResultIndex:
                 if entry is not None:
                     entries.append(entry)
                 if len(entries) >= RESTORE_BATCH:
-                    applied += self.store.record(entries, reached)
+                    applied += self.store.write(entries, reached)
                     entries = []
                     deadline = time.monotonic() + self.timeout_s  # progress: the wait is for a stall
-        applied += self.store.record(entries, reached)
+        applied += self.store.write(entries, reached)
         return applied
 
     def _entry(self, msg: Message) -> Entry | None:

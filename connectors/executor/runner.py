@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from runonce.connectors.executor.limits import Throttle
+from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, StateCheck, VendorResponse, state_check
 from runonce.connectors.toolkit.errors import (
     ConnectorError,

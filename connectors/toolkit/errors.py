@@ -4,7 +4,7 @@
     ├── TransientVendorError       not performed: retry with the same vendor key (503, 409 in
     │   │                          flight, refused connection, SMTP 4xx)
     │   └── RateLimited            not performed, the vendor's limit (429, or 503 with Retry-After):
-    │                              every call to that vendor waits (connectors/executor/limits.py), then retries
+    │                              every call to that vendor waits (connectors/executor/throttle.py), then retries
     ├── PermanentVendorError       not performed: record as failed, never retry (other 4xx, SMTP 5xx)
     └── OutcomeUnknown             the request may have had its effect (500/502/504, timeout, dropped
                                    response, SMTP connection lost): reconcile (same key / state

@@ -79,7 +79,7 @@ def decide_key(action: Action, prior: KeyState | None, *, policy: Policy, key: s
     return Decision(_outcome_after_keys(policy), Reason.UNIQUE, new_state=state)
 
 
-def prune(state: ScopeState, event_time_ms: int) -> ScopeState:
+def expire(state: ScopeState, event_time_ms: int) -> ScopeState:
     """Drop every entry that has expired at this event time."""
     return ScopeState(
         {k: c for k, c in state.natural_ids.items() if c.live_at(event_time_ms)},
@@ -92,7 +92,7 @@ def decide_scope(action: Action, prior: ScopeState | None, *, policy: Policy, sc
                  natural_id: str | None, origin: Origin) -> Decision[ScopeState]:
     """Stage 2, for actions whose policy has scope rules. ``natural_id`` is ``policy.natural_id_for(...)``."""
     t = origin.event_time_ms
-    state = prune(prior, t) if prior is not None else ScopeState()
+    state = expire(prior, t) if prior is not None else ScopeState()
     me = action.action_id
     natural_ids = dict(state.natural_ids)
     contents = dict(state.contents)

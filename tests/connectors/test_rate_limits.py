@@ -1,5 +1,5 @@
 """A vendor's rate limit, on the sandbox's real HTTP: its 429 + Retry-After holds every call
-to the vendor (connectors/executor/limits.py), so no call is refused twice in a row and each message is
+to the vendor (connectors/executor/throttle.py), so no call is refused twice in a row and each message is
 posted once, though Slack deduplicates nothing."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import itertools
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from runonce.connectors.executor.limits import Throttle
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.vendors.sandbox.faults import Fault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer

@@ -68,7 +68,7 @@ def test_a_restore_reads_past_another_executors_open_transaction_to_its_own_inte
                         ResultStore(tmp_path / "index", key_window_ms=DEFAULT_WINDOW_MS), timeout_s=30,
                         source_topic=own_approved_topic(bootstrap))
     if folder == "intact":  # as the executor's commit left it (results.ResultIndex.record)
-        index.record([(action_id, action_id, Result(Status.ATTEMPTING))], {PARTITION: delivered[0] + 1})
+        index.learn([(action_id, action_id, Result(Status.ATTEMPTING))], {PARTITION: delivered[0] + 1})
     # The other transaction ends while the restore runs (a restore that stops short is done by then).
     ending = threading.Timer(3.0, other.abort_transaction, args=(30,))
     ending.start()

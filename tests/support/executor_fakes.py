@@ -126,7 +126,7 @@ class LocalIndex(ResultIndex):
 
     def put(self, action_id: str, vendor_key: str, outcome: Result) -> None:
         """A result committed earlier (its offsets are not this test's concern)."""
-        self.record([(action_id, vendor_key, outcome)], {})
+        self.learn([(action_id, vendor_key, outcome)], {})
 
     def restore(self, starts: Mapping[int, int]) -> int:
         self.restored.append(dict(starts))

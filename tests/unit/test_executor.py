@@ -394,7 +394,7 @@ def test_an_intent_older_than_the_window_outlives_an_idle_turn_while_its_approva
     ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=index,
                   runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
     three_days_ago_ms = int(time.time() * 1000) - 3 * 86_400_000
-    index.store.record([Entry("old", "old", Result(Status.ATTEMPTING), three_days_ago_ms)], {})
+    index.store.write([Entry("old", "old", Result(Status.ATTEMPTING), three_days_ago_ms)], {})
     ex.on_assign(consumer, [TopicPartition(T, 0)])
     ex.step()  # nothing fetched yet: an idle turn
     assert index.result("old") is not None

@@ -136,7 +136,7 @@ def test_another_tenants_action_is_not_found(door: Any) -> None:
 
 
 def test_the_tokens_file_holds_a_sha256_no_one_can_turn_back_into_the_token(tmp_path: Path) -> None:
-    """Known SHA-256 vectors, and the file holds nothing from which the token follows."""
+    """Memory SHA-256 vectors, and the file holds nothing from which the token follows."""
     assert tokens.token_digest("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert tokens.token_digest("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     path = tmp_path / "gateway.tokens"

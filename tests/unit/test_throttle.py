@@ -1,11 +1,11 @@
-"""A vendor's pace (connectors/executor/limits.py), on a fake clock: our rate, and the vendor's own
+"""A vendor's pace (connectors/executor/throttle.py), on a fake clock: our rate, and the vendor's own
 "slow down" (429 Retry-After) held for every call to it."""
 
 from __future__ import annotations
 
 import pytest
 
-from runonce.connectors.executor.limits import DEFAULT_PAUSE_S, Throttle
+from runonce.connectors.executor.throttle import DEFAULT_PAUSE_S, Throttle
 from runonce.connectors.toolkit.transport import retry_after_seconds
 from runonce.errors import ConfigError
 from runonce.rate import Rate
