@@ -25,6 +25,7 @@ from runonce.sdk.submit import build_request
 from runonce.streams.records import decision_record
 from runonce.wire.codec import Codec
 from runonce.wire.results import Result
+from tests.support import kafka_fakes
 
 T = topics.APPROVED
 
@@ -153,35 +154,12 @@ def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
                     runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
 
 
-class Msg:
+class Msg(kafka_fakes.Msg):
+    """A record of ``actions.approved`` (T), as the executor's consumer hands it over."""
+
     def __init__(self, partition: int, offset: int, value: bytes | None = None,
                  error: KafkaError | None = None) -> None:
-        self._partition, self._offset, self._value, self._error = partition, offset, value, error
-
-    def error(self) -> KafkaError | None:
-        return self._error
-
-    def topic(self) -> str:
-        return T
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def key(self) -> bytes | None:
-        return None
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 0)
-
-    def headers(self) -> None:
-        return None
-
+        super().__init__(T, partition, offset, None, value, _error=error)
 
 def approved(action_id: str, tool: str = "send_email") -> bytes:
     request = build_request(tool, {"to": "x@y"}, agent_id="a", action_id=action_id)

@@ -1,4 +1,4 @@
-"""A fake message and a fake transactional producer for the one commit path's tests (runonce/kafka/checkpoint.py
+"""The suite's one fake Kafka message, and a fake transactional producer for the one commit path's tests (runonce/kafka/checkpoint.py
 and the stream worker's commit): it records every call, raises what a test plants, and
 reports deliveries on flush."""
 
@@ -18,9 +18,10 @@ class Msg:
     _key: bytes | None = None
     _value: bytes | None = None
     _timestamp_ms: int = 0
+    _error: Any = None  # a KafkaError, as a consumer hands one over in place of a record
 
-    def error(self) -> None:
-        return None
+    def error(self) -> Any:
+        return self._error
 
     def topic(self) -> str:
         return self._topic

@@ -12,6 +12,7 @@ from faust.transport.producer import ProducerBuffer
 
 from runonce.errors import ProducerStuck
 from runonce.streams.faust_runtime.drain import drain_before_commit
+from tests.support.clock import Clock
 
 
 class Buffer:
@@ -69,19 +70,6 @@ def test_the_drain_returns_only_when_nothing_is_queued_or_in_hand() -> None:
     assert asyncio.run(go()) == ["handed on", "flushed"]
 
 
-class Clock:
-    """A test's time: it moves by ``per_look_s`` each time the drain looks at it, and by what
-    the test adds."""
-
-    def __init__(self, per_look_s: float = 0.0) -> None:
-        self.now_s = 0.0
-        self.per_look_s = per_look_s
-
-    def __call__(self) -> float:
-        self.now_s += self.per_look_s
-        return self.now_s
-
-
 def test_a_drain_that_hands_on_nothing_gives_up_without_committing() -> None:
     heard: list[str] = []
     drain_before_commit(stuck_after_s=3, stuck=heard.append, clock=Clock(per_look_s=1.0))
@@ -106,7 +94,7 @@ def test_a_slow_drain_that_keeps_moving_is_not_stuck() -> None:
         async def producer(buf: Buffer) -> None:
             while buf.size:  # 4 s between records: 16 s in all, more than the bound, never at once
                 await asyncio.sleep(0.25)
-                clock.now_s += 4.0
+                clock.now += 4.0
                 buf._size -= 1
                 buf.message_sent.set()
 
@@ -118,6 +106,6 @@ def test_a_slow_drain_that_keeps_moving_is_not_stuck() -> None:
             return buf.size
 
         assert asyncio.run(go()) == 0
-        assert heard == [] and clock.now_s == 16.0
+        assert heard == [] and clock.now == 16.0
     finally:
         drain_before_commit()

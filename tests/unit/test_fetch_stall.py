@@ -10,16 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runonce.kafka.fetch_stall import FetchStall
+from tests.support.clock import Clock
 
 TOPIC = "actions.approved"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def stats(**parts: tuple[int, str, int]) -> str:

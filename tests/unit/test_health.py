@@ -18,22 +18,15 @@ from prometheus_client import CollectorRegistry, Counter
 from runonce.kafka.health import Health
 from runonce.kafka.loop import ConsumerLoop
 from runonce.ops.observe.serve import ProbeServer
+from tests.support.clock import Clock
 from tests.support.executor_fakes import FakeConsumer, Msg
 from tests.support.probes import get
 from tests.unit.test_loop import Task
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_live_while_the_loop_turns_and_not_once_it_is_stuck_past_its_bound() -> None:
     """Catches ``live`` ignoring the time since the last turn (a stuck loop kept alive)."""
-    clock = Clock()
+    clock = Clock(100.0)
     health = Health("w", live_bound_s=60.0, clock=clock)
     clock.now += 59
     assert health.live().ok
@@ -45,7 +38,7 @@ def test_live_while_the_loop_turns_and_not_once_it_is_stuck_past_its_bound() -> 
 
 def test_a_long_restore_is_live_and_not_ready() -> None:
     """Catches a restore counted as a stuck loop (killed mid-restore, forever) or as ready."""
-    clock = Clock()
+    clock = Clock(100.0)
     health = Health("w", live_bound_s=60.0, clock=clock)
     health.started()
     health.restoring()

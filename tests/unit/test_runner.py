@@ -10,6 +10,7 @@ from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
 from runonce.wire.results import Result, Status
+from tests.support.clock import Clock
 
 CALL = ActionCall("a1", "t", {}, "K")
 
@@ -47,20 +48,6 @@ class Scripted:
         if self.check_errors:
             raise self.check_errors.pop(0)
         return VendorResponse("ref-found") if self.found else None
-
-
-class FakeClock:
-    """Monotonic time that only sleeping moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.now += seconds
 
 
 def runner(c: Scripted) -> ActionRunner:
@@ -158,7 +145,7 @@ def test_an_in_doubt_action_says_not_repeated_never_not_performed(path: str) -> 
 class LaggingSearch(Scripted):
     """A state check backed by a search index that shows an effect only ``check_lag_s`` after it."""
 
-    clock: FakeClock = field(default_factory=FakeClock)
+    clock: Clock = field(default_factory=lambda: Clock(1000.0))
     check_lag_s: float = 5.0
     effect_at: float | None = None
 

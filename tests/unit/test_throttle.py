@@ -10,22 +10,11 @@ from runonce.connectors.toolkit.transport import retry_after_seconds
 from runonce.errors import ConfigError
 from runonce.rate import Rate
 from runonce.settings import Settings
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0, "a throttle that sleeps 0 s spins"
-        self.now += seconds
+from tests.support.clock import Clock
 
 
 def throttle(rate: float | None, burst: int = 1) -> tuple[Throttle, Clock]:
-    clock = Clock()
+    clock = Clock(100.0, sleep_zero_ok=False)
     return Throttle("payments", rate, burst, clock=clock, sleep=clock.sleep), clock
 
 

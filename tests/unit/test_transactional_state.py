@@ -12,25 +12,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from runonce.streams.transactional.restore import RestoreStuck, restore
 from runonce.streams.transactional.state import NEXT_OFFSET_KEY, TableState
+from tests.support.kafka_fakes import Msg
 
 LOG = "runonce-keys-changelog"
-
-
-class Msg:
-    def __init__(self, offset: int, key: bytes, value: bytes | None) -> None:
-        self._offset, self._key, self._value = offset, key, value
-
-    def error(self) -> None:
-        return None
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
 
 
 class Changelog:
@@ -54,7 +38,7 @@ class Changelog:
         out = []
         while self._at < self.high and len(out) < n:
             if self._at in self.records:
-                out.append(Msg(self._at, *self.records[self._at]))
+                out.append(Msg(LOG, 0, self._at, *self.records[self._at]))
             self._at += 1
         return out
 
