@@ -102,7 +102,10 @@ class VendorFields:
         return self._table.get(field)
 
     def text(self, field: str, default: str | None = None) -> str:
-        default = self._str_default(field, default, FieldType.TEXT)
+        return self._text(field, default, FieldType.TEXT)
+
+    def _text(self, field: str, default: str | None, kind: FieldType) -> str:
+        default = self._str_default(field, default, kind)
         value = self._get(field)
         if value is None:
             if default is None:
@@ -211,15 +214,7 @@ class VendorFields:
 
     def url(self, field: str, default: str | None = None) -> str:
         """An https URL; http only to this machine (a sandbox, a vendor's mock server)."""
-        default = self._str_default(field, default, FieldType.URL)
-        value = self._get(field)
-        if value is None:
-            if default is None:
-                raise self.missing(field)
-            value = default
-        if not isinstance(value, str) or not value:
-            raise self.error(field, f"must be a non-empty string, got {type(value).__name__}")
-        value = value.rstrip("/")
+        value = self._text(field, default, FieldType.URL).rstrip("/")
         parts = urlsplit(value)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise self.error(field, f"must be an https:// URL, got {value!r}")
