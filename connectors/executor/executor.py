@@ -49,6 +49,7 @@ from confluent_kafka import Message, TopicPartition
 from runonce.connectors.executor.batch import Memory, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
 from runonce.connectors.executor.failpoints import Failpoints, Point
 from runonce.connectors.executor.metrics import ExecutorMetrics
+from runonce.connectors.executor.offsets import Offsets
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex, Results
 from runonce.connectors.executor.runner import ActionRunner
@@ -192,14 +193,8 @@ class Executor(RunsItsLoop):
                     metrics.outcomes.labels(connector.name, tool, status.value)
         self.codec = Codec()
         self.who: str = checkpoint.transactional_id
-        #: offsets (next to read) not yet committed: records skipped (other vendors' tools) and
-        #: start positions decided for a new group
-        self.pending: dict[tuple[str, int], int] = {}
-        self._pending_since = 0.0
-        #: start positions chosen for partitions without a committed offset, until one commits
-        self.decided: dict[int, int] = {}
-        #: where each assigned partition's reading started (its position until a record is read)
-        self.starts: dict[int, int] = {}
+        #: offsets not yet committed (skipped records, decided starts) and where reading started
+        self.offsets = Offsets(source_topic, clock)
         #: outcomes the vendor gave whose result commit aborted, by action id: the redelivery
         #: commits them instead of asking the vendor again
         self.uncommitted: dict[str, Result] = {}
@@ -219,19 +214,12 @@ class Executor(RunsItsLoop):
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
-        self.starts = {s.partition: s.offset for s in starts}
-        for s in starts:
-            if s.decided:  # durable at the next commit, so no later owner decides again
-                self.pending[(self.source_topic, s.partition)] = s.offset
-                self.decided[s.partition] = s.offset
-                self._pending_since = 0.0
+        self.offsets.assigned(starts)  # a decided start is durable at the next commit: no later owner decides again
         log.info("%s assigned %s; restored %d results in %.2f s; starts: %s", self.who, numbers, applied, restore_s,
                  "; ".join(f"[{s.partition}] {s.why}" for s in starts))
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.pending.clear()
-        self.decided.clear()
-        self.starts.clear()
+        self.offsets.revoked()
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
 
@@ -241,7 +229,7 @@ class Executor(RunsItsLoop):
 
     def close(self, failure: BaseException | None) -> None:
         if isinstance(failure, FatalError):
-            self.pending.clear()  # a fenced or broken producer cannot commit them; the next owner re-reads them
+            self.offsets.dropped()  # a fenced or broken producer cannot commit them; the next owner re-reads them
         try:
             self._flush_pending(force=True)
         except FatalError as exc:
@@ -320,7 +308,7 @@ class Executor(RunsItsLoop):
             return False
         end = leader_ends(self.consumer, self.source_topic)
         for tp in self.consumer.position(assigned):
-            at = tp.offset if tp.offset >= 0 else self.starts.get(tp.partition, -1)
+            at = tp.offset if tp.offset >= 0 else self.offsets.starts.get(tp.partition, -1)
             reached = end(tp.partition)
             if reached is None or at < reached:
                 return False
@@ -352,7 +340,7 @@ class Executor(RunsItsLoop):
             after[work.tp] = work.record.offset + 1
         new = [w for w in batch if w.plan is Plan.PERFORM]
         if new:
-            if not self._commit_intents(new, {**self.pending, **first}):
+            if not self._commit_intents(new, self.offsets.with_pending(first)):
                 return False
             self.failpoints.passing(Point.BEFORE_CALL)
         outcomes = self._perform([w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)])
@@ -366,7 +354,7 @@ class Executor(RunsItsLoop):
             self._count_committed(batch, outcomes)
             self._advance(after)
             return True
-        if not self._commit_results(batch, outcomes, {**self.pending, **after}):
+        if not self._commit_results(batch, outcomes, self.offsets.with_pending(after)):
             return False
         self.failpoints.passing(Point.AFTER_COMMIT)
         return True
@@ -383,14 +371,13 @@ class Executor(RunsItsLoop):
         return dict(self._pool.map(one, work))
 
     def _advance(self, after: dict[tuple[str, int], int]) -> None:
-        if not self.pending:
-            self._pending_since = self.clock()
-        self.pending.update(after)
+        self.offsets.advance(after)
         self._flush_pending(force=False)
 
     def _flush_pending(self, force: bool) -> None:
-        if self.pending and (force or self.clock() - self._pending_since > 1.0):
-            self._commit_offsets(dict(self.pending))
+        due = self.offsets.due(force)
+        if due is not None:
+            self._commit_offsets(due)
 
     # -- the three commits -----------------------------------------------------------
     def _commit_intents(self, new: list[Work], offsets: dict[tuple[str, int], int]) -> bool:
@@ -445,8 +432,7 @@ class Executor(RunsItsLoop):
             self.index.learn(entries or [], {p: end for (t, p), end in ends.items() if t == topics.RESULTS})
 
         if self.checkpoint.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
-            self.pending.clear()
-            self.decided.clear()  # every commit carries the pending start positions
+            self.offsets.committed()  # every commit carries the pending offsets and decided starts
             return True
         self.rewind_to_committed()
         return False
@@ -464,11 +450,9 @@ class Executor(RunsItsLoop):
         """After an abort, go back to the committed offsets: uncommitted records are redelivered.
         An unknown position is an exit; the restarted executor resumes from what the group
         coordinator holds."""
-        self.pending.clear()
-        decided = {(self.source_topic, p): offset for p, offset in self.decided.items()}
-        for topic, s in rewind(self.consumer, decided, self.who, LOOKUP_TIMEOUT_S):
-            if s.decided:
-                self.pending[(topic, s.partition)] = s.offset  # still to be made durable
+        decided = self.offsets.decided_positions()
+        self.offsets.dropped()  # before the seeks: a position that cannot be known exits with none pending
+        self.offsets.rewound(rewind(self.consumer, decided, self.who, LOOKUP_TIMEOUT_S))
 
     # -- metrics ---------------------------------------------------------------------
     def _count_committed(self, batch: list[Work], outcomes: Mapping[str, Result]) -> None:

@@ -113,9 +113,9 @@ def test_an_offset_reset_from_the_client_is_an_exit_not_a_new_position() -> None
 def test_rewind_seeks_to_the_committed_offsets() -> None:
     consumer = FakeConsumer([tp(0, 120), tp(1, 7)])
     ex = executor(consumer)
-    ex.pending = {(T, 0): 9}
+    ex.offsets.pending = {(T, 0): 9}
     ex.rewind_to_committed()
-    assert consumer.seeks == [(0, 120), (1, 7)] and ex.pending == {}
+    assert consumer.seeks == [(0, 120), (1, 7)] and ex.offsets.pending == {}
 
 
 @pytest.mark.parametrize("bad", [tp(1), tp(1, 5, error=KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))])
@@ -133,7 +133,7 @@ def test_rewind_returns_to_a_start_it_decided_but_could_not_commit_yet() -> None
     consumer.committed_offsets = [tp(0)]  # the abort left the group without an offset
     consumer.messages = [Msg(0, 40, approved("a1"))]
     ex.step()  # the intent transaction aborts
-    assert consumer.seeks == [(0, 40)] and ex.pending == {(T, 0): 40}
+    assert consumer.seeks == [(0, 40)] and ex.offsets.pending == {(T, 0): 40}
 
 
 def test_rewind_positions_shared_by_every_transactional_consumer() -> None:
@@ -186,7 +186,7 @@ def test_redelivered_result_is_not_performed_again() -> None:
     ex.index.put("a1", "a1", Result(Status.SUCCEEDED, "msg-a1"))
     consumer.messages = [Msg(0, 3, approved("a1"))]
     ex.step()
-    assert mailer.sent == [] and ex.pending == {(T, 0): 4}
+    assert mailer.sent == [] and ex.offsets.pending == {(T, 0): 4}
 
 
 # -- an abort never forgets an intent -----------------------------------------------------
