@@ -8,27 +8,13 @@ import json
 import ssl
 from dataclasses import dataclass
 
-from runonce.connectors.toolkit import (
-    ActionCall,
-    Capability,
-    Field,
-    FieldType,
-    HttpResult,
-    Kind,
-    PermanentVendorError,
-    Secret,
-    Spec,
-    VendorFields,
-    VendorResponse,
-    http_request,
-    raise_for_status,
-)
+from runonce.connectors import toolkit
 
 TOOLS = frozenset({"send_followup_email"})
-FIELDS = Spec("followup-email", (
-    Field("api_key", FieldType.SECRET, "the API key, sent as the Bearer token"),
-    Field("sender", FieldType.TEXT, "the From address"),
-    Field("base_url", FieldType.URL, "the email API", "https://api.resend.com"),
+FIELDS = toolkit.Spec("followup-email", (
+    toolkit.Field("api_key", toolkit.FieldType.SECRET, "the API key, sent as the Bearer token"),
+    toolkit.Field("sender", toolkit.FieldType.TEXT, "the From address"),
+    toolkit.Field("base_url", toolkit.FieldType.URL, "the email API", "https://api.resend.com"),
 ))
 
 
@@ -36,48 +22,47 @@ FIELDS = Spec("followup-email", (
 class FollowupEmail:
     name: str
     base_url: str
-    api_key: Secret
+    api_key: toolkit.Secret
     sender: str
     tools: frozenset[str] = TOOLS
     timeout_s: float = 30.0
     tls: ssl.SSLContext | None = None
     #: the API replays the first answer to a repeated Idempotency-Key: calling again is safe
-    capability = Capability.VENDOR_KEY
+    capability = toolkit.Capability.VENDOR_KEY
 
-    def headers(self, call: ActionCall) -> dict[str, str]:
+    def headers(self, call: toolkit.ActionCall) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key.reveal()}", "Content-Type": "application/json",
                 "Idempotency-Key": call.vendor_key}
 
-    def perform(self, call: ActionCall) -> VendorResponse:
+    def perform(self, call: toolkit.ActionCall) -> toolkit.VendorResponse:
         params = call.params
         if not params.get("recipient"):
-            raise PermanentVendorError(f"{call.tool}: params field 'recipient' is required")
+            raise toolkit.PermanentVendorError(f"{call.tool}: params field 'recipient' is required")
         message = {"from": self.sender, "to": [str(params["recipient"])], "subject": str(params.get("subject", "")),
                    "text": str(params.get("body", ""))}
         if params.get("campaign_id"):
             message["tags"] = [{"name": "campaign", "value": str(params["campaign_id"])}]
         url = f"{self.base_url}/emails"
-        result = http_request("POST", url, json.dumps(message).encode(), headers=self.headers(call),
-                              timeout_s=self.timeout_s, tls=self.tls)
+        result = toolkit.http_request("POST", url, json.dumps(message).encode(), headers=self.headers(call),
+                                      timeout_s=self.timeout_s, tls=self.tls)
         _raise_for_email_api("POST", url, result)
-        return VendorResponse(str(result.body["id"]))
+        return toolkit.VendorResponse(str(result.body["id"]))
 
 
-def _raise_for_email_api(method: str, url: str, result: HttpResult) -> None:
+def _raise_for_email_api(method: str, url: str, result: toolkit.HttpResult) -> None:
     """The API's own errors first: its key reused with another message is a 409 that will never
     pass (the generic table would retry a 409)."""
     name = result.body.get("name") if isinstance(result.body, dict) else None
     if result.status == 409 and name == "invalid_idempotent_request":
-        raise PermanentVendorError(f"{method} {url}: the idempotency key was used with another message")
-    raise_for_status(method, url, result)
+        raise toolkit.PermanentVendorError(f"{method} {url}: the idempotency key was used with another message")
+    toolkit.raise_for_status(method, url, result)
 
 
-def from_config(fields: VendorFields) -> FollowupEmail:
+def from_config(fields: toolkit.VendorFields) -> FollowupEmail:
     base_url = fields.url("base_url")
-    api_key = fields.secret("api_key")
-    return FollowupEmail(fields.name, base_url, api_key, fields.text("sender"), fields.tools(TOOLS),
+    return FollowupEmail(fields.name, base_url, fields.secret("api_key"), fields.text("sender"), fields.tools(TOOLS),
                          fields.timeout_s, fields.tls(base_url))
 
 
 #: the entry point: its fields, declared, and the factory
-KIND = Kind(FIELDS, from_config)
+KIND = toolkit.Kind(FIELDS, from_config)
