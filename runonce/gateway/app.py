@@ -15,9 +15,8 @@ from typing import Any, AsyncIterator
 import anyio
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
-from mcp.server.fastmcp.server import StreamableHTTPASGIApp
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -31,10 +30,11 @@ from runonce.gateway.http_api import HttpApi
 from runonce.gateway.openapi import document
 
 
-def create_app(mcp_server: Server[Any, Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
+def create_app(mcp_server: Server[Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
     from prometheus_client import make_asgi_app
 
-    manager = StreamableHTTPSessionManager(app=mcp_server)
+    # stateless (MCP 2026-07-28): no session to keep, so any replica answers any call
+    manager = StreamableHTTPSessionManager(app=mcp_server, stateless=True)
     spec = document(policies)
 
     @contextlib.asynccontextmanager

@@ -11,7 +11,9 @@ import logging
 from typing import Any
 
 import mcp.types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from starlette.requests import HTTPConnection
 
 from runonce.core.policy import PolicyBook
 from runonce.errors import RunonceError
@@ -24,32 +26,32 @@ log = logging.getLogger("runonce.gateway")
 
 
 def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.0,
-                   local: Caller | None = None) -> Server[Any, Any]:
+                   local: Caller | None = None) -> Server[Any]:
     """The MCP server. ``local``: the one caller of a stdio gateway; without it, each call's
     caller is its HTTP request's token holder."""
-    server: Server[Any, Any] = Server("runonce", instructions=(
-        "Tools served through runonce: each call is performed at most once. A retry of a call "
-        "returns the first call's result; an answer marked in_doubt will not change by calling again."))
     specs = {spec.name: spec for spec in served_tools(policies)}
 
-    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
-    async def list_tools() -> list[types.Tool]:
-        caller = local or caller_of(server.request_context.request)
-        return [types.Tool(name=s.name, description=s.description, inputSchema=s.input_schema)
-                for s in specs.values() if caller is not None and caller.may_call(s.name)]
+    def caller(ctx: ServerRequestContext[Any]) -> Caller | None:
+        return local or caller_of(ctx.request if isinstance(ctx.request, HTTPConnection) else None)
 
-    @server.call_tool()  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        caller = local or caller_of(server.request_context.request)
-        if caller is None:  # RequireAuthMiddleware stands in front of /mcp: a broken invariant
+    async def list_tools(ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        who = caller(ctx)
+        return types.ListToolsResult(tools=[types.Tool(name=s.name, description=s.description,
+                                                       input_schema=s.input_schema)
+                                            for s in specs.values() if who is not None and who.may_call(s.name)])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        name, who = params.name, caller(ctx)
+        if who is None:  # RequireAuthMiddleware stands in front of /mcp: a broken invariant
             return _result(Answer("Refused: no valid bearer token.", {"tool": name}, True))
-        why = calls.refusal(caller, name)
+        why = calls.refusal(who, name)
         if why is not None:
-            return _result(refused(name, caller.agent_id, why, sorted(specs)))
-        params = dict(arguments)
-        key = params.pop(KEY_ARGUMENT, None)
+            return _result(refused(name, who.agent_id, why, sorted(specs)))
+        arguments = dict(params.arguments or {})
+        key = arguments.pop(KEY_ARGUMENT, None)
         try:
-            taken = await calls.take(caller, name, params, key, timeout_s)
+            taken = await calls.take(who, name, arguments, key, timeout_s)
         except RunonceError as exc:
             log.warning("tool call %s not taken: %s", name, exc)
             return _result(Answer(f"runonce could not take the call: {exc}", {"tool": name}, True))
@@ -59,15 +61,18 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
             return _result(waiting_for_approval(name, taken.action_id, taken.held))
         return _result(timed_out(name, taken.action_id, timeout_s))
 
-    return server
+    return Server("runonce", instructions=(
+        "Tools served through runonce: each call is performed at most once. A retry of a call "
+        "returns the first call's result; an answer marked in_doubt will not change by calling again."),
+        on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def _result(a: Answer) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=a.text)],
-                                structuredContent=a.facts, isError=a.is_error)
+                                structured_content=a.facts, is_error=a.is_error)
 
 
-async def serve_stdio(server: Server[Any, Any]) -> None:
+async def serve_stdio(server: Server[Any]) -> None:
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read, write):

@@ -19,11 +19,9 @@ import urllib.request
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
-import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -95,9 +93,9 @@ def _client_info(name: str) -> Any:
 
 
 async def call(session: ClientSession, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any], bool]:
-    result = await session.call_tool(tool, args, read_timeout_seconds=timedelta(seconds=120))
+    result = await session.call_tool(tool, args, read_timeout_seconds=120.0)
     text = " ".join(c.text for c in result.content if c.type == "text")
-    return text, dict(result.structuredContent or {}), bool(result.isError)
+    return text, dict(result.structured_content or {}), bool(result.is_error)
 
 
 def test_47_tool_calls_with_timeouts_and_retries_send_one_email(
@@ -110,7 +108,7 @@ def test_47_tool_calls_with_timeouts_and_retries_send_one_email(
         async with stdio_session(env, "--timeout-s", "3", "--agent", "crm-followups", agent="ceo") as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert "send_email" in tools and "execute_database_write" not in tools
-            assert "to" in tools["send_email"].inputSchema["required"]
+            assert "to" in tools["send_email"].input_schema["required"]
 
             async def until_final() -> tuple[tuple[str, dict[str, Any], bool], int]:
                 calls = 0
@@ -249,8 +247,8 @@ async def http_session(url: str, token: str, name: str) -> AsyncIterator[ClientS
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"},
-                                      timeout=httpx.Timeout(120)) as client:
-        async with streamable_http_client(f"{url}/mcp", http_client=client) as (read, write, _):
+                                      timeout=120) as client:
+        async with streamable_http_client(f"{url}/mcp", http_client=client) as (read, write):
             async with ClientSession(read, write, client_info=_client_info(name)) as session:
                 await session.initialize()
                 yield session
