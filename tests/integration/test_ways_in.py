@@ -242,15 +242,21 @@ def http(method: str, url: str, token: str | None = None, body: Any = None,
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str, name: str) -> AsyncIterator[ClientSession]:
-    """An MCP session over streamable HTTP with a bearer token; ``name``: the client's own."""
+async def http_session(url: str, token: str, name: str, modern: bool = False) -> AsyncIterator[ClientSession]:
+    """An MCP session over streamable HTTP with a bearer token; ``name``: the client's own.
+    ``modern``: the 2026-07-28 revision (``server/discover``, no session, every request on its
+    own), else the initialize handshake of the revisions before it."""
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"},
                                       timeout=120) as client:
         async with streamable_http_client(f"{url}/mcp", http_client=client) as (read, write):
             async with ClientSession(read, write, client_info=_client_info(name)) as session:
-                await session.initialize()
+                if modern:
+                    found = await session.discover()
+                    assert "2026-07-28" in found.supported_versions, found.supported_versions
+                else:
+                    await session.initialize()
                 yield session
 
 
@@ -294,14 +300,17 @@ def test_the_gateway_lets_in_only_tokens_and_each_calls_what_its_token_allows(
     assert intern not in gateway.tokens_file.read_text() and intern not in gateway.process.log_tail(500)
 
 
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026-07-28"])
 def test_over_mcp_on_http_the_agent_is_its_token_whatever_the_client_calls_itself(
         gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]],
-        decision_log: DecisionWatcher) -> None:
+        decision_log: DecisionWatcher, modern: bool) -> None:
+    """Both ways a 2.x client speaks to the gateway: the initialize handshake (2025-11-25 and
+    before) and the stateless 2026-07-28 revision (``server/discover``, no session id)."""
     vendors, _, _ = stack
     key = f"booking-{uuid.uuid4().hex[:8]}"
 
     async def agent() -> list[tuple[str, dict[str, Any], bool]]:
-        async with http_session(gateway.url, gateway.tokens["billing-agent"], "ceo-agent") as session:
+        async with http_session(gateway.url, gateway.tokens["billing-agent"], "ceo-agent", modern) as session:
             charge = {"card": "tok_visa", "amount_cents": 41900, "idempotency_key": key}
             return [await call(session, "charge_payment", charge) for _ in range(3)]
 
