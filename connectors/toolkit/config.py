@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from runonce.connectors.toolkit.fields import COMMON_FIELDS, REQUIRED, Default, FieldType, Spec
+from runonce.connectors.toolkit.fields import COMMON_FIELDS, REQUIRED, Default, Field, FieldType, Spec
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import client_context, is_loopback
 from runonce.errors import ConfigError
@@ -82,8 +82,12 @@ class VendorFields:
                               f"does not declare (connectors/toolkit/fields.py)")
         return given if given is not REQUIRED else declared.default
 
+    def _declared(self, field: str) -> Field | None:
+        """The field as the kind's spec declares it (None: no spec, or not declared)."""
+        return self._spec.get(field) if self._spec is not None else None
+
     def _optional(self, field: str) -> bool:
-        declared = self._spec.get(field) if self._spec is not None else None
+        declared = self._declared(field)
         return declared is not None and declared.optional
 
     def error(self, field: str, message: str) -> ConfigError:
@@ -153,7 +157,7 @@ class VendorFields:
         return self._environ
 
     def choice(self, field: str, options: tuple[str, ...] = (), default: str | None = None) -> str:
-        declared_field = self._spec.get(field) if self._spec is not None else None
+        declared_field = self._declared(field)
         options = options or (declared_field.options if declared_field is not None else ())
         default = self._str_default(field, default, FieldType.CHOICE)
         value = self._get(field)
@@ -178,7 +182,7 @@ class VendorFields:
 
     def _secret(self, field: str, required: bool, plain_ok: bool) -> Secret | None:
         self._default(field, REQUIRED, FieldType.SECRET)
-        declared = self._spec.get(field) if self._spec is not None else None
+        declared = self._declared(field)
         if declared is not None:
             if declared.optional == required:
                 raise ConfigError(f"kind {self.kind!r} reads {field!r} as a {'required' if required else 'optional'} "
