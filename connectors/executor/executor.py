@@ -141,16 +141,20 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
     consumer = confluent_kafka.Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
                          "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
-    window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
-    failpoints = Failpoints.parse(settings.executor_failpoint)
-    connector = failpoints.around(connector)
-    checkpoint = transactional_checkpoint(access, transactional_id, consumer,
-                                          transaction_timeout_ms=settings.executor_txn_timeout_ms,
-                                          producer_config={"linger.ms": 0})
+    with clients.closed_if_raised(consumer):
+        window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
+        failpoints = Failpoints.parse(settings.executor_failpoint)
+        connector = failpoints.around(connector)
+        checkpoint = transactional_checkpoint(access, transactional_id, consumer,
+                                              transaction_timeout_ms=settings.executor_txn_timeout_ms,
+                                              producer_config={"linger.ms": 0})
+        try:
+            store = ResultStore(results_folder(settings, transactional_id), key_window_ms=window_ms + CLOCK_MARGIN_MS)
+        except BaseException:
+            checkpoint.close()
+            raise
     return Executor(connector, consumer=consumer, checkpoint=checkpoint,
-                    index=ResultIndex(access, connector.tools,
-                                      ResultStore(results_folder(settings, transactional_id), key_window_ms=window_ms
-                                                  + CLOCK_MARGIN_MS),
+                    index=ResultIndex(access, connector.tools, store,
                                       timeout_s=restore_patience_s(settings), source_topic=source_topic,
                                       window_ms=window_ms),
                     prune_window_ms=window_ms,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
@@ -161,6 +162,28 @@ def reader(bootstrap: KafkaTarget, group: str | None = None, *, to_end: bool = F
         **(TO_END if to_end else {}),
         **extra,
     })
+
+
+class Closes(Protocol):
+    def close(self) -> None: ...
+
+
+@contextlib.contextmanager
+def closed_if_raised(*consumers: Closes) -> Iterator[None]:
+    """Close these consumers if the block raises (a process whose commit path could not start).
+
+    A consumer left to the garbage collector closes itself in its deallocator, which serves
+    its queued callbacks (``stats_cb`` every few seconds, ``error_cb``) into an interpreter that
+    may be shutting down: a SIGSEGV instead of the exit code that names the error
+    (confluent-kafka-python #265, #358; seen once as an executor's -11 after it had named a
+    failed TLS handshake)."""
+    try:
+        yield
+    except BaseException:
+        for consumer in consumers:
+            with contextlib.suppress(Exception):  # the error that brought us here is the one to tell
+                consumer.close()
+        raise
 
 
 def written_view(bootstrap: KafkaTarget, group: str) -> Consumer:

@@ -116,10 +116,11 @@ class TransactionalWorker(RunsItsLoop):
             consumer_config(settings, self.metrics, self.group_stall))
         self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
                                                                         to_end=True)
-        self.checkpoint = transactional_checkpoint(
-            self.access, self.transactional_id, self.consumer, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-            producer_config=PRODUCER_CONFIG, new_producer=new_producer, watchdog=watchdog,
-            on_step=lambda step, seconds: self._took(step.value, seconds))
+        with clients.closed_if_raised(self.consumer, self.reader):
+            self.checkpoint = transactional_checkpoint(
+                self.access, self.transactional_id, self.consumer, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                producer_config=PRODUCER_CONFIG, new_producer=new_producer, watchdog=watchdog,
+                on_step=lambda step, seconds: self._took(step.value, seconds))
         self.loop = ConsumerLoop(self.transactional_id, self.consumer, self, INPUTS, wait_s=self.max_wait_s,
                                  group_stall=self.group_stall, health=health)
 
