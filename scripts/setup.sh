@@ -9,6 +9,7 @@
 #   - the vendors' own servers the connector tests run against, pinned, with `go install` into
 #     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH);
 #     and Helm, for the chart's tests
+#   - a venv with the legacy 1.x MCP SDK in ~/.cache/runonce/venvs/mcp1 (an agent that has not moved to 2.x)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,16 @@ if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest, runonce_fo
 fi
 .venv/bin/runonce broker fetch
 .venv/bin/runonce observe fetch
+
+# An agent on the legacy MCP SDK (1.x), in a venv of its own beside the 2.x one runonce runs on:
+# tests/integration/test_ways_in.py drives the gateway with it (tests/mcp1/client.py).
+cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
+mcp1="$cache/venvs/mcp1"
+if ! "$mcp1/bin/python" -c 'import mcp.client.streamable_http' >/dev/null 2>&1; then
+  echo "setup: the 1.x MCP SDK (legacy agents' client) into $mcp1"
+  "$PY" -m venv "$mcp1"
+  .venv/bin/uv pip install -q --python "$mcp1/bin/python" 'mcp>=1.30,<2'
+fi
 
 # The vendors' own servers (tests/support/vendor_servers.py); Go from Debian if the machine has none.
 cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}

@@ -33,6 +33,7 @@ from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
+from runonce.testkit.proxy import RoundRobin
 from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
@@ -200,9 +201,17 @@ def gateway(broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, s
     issued = {"billing-agent": token_store.add(tokens_file, "billing-agent", frozenset({"charge_payment"})),
               "ops-agent": token_store.add(tokens_file, "ops-agent", None),
               "intern": token_store.add(tokens_file, "intern", None)}
+    g = start_gateway(broker, env, home, tokens_file, issued, "gateway")
+    yield g
+    g.process.stop()
+
+
+def start_gateway(broker: Settings, env: dict[str, str], home: Path, tokens_file: Path,
+                  issued: dict[str, str], name: str) -> Gateway:
+    """One ``runonce gateway serve`` on a free port, listening."""
     port = _free_port()
-    process = RunonceProcess(broker, "gateway", ["gateway", "serve", "--port", str(port),
-                                                 "--tokens", str(tokens_file)], home, env)
+    process = RunonceProcess(broker, name, ["gateway", "serve", "--port", str(port), "--tokens", str(tokens_file)],
+                             home, env)
     process.start()
     deadline = time.monotonic() + 60
     while True:  # the gateway reads its outcome topics before it listens
@@ -212,8 +221,7 @@ def gateway(broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, s
         except OSError:
             assert time.monotonic() < deadline and process.alive(), process.log_tail()
             time.sleep(0.3)
-    yield Gateway(f"http://127.0.0.1:{port}", issued, tokens_file, process)
-    process.stop()
+    return Gateway(f"http://127.0.0.1:{port}", issued, tokens_file, process)
 
 
 def charges(vendors: VendorServer, key: str) -> int:
@@ -242,14 +250,18 @@ def http(method: str, url: str, token: str | None = None, body: Any = None,
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str, name: str, modern: bool = False) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, token: str, name: str, modern: bool = False,
+                       keep_alive: bool = True) -> AsyncIterator[ClientSession]:
     """An MCP session over streamable HTTP with a bearer token; ``name``: the client's own.
     ``modern``: the 2026-07-28 revision (``server/discover``, no session, every request on its
-    own), else the initialize handshake of the revisions before it."""
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    own), else the initialize handshake of the revisions before it. ``keep_alive=False``: a
+    new connection for every request (behind a per-connection balancer, each may meet another
+    replica)."""
+    import httpx2
 
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"},
-                                      timeout=120) as client:
+    limits = httpx2.Limits() if keep_alive else httpx2.Limits(max_keepalive_connections=0)
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120,
+                                  limits=limits) as client:
         async with streamable_http_client(f"{url}/mcp", http_client=client) as (read, write):
             async with ClientSession(read, write, client_info=_client_info(name)) as session:
                 if modern:
@@ -321,6 +333,128 @@ def test_over_mcp_on_http_the_agent_is_its_token_whatever_the_client_calls_itsel
     assert charges(vendors, key) == 1
     decided = decision_log.wait([a[1]["action_id"] for a in (first, *retries)], timeout_s=30)
     assert {d["request"]["agent_id"] for d in decided.values()} == {"billing-agent"}
+
+
+@pytest.fixture(scope="module")
+def replicas(broker: Settings, gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]],
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RoundRobin, Gateway, Gateway]]:
+    """A second gateway on the same tokens, and a balancer without affinity in front of both."""
+    _, _, env = stack
+    second = start_gateway(broker, env, tmp_path_factory.mktemp("gateway-2"), gateway.tokens_file, gateway.tokens,
+                           "gateway-2")
+    balancer = RoundRobin([("127.0.0.1", int(g.url.rsplit(":", 1)[1])) for g in (gateway, second)]).start()
+    yield balancer, gateway, second
+    balancer.stop()
+    second.process.stop()
+
+
+def answered(g: Gateway, tool: str) -> float:
+    """What one replica's /metrics says it answered of ``tool``, every status summed."""
+    metrics = http("GET", f"{g.url}/metrics")[2]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("runonce_gateway_calls_total{") and f'tool="{tool}"' in line)
+
+
+def test_calls_with_one_key_alternating_between_two_gateways_charge_once(
+        replicas: tuple[RoundRobin, Gateway, Gateway], stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """MCP 2026-07-28 is stateless so that any replica may answer any call: four calls with
+    one key, each on a new connection through a round-robin, so both gateways take some. No replica
+    holds anything the other needs: the key's first action is decided in Kafka.
+    Catches: a gateway that keys a call by anything of its own (a process-local memory of
+    keys, the JSON-RPC request id) where the agent's key is meant: two charges."""
+    balancer, one, two = replicas
+    vendors, _, _ = stack
+    key = f"rr-{uuid.uuid4().hex[:8]}"
+    before = (answered(one, "charge_payment"), answered(two, "charge_payment"))
+
+    async def agent() -> list[tuple[str, dict[str, Any], bool]]:
+        async with http_session(balancer.url, one.tokens["billing-agent"], "billing", modern=True,
+                                keep_alive=False) as session:
+            charge = {"card": "tok_visa", "amount_cents": 1250, "idempotency_key": key}
+            return [await call(session, "charge_payment", charge) for _ in range(4)]
+
+    first, *retries = asyncio.run(agent())
+    assert first[1]["status"] == "succeeded", first
+    assert all(r[1]["vendor_ref"] == first[1]["vendor_ref"] and r[1]["result_of"] == first[1]["action_id"]
+               for r in retries), retries
+    assert charges(vendors, key) == 1
+    # the balancer did alternate: both replicas answered some of the four calls (the client's
+    # other requests, server/discover among them, take turns too)
+    took = (answered(one, "charge_payment") - before[0], answered(two, "charge_payment") - before[1])
+    assert sum(took) == 4 and min(took) >= 1, took
+
+
+def test_a_response_stream_cut_mid_call_and_the_call_issued_again_charge_once(
+        replicas: tuple[RoundRobin, Gateway, Gateway], stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """MCP 2026-07-28 removed SSE resumability: a response stream lost mid-call loses the
+    call's answer, and the client issues the call again with a new request id, here on the
+    other replica. The charge was under way at the vendor (slow) when the link dropped.
+    Catches: the same as above, and a gateway that answers a repeat before its original's
+    outcome is known (the second answer would not carry the first's vendor_ref)."""
+    from runonce.connectors.vendors.sandbox.faults import Fault
+
+    balancer, one, _ = replicas
+    vendors, _, _ = stack
+    key = f"cut-{uuid.uuid4().hex[:8]}"
+    charge = {"card": "tok_visa", "amount_cents": 990, "idempotency_key": key}
+    vendors.state.faults.add(Fault("/v1/charges", delay_s=2.0))  # the vendor is still working when the link drops
+    balancer.cut_next(b'"tools/call"', after_s=0.5)
+
+    async def agent() -> tuple[BaseException | None, tuple[str, dict[str, Any], bool]]:
+        lost: BaseException | None = None
+        try:  # the 2.x client raises the lost stream out of its transport's task group
+            async with http_session(balancer.url, one.tokens["billing-agent"], "billing", modern=True,
+                                    keep_alive=False) as session:
+                await session.call_tool("charge_payment", charge, read_timeout_seconds=30.0)
+        except Exception as exc:  # the answer is lost; how the client words it is its own
+            lost = exc
+        async with http_session(balancer.url, one.tokens["billing-agent"], "billing", modern=True,
+                                keep_alive=False) as session:
+            return lost, await call(session, "charge_payment", charge)
+
+    try:
+        lost, again = asyncio.run(agent())
+    finally:
+        vendors.state.faults.clear()
+    assert balancer.cuts == 1 and lost is not None, "the fault never applied: the first call was answered"
+    assert again[1]["status"] == "succeeded" and not again[2], again
+    assert again[1]["action_id"] != again[1]["result_of"], "the call issued again was taken as a first"
+    assert charges(vendors, key) == 1
+    assert len(vendors.ledger.requests("/v1/charges", containing=key)) == 1  # asked once, not deduplicated
+
+
+def legacy_client(broker: Settings, *args: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """tests/mcp1/client.py on the 1.x SDK, in the venv scripts/setup.sh made for it."""
+    python = broker.cache_dir / "venvs" / "mcp1" / "bin" / "python"
+    assert python.exists(), f"{python}: no venv with the 1.x MCP SDK; run scripts/setup.sh"
+    run = subprocess.run([str(python), str(Path(__file__).parents[1] / "mcp1" / "client.py"), *args],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return [json.loads(line) for line in run.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_an_agent_on_the_legacy_1x_sdk_is_served_and_charged_once(
+        broker: Settings, gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]],
+        transport: str) -> None:
+    """The gateway runs on mcp 2.x; agents on the 1.x SDK (security fixes only, and many of
+    them) still speak the initialize handshake and must be served from the same endpoint.
+    Catches: a gateway that serves only the 2026-07-28 revision (the handshake refused), or
+    one that reads 2.x-only fields of a call."""
+    vendors, _, env = stack
+    key = f"legacy-{uuid.uuid4().hex[:8]}"
+    charge = json.dumps({"card": "tok_visa", "amount_cents": 700, "idempotency_key": key})
+    if transport == "http":
+        agreed, *answers = legacy_client(broker, "http", gateway.url, gateway.tokens["billing-agent"],
+                                         "charge_payment", charge, "3")
+    else:
+        agreed, *answers = legacy_client(broker, "stdio", sys.executable, "charge_payment", charge, "3",
+                                         env=env)
+    assert agreed["protocol"] == agreed["asked"] < "2026-07-28", agreed  # the 1.x SDK's newest (2025-11-25)
+    first, *retries = answers
+    assert first["facts"]["status"] == "succeeded" and not first["is_error"], first
+    assert all(r["facts"]["vendor_ref"] == first["facts"]["vendor_ref"] for r in retries), retries
+    assert charges(vendors, key) == 1
 
 
 def test_a_node_agent_retrying_a_slow_charge_four_times_is_charged_once(

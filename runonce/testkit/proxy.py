@@ -1,0 +1,137 @@
+"""A TCP proxy on loopback for tests: a load balancer without affinity in front of several
+replicas, and a link that can be cut in the middle of one request.
+
+``RoundRobin`` hands each new connection to the next target in turn, as a Kubernetes Service
+(kube-proxy's iptables mode picks per connection) does with no session affinity. ``cut_next``
+arms one fault: the next connection whose request bytes hold a marker is closed, both ways,
+``after_s`` after that request went upstream: the agent never sees the answer, the replica
+keeps working on what it was given. This is MCP 2026-07-28's lost response stream (its SSE
+resumability is gone: the client must issue the call again, with a new request id).
+
+Only loopback: the proxy listens on 127.0.0.1 and its targets are the test's own processes."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+Target = tuple[str, int]
+
+
+@dataclass
+class _Cut:
+    marker: bytes
+    after_s: float
+
+
+@dataclass
+class RoundRobin:
+    targets: list[Target]
+    #: connections handed to each target, in order of arrival
+    served: Counter[Target] = field(default_factory=Counter)
+    #: connections cut by an armed fault
+    cuts: int = 0
+    _listener: socket.socket | None = None
+    _next: int = 0
+    _armed: _Cut | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _open: set[socket.socket] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        for host, _ in self.targets:
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                raise ValueError(f"the proxy forwards to loopback only, not {host}")
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None, "start() first"
+        return int(self._listener.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RoundRobin:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        with self._lock:
+            for s in list(self._open):
+                _close(s)
+            self._open.clear()
+
+    def cut_next(self, marker: bytes, after_s: float) -> None:
+        """Cut the next connection whose request holds ``marker``, ``after_s`` after it went upstream."""
+        with self._lock:
+            self._armed = _Cut(marker, after_s)
+
+    # -- inside ------------------------------------------------------------------------
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # stopped
+            with self._lock:
+                target = self.targets[self._next % len(self.targets)]
+                self._next += 1
+                self.served[target] += 1
+            try:
+                upstream = socket.create_connection(target, timeout=5)
+            except OSError:
+                _close(client)  # a replica that is down: the caller sees a reset, as behind a real balancer
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._open.update((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, requests: bool) -> None:
+        try:
+            while True:
+                chunk = source.recv(65536)
+                if not chunk:
+                    break
+                sink.sendall(chunk)
+                if requests:
+                    self._maybe_cut(chunk, source, sink)
+        except OSError:
+            pass
+        finally:
+            _close(source)
+            _close(sink)
+            with self._lock:
+                self._open.discard(source)
+                self._open.discard(sink)
+
+    def _maybe_cut(self, chunk: bytes, client: socket.socket, upstream: socket.socket) -> None:
+        with self._lock:
+            armed = self._armed
+            if armed is None or armed.marker not in chunk:
+                return
+            self._armed = None
+            self.cuts += 1
+
+        def cut() -> None:
+            time.sleep(armed.after_s)
+            _close(client)
+            _close(upstream)
+
+        threading.Thread(target=cut, name="proxy-cut", daemon=True).start()
+
+
+def _close(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
