@@ -9,6 +9,7 @@ trail rest on it."""
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -20,10 +21,13 @@ from runonce.core.tenant import DEFAULT_TENANT
 from runonce.errors import ResultTimeout
 from runonce.gateway.metrics import GatewayMetrics
 from runonce.gateway.tools import Refusal
-from runonce.sdk.client import ActionClient, ActionOutcome, Handle, HeldFor
+from runonce.sdk.client import ActionClient, ActionOutcome, Found, Handle, HeldFor
 from runonce.wire.results import CallStatus
 
 log = logging.getLogger("runonce.gateway")
+
+#: how often a call that may become a task looks whether its action is held yet
+HELD_SLICE_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,8 @@ class Taken:
     action_id: str
     outcome: ActionOutcome | None
     held: HeldFor | None = None
+    #: where the request landed in actions.requested: what finds it again from any replica
+    requested_at: tuple[int, int] | None = None
 
 
 class Calls:
@@ -75,14 +81,20 @@ class Calls:
         return why
 
     async def take(self, caller: Caller, tool: str, params: Mapping[str, Any], key: str | None,
-                   wait_s: float) -> Taken:
-        """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome.
+                   wait_s: float, *, until_held: bool = False) -> Taken:
+        """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome
+        (``until_held``: or until it is held for a person, which may take hours).
         Raises what the SDK raises for a call it cannot take (InvalidAction, BrokerUnavailable)."""
         handle = await anyio.to_thread.run_sync(
             lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id,
                                        tenant=caller.tenant))
         self._remember(handle, caller.tenant)
-        taken = await self.wait(handle, wait_s, caller.tenant)
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = deadline - time.monotonic()
+            taken = await self.wait(handle, min(left, HELD_SLICE_S) if until_held else left, caller.tenant)
+            if taken.outcome is not None or taken.held is not None or time.monotonic() >= deadline:
+                break
         status = (taken.outcome.status if taken.outcome is not None
                   else CallStatus.HELD if taken.held is not None else CallStatus.PENDING)
         self.metrics.answered.labels(tool, status.value).inc()
@@ -97,11 +109,26 @@ class Calls:
         try:
             outcome = await anyio.to_thread.run_sync(handle.result, wait_s)
         except ResultTimeout:
-            return Taken(handle.action_id, None, handle.held)
+            return Taken(handle.action_id, None, handle.held, handle.requested_at)
         if outcome.result_of != handle.action_id and outcome.result_of not in self._handles:
             # the original is asked for by its id too: a repeat's original is its tenant's own
             self._handles[outcome.result_of] = (handle, tenant)
-        return Taken(handle.action_id, outcome)
+        return Taken(handle.action_id, outcome, requested_at=handle.requested_at)
+
+    def held(self, action_id: str, caller: Caller) -> HeldFor | None:
+        """Why and until when an action this replica took waits for a person (None: it does
+        not, or this replica did not take it: a poll elsewhere says less, not something else)."""
+        handle = self.handle(action_id, caller)
+        return handle.held if handle is not None else None
+
+    async def find(self, caller: Caller, action_id: str, requested_at: tuple[int, int],
+                   wait_s: float) -> Found | None:
+        """An action ``caller``'s tenant took, on this replica or any other, before or after
+        this one started: read from Kafka. None when there is no such action of its tenant
+        (another tenant's is not found, not forbidden)."""
+        found = await anyio.to_thread.run_sync(
+            lambda: self.client.look_up(action_id, requested_at, time.monotonic() + wait_s))
+        return found if found is not None and found.tenant == caller.tenant else None
 
     def _remember(self, handle: Handle, tenant: str) -> None:
         self._handles[handle.action_id] = (handle, tenant)

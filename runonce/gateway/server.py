@@ -8,15 +8,19 @@ is local to one agent and the operator names it (``runonce mcp --agent``)."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 from starlette.requests import HTTPConnection
 
 from runonce.core.policy import PolicyBook
 from runonce.errors import RunonceError
+from runonce.gateway import tasks
 from runonce.gateway.answers import Answer, answer, refused, timed_out, waiting_for_approval
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Caller, Calls
@@ -41,7 +45,8 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
                                                        input_schema=s.input_schema)
                                             for s in specs.values() if who is not None and who.may_call(s.name)])
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: ServerRequestContext[Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult | dict[str, Any]:
         name, who = params.name, caller(ctx)
         if who is None:  # RequireAuthMiddleware stands in front of /mcp: a broken invariant
             return _result(Answer("Refused: no valid bearer token.", {"tool": name}, True))
@@ -50,21 +55,51 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
             return _result(refused(name, who.agent_id, why, sorted(specs)))
         arguments = dict(params.arguments or {})
         key = arguments.pop(KEY_ARGUMENT, None)
+        as_task = tasks.declared(ctx.protocol_version, ctx.meta)
         try:
-            taken = await calls.take(who, name, arguments, key, timeout_s)
+            taken = await calls.take(who, name, arguments, key, timeout_s, until_held=as_task)
         except RunonceError as exc:
             log.warning("tool call %s not taken: %s", name, exc)
             return _result(Answer(f"runonce could not take the call: {exc}", {"tool": name}, True))
         if taken.outcome is not None:
             return _result(answer(name, taken.outcome))
+        if as_task and taken.requested_at is not None:
+            return tasks.created(tasks.TaskId(taken.action_id, *taken.requested_at), taken.held,
+                                 int(time.time() * 1000))
         if taken.held is not None:
             return _result(waiting_for_approval(name, taken.action_id, taken.held))
         return _result(timed_out(name, taken.action_id, timeout_s))
 
-    return Server("runonce", instructions=(
+    async def get_task(ctx: ServerRequestContext[Any], params: GetTaskParams) -> dict[str, Any]:
+        """A task's state, read from Kafka: any replica answers, and one restarted since too."""
+        who, task = caller(ctx), tasks.TaskId.parse(params.task_id)
+        found = (await calls.find(who, task.action_id, task.requested_at, TASK_LOOKUP_S)
+                 if who is not None and task is not None else None)
+        if who is None or task is None or found is None:
+            raise MCPError(INVALID_PARAMS, f"no task {params.task_id!r} of this caller's")
+        return tasks.polled(task, found.tool, found.outcome, calls.held(task.action_id, who), found.requested_at_ms,
+                            int(time.time() * 1000))
+
+    server: Server[Any] = Server("runonce", instructions=(
         "Tools served through runonce: each call is performed at most once. A retry of a call "
         "returns the first call's result; an answer marked in_doubt will not change by calling again."),
-        on_list_tools=list_tools, on_call_tool=call_tool)
+        on_list_tools=list_tools)
+    # registered as a request handler, not ``on_call_tool``: its answer may be a task (a dict
+    # the runner passes through on the 2026-07-28 wire), which that hook's type does not admit
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    server.add_request_handler("tasks/get", GetTaskParams, get_task)
+    server.extensions[tasks.EXTENSION] = {}
+    return server
+
+
+class GetTaskParams(types.RequestParams):
+    """``tasks/get``'s params (the tasks extension's ``GetTaskRequest``)."""
+
+    task_id: str
+
+
+#: how long a poll may read Kafka for a task's action before it answers ``working``
+TASK_LOOKUP_S = 5.0
 
 
 def _result(a: Answer) -> types.CallToolResult:

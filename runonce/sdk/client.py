@@ -18,7 +18,7 @@ import asyncio
 import functools
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator, Mapping
 
 from confluent_kafka import KafkaException
@@ -66,10 +66,24 @@ class HeldFor:
     expires_at_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    """An action found again from its place in actions.requested, by any process (an MCP
+    task polled on another gateway replica, or after a restart)."""
+
+    tool: str
+    tenant: str
+    requested_at_ms: int
+    #: None: no final outcome yet (held for a person, or still being performed)
+    outcome: ActionOutcome | None
+
+
 class Handle:
-    def __init__(self, client: ActionClient, action_id: str) -> None:
+    def __init__(self, client: ActionClient, action_id: str, requested_at: tuple[int, int] | None = None) -> None:
         self.client = client
         self.action_id = action_id
+        #: where the request landed in actions.requested (partition, offset), when delivered
+        self.requested_at = requested_at
         self._outcome: ActionOutcome | None = None
 
     def result(self, timeout: float = 60.0) -> ActionOutcome:
@@ -137,7 +151,8 @@ class ActionClient:
         self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
         self._submitter.send(record)
         self._submitter.flush()
-        return Handle(self, str(record["action_id"]))
+        action_id = str(record["action_id"])
+        return Handle(self, action_id, self._submitter.position(action_id))
 
     @property
     def waiting(self) -> int:
@@ -161,6 +176,28 @@ class ActionClient:
         outcome = self._follow(action_id, DecisionView.of(self._outcomes.decision(action_id, deadline)), deadline)
         self._outcomes.forget(action_id)
         return outcome
+
+    def look_up(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Found | None:
+        """The action requested at this place, and its outcome if final, read from Kafka (no
+        memory of this process's is needed); None if another action is there. An outcome not
+        found by ``deadline`` is not final yet."""
+        request = self._outcomes.requested(requested_at, deadline)
+        if request["action_id"] != action_id:
+            return None
+        found = Found(str(request["tool"]), str(request.get("tenant") or DEFAULT_TENANT),
+                      int(request["requested_at_ms"]), None)
+        self._outcomes.watch(action_id)  # what the tail brings meanwhile is kept
+        try:
+            looked = self._outcomes.look_back(action_id, requested_at, deadline)
+            if looked.result is not None:
+                return replace(found, outcome=_outcome(action_id, looked.result, None))
+            if looked.decision is None or DecisionView.of(looked.decision).approved:
+                return found  # held, in flight, or approved and not performed yet
+            return replace(found, outcome=self._follow(action_id, DecisionView.of(looked.decision), deadline))
+        except ResultTimeout:
+            return found  # a repeat whose original is still being performed
+        finally:
+            self._outcomes.forget(action_id)
 
     def _follow(self, action_id: str, decision: DecisionView, deadline: float) -> ActionOutcome:
         if decision.approved:

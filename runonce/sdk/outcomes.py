@@ -245,6 +245,14 @@ class Outcomes:
         finally:
             reader.close()
 
+    def requested(self, requested_at: tuple[int, int], deadline: float) -> dict[str, Any]:
+        """The request record at this place in actions.requested."""
+        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}", to_end=True)
+        try:
+            return _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)[0]
+        finally:
+            reader.close()
+
     def _readable(self, msg: Any, expect: str) -> dict[str, Any] | None:
         """A record decoded, or None (counted, logged) for one a foreign writer put there."""
         try:

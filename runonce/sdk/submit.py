@@ -7,8 +7,11 @@ produced with an idempotent producer.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
@@ -21,6 +24,9 @@ from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.wire.codec import Codec
 from runonce.wire.keys import routing_key
+
+#: delivered positions kept for the taking (a gateway takes each at once; a bare submitter never)
+MAX_POSITIONS = 10_000
 
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
@@ -55,6 +61,9 @@ class Submitter:
         # what arrives while a request is in flight still goes in the next one together.
         self._producer = clients.producer(bootstrap, **{"linger.ms": 0})
         self._errors: list[KafkaError] = []
+        #: where each delivered request landed, by action id, until ``position`` takes it
+        self._positions: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
                natural_id: str | None = None, action_id: str | None = None, agent_id: str | None = None) -> str:
@@ -68,7 +77,8 @@ class Submitter:
         value = self.codec.encode("ActionRequested", dict(record))
         while True:
             try:
-                self._producer.produce(topics.REQUESTED, key=key.encode(), value=value, on_delivery=self._on_delivery)
+                self._producer.produce(topics.REQUESTED, key=key.encode(), value=value,
+                                       on_delivery=functools.partial(self._on_delivery, str(record["action_id"])))
                 break
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
@@ -85,9 +95,20 @@ class Submitter:
             return f"{topics.REQUESTED}: {meta.error.str() if meta is not None and meta.error else 'no such topic'}"
         return None
 
-    def _on_delivery(self, err: Any, _msg: Any) -> None:
+    def _on_delivery(self, action_id: str, err: Any, msg: Any) -> None:
         if err is not None:
             self._errors.append(err)
+            return
+        with self._lock:
+            self._positions[action_id] = (int(msg.partition()), int(msg.offset()))
+            while len(self._positions) > MAX_POSITIONS:  # positions nobody asked for
+                self._positions.popitem(last=False)
+
+    def position(self, action_id: str) -> tuple[int, int] | None:
+        """Where a delivered request landed in actions.requested (partition, offset), once:
+        what finds the action again from any process (``Outcomes.look_back``)."""
+        with self._lock:
+            return self._positions.pop(action_id, None)
 
     def flush(self) -> None:
         deadline = time.monotonic() + self.timeout_s

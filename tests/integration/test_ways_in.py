@@ -20,12 +20,14 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator, Literal
 
+import mcp_types
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import ConfigDict
 
 from runonce import tokens as token_store
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
@@ -38,6 +40,8 @@ from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+TASKS = "io.modelcontextprotocol/tasks"
 
 
 @pytest.fixture(scope="module")
@@ -421,6 +425,124 @@ def test_a_response_stream_cut_mid_call_and_the_call_issued_again_charge_once(
     assert again[1]["action_id"] != again[1]["result_of"], "the call issued again was taken as a first"
     assert charges(vendors, key) == 1
     assert len(vendors.ledger.requests("/v1/charges", containing=key)) == 1  # asked once, not deduplicated
+
+
+class TaskFields(mcp_types.Result):
+    """A task as the client reads it: ``CreateTaskResult`` and ``GetTaskResult`` share these."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+class TaskSeen(TaskFields):
+    """``CreateTaskResult``: a tools/call answered with a task."""
+
+    result_type: Literal["task"] = "task"
+
+
+class PolledTask(TaskFields):
+    """``GetTaskResult``."""
+
+    result_type: Literal["complete"] = "complete"
+
+
+@asynccontextmanager
+async def task_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+    """A 2026-07-28 session that declares the tasks extension on its calls and takes a task
+    for an answer (the SDK's claim mechanism: ``allow_claimed=True`` hands it over as is)."""
+    import httpx2
+    from mcp.client.extension import ResultClaim
+
+    async def not_resolved(claimed: TaskSeen, ctx: Any) -> Any:
+        raise AssertionError("the test polls the task itself")
+
+    claim = ResultClaim(result_type="task", model=TaskSeen, resolve=not_resolved)
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+        async with streamable_http_client(f"{url}/mcp", http_client=client) as (read, write):
+            async with ClientSession(read, write, client_info=_client_info("tasks-agent"),
+                                     extensions={TASKS: {}}, result_claims={TASKS: [claim]}) as session:
+                found = await session.discover()
+                assert TASKS in (found.capabilities.extensions or {}), found.capabilities
+                yield session
+
+
+async def poll(session: ClientSession, task_id: str) -> PolledTask:
+    request = mcp_types.Request[Any, Any](method="tasks/get", params={"taskId": task_id})
+    return await session.send_request(request, PolledTask, request_read_timeout_seconds=60.0)
+
+
+def test_a_held_charge_is_a_task_that_any_gateway_answers_and_the_approval_completes(
+        broker: Settings, replicas: tuple[RoundRobin, Gateway, Gateway],
+        stack: tuple[VendorServer, SmtpServer, dict[str, str]], tmp_path: Path) -> None:
+    """MCP 2026-07-28 with the tasks extension: a charge above the shipped policy's threshold
+    is held for a person; the call answers at once with a task in ``working``. Its state is
+    the action's, read from Kafka: the other replica answers a poll, and so does a gateway
+    started after the task was created. The approver's release completes the task with the
+    charge's result; a denied one fails with the reason.
+    Catches: the task's state kept in the creating gateway's memory (the other replicas do
+    not find it); ``look_up`` not following the release to the executor's result (the task
+    stays ``working``); a denial reported as completed."""
+    from runonce.approvals.client import Approvals
+    from runonce.core.approval import Verdict
+
+    _, one, two = replicas
+    vendors, _, env = stack
+    token = one.tokens["billing-agent"]
+    keys = {verdict: f"task-{verdict.value}-{uuid.uuid4().hex[:6]}" for verdict in Verdict}
+
+    async def create(url: str, key: str) -> TaskSeen:
+        async with task_session(url, token) as session:
+            answer = await session.call_tool("charge_payment", {"card": "tok_visa", "amount_cents": 1_500_000,
+                                                                "idempotency_key": key}, allow_claimed=True)
+            assert isinstance(answer, TaskSeen), answer  # not a text that says "waiting"
+            return answer
+
+    async def state(url: str, task_id: str) -> PolledTask:
+        async with task_session(url, token) as session:
+            return await poll(session, task_id)
+
+    made = {verdict: asyncio.run(create(one.url, key)) for verdict, key in keys.items()}
+    for task in made.values():
+        assert task.result_type == "task" and task.status == "working", task
+        assert "approval" in (task.status_message or ""), task.status_message
+    # the other replica, which never saw the call, finds it in Kafka
+    assert asyncio.run(state(two.url, made[Verdict.APPROVE].task_id)).status == "working"
+    # a gateway started after the tasks were made: nothing of them in its memory
+    late = start_gateway(broker, env, tmp_path, one.tokens_file, one.tokens, "gateway-late")
+    try:
+        with Approvals(broker.bootstrap_servers(), "carol") as carol:
+            for verdict, task in made.items():
+                carol.verdict(task.task_id.split(".")[0], verdict, "test")
+        deadline = time.monotonic() + 90
+        polled = {v: asyncio.run(state(late.url, t.task_id)) for v, t in made.items()}
+        while any(p.status == "working" for p in polled.values()) and time.monotonic() < deadline:
+            time.sleep(1.0)
+            polled = {v: asyncio.run(state(late.url, t.task_id)) for v, t in made.items()}
+    finally:
+        late.process.stop()
+    done, denied = polled[Verdict.APPROVE], polled[Verdict.DENY]
+    assert done.status == "completed" and done.result is not None, done
+    assert done.result["structuredContent"]["status"] == "succeeded" and not done.result["isError"], done.result
+    assert done.result["structuredContent"]["vendor_ref"], done.result
+    assert denied.status == "failed" and denied.error is not None and "denied" in denied.error["message"], denied
+    assert charges(vendors, keys[Verdict.APPROVE]) == 1 and charges(vendors, keys[Verdict.DENY]) == 0
+    # another tenant's caller does not find the task (not found, not forbidden)
+    other = one.tokens["ops-agent"]
+
+    async def foreign() -> BaseException | None:
+        async with task_session(one.url, other) as session:
+            try:
+                await poll(session, made[Verdict.APPROVE].task_id)
+            except Exception as exc:
+                return exc
+        return None
+
+    assert "no task" in str(asyncio.run(foreign()))
 
 
 def legacy_client(broker: Settings, *args: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:

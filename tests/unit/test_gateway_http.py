@@ -29,6 +29,7 @@ BOOK = PolicyBook.load()
 class _Handle:
     def __init__(self, action_id: str, outcome: ActionOutcome | None) -> None:
         self.action_id, self.outcome, self.held = action_id, outcome, None
+        self.requested_at: tuple[int, int] | None = None
 
     def result(self, timeout: float = 60.0) -> ActionOutcome:
         if self.outcome is None:

@@ -1,0 +1,64 @@
+"""The MCP tasks extension's shapes (runonce/gateway/tasks.py), without a broker: who gets a
+task, what its id holds, and which outcome is which task status. The integration test
+(test_ways_in.py) runs the whole path against the broker.
+
+Catches: a task offered on a handshake-era wire (its results have no ``resultType``: the SDK
+would fail the call) or to a client that did not declare the extension; a denial or an
+expiry reported as ``completed``; a vendor's refusal reported as ``failed`` (the spec keeps
+``failed`` for JSON-RPC errors: a tool's own errors complete with ``isError``)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from runonce.gateway.tasks import EXTENSION, NOT_PERFORMED, TaskId, created, declared, polled
+from runonce.sdk.client import ActionOutcome, HeldFor
+from runonce.wire.results import CallStatus
+
+CAPS = "io.modelcontextprotocol/clientCapabilities"
+ACTION = str(uuid.uuid4())
+TASK = TaskId(ACTION, 3, 1207)
+
+
+@pytest.mark.parametrize("version, meta, expected", [
+    ("2026-07-28", {CAPS: {"extensions": {EXTENSION: {}}}}, True),
+    ("2025-11-25", {CAPS: {"extensions": {EXTENSION: {}}}}, False),
+    ("2026-07-28", {CAPS: {"extensions": {"io.modelcontextprotocol/ui": {}}}}, False),
+    ("2026-07-28", {CAPS: "not an object"}, False),
+    ("2026-07-28", None, False),
+])
+def test_a_task_only_for_a_client_that_declares_the_extension_on_the_2026_wire(
+        version: str, meta: dict[str, object] | None, expected: bool) -> None:
+    assert declared(version, meta) is expected
+
+
+def test_a_task_id_names_the_action_and_its_place_and_nothing_else_parses() -> None:
+    assert TaskId.parse(str(TASK)) == TASK and TASK.requested_at == (3, 1207)
+    for text in (ACTION, f"{ACTION}.3", f"{ACTION}.x.1", f"../{ACTION}.3.1", ""):
+        assert TaskId.parse(text) is None, text
+
+
+def test_a_held_call_is_a_working_task_that_says_what_it_waits_for() -> None:
+    made = created(TASK, HeldFor("amount_cents above 1000000", 1_800_000_000_000), 1_700_000_000_000)
+    assert made["resultType"] == "task" and made["status"] == "working" and made["taskId"] == str(TASK)
+    assert "approval (amount_cents above 1000000)" in made["statusMessage"]
+    assert made["createdAt"] == "2023-11-14T22:13:20.000Z" and made["pollIntervalMs"] > 0
+
+
+@pytest.mark.parametrize("reason", ["approval_denied", "approval_expired"])
+def test_an_action_never_performed_fails_its_task_with_the_reason(reason: str) -> None:
+    state = polled(TASK, "charge_payment", ActionOutcome(ACTION, CallStatus.DROPPED, ACTION, drop_reason=reason),
+                   None, 1, 2)
+    assert state["status"] == "failed" and "result" not in state
+    assert state["error"]["code"] == NOT_PERFORMED and "not performed" in state["error"]["message"]
+
+
+@pytest.mark.parametrize("status, is_error", [(CallStatus.SUCCEEDED, False), (CallStatus.FAILED, True),
+                                              (CallStatus.IN_DOUBT, True)])
+def test_a_performed_action_completes_its_task_with_the_tools_result(status: CallStatus, is_error: bool) -> None:
+    state = polled(TASK, "charge_payment", ActionOutcome(ACTION, status, ACTION, "ch_1", None), None, 1, 2)
+    assert state["status"] == "completed" and "error" not in state
+    assert state["result"]["isError"] is is_error
+    assert state["result"]["structuredContent"]["status"] == status
