@@ -147,7 +147,9 @@ class ActionClient:
         # The door: the stream job's own checks (core/limits.py, the policy's fields), before
         # anything is published; InvalidAction names the field and the bound. The stream job
         # keeps them for producers that bypass this client.
-        Action.from_record(record, self.policies)
+        action = Action.from_record(record, self.policies)
+        # a natural id for a tool without a write-once rule: refused here, not dead-lettered there
+        self.policies.for_tool(tool).scope_of(action.params, action.natural_id, action.action_id)
         self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
         self._submitter.send(record)
         self._submitter.flush()

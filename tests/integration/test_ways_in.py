@@ -235,6 +235,11 @@ def charges(vendors: VendorServer, key: str) -> int:
     return sum(1 for e in vendors.ledger.effects("payments") if e.key == key or e.key.endswith(f"/{key}"))
 
 
+def charged(vendors: VendorServer, amount_cents: int) -> int:
+    """Charge requests the payments sandbox received for this amount (each test's own)."""
+    return sum(1 for r in vendors.ledger.requests("/v1/charges") if json.loads(r.body).get("amount") == str(amount_cents))
+
+
 def http(method: str, url: str, token: str | None = None, body: Any = None,
          headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
     """One request with a plain HTTP client: (status, headers, JSON body)."""
@@ -781,7 +786,7 @@ def test_every_snippet_in_the_agents_page_runs(gateway: Gateway, stack: tuple[Ve
     vendors, _, env = stack
     page = Path(__file__).parents[2] / "docs" / "agents.md"
     found = snippets(page)
-    assert [lang for lang, _ in found] == ["python", "bash", "js", "python", "python", "python"]
+    assert [lang for lang, _ in found] == ["python", "bash", "js", "python", "python", "python", "python", "python"]
     run_env = {**env, "RUNONCE_GATEWAY": gateway.url, "RUNONCE_TOKEN": gateway.tokens["ops-agent"]}
     for lang, code in found:
         ran = subprocess.run(_RUNNERS[lang], input=code, env=run_env, capture_output=True, text=True, timeout=120)
@@ -789,3 +794,128 @@ def test_every_snippet_in_the_agents_page_runs(gateway: Gateway, stack: tuple[Ve
         assert "succeeded" in ran.stdout, (code, ran.stdout)
     assert charges(vendors, "order-1001") == 1 and charges(vendors, "order-1002") == 1
     assert len([e for e in vendors.ledger.effects("smtp") if e.detail["to"] == "ada@example.com"]) == 1
+
+
+def test_a_langgraph_node_replayed_after_interrupt_charges_once_where_a_model_key_would_charge_twice(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """langgraph #7780, in LangGraph's own in-memory mode (``InMemorySaver``): a node charges,
+    then asks a person with ``interrupt()``; resuming replays the node from its start. The
+    charge's key is derived from the thread, the node's checkpoint namespace and the tool
+    call's id: the replay is a repeat. The same graph with a key the model makes per call
+    (what square-mcp-server tells a model to do) charges twice: the fault is real.
+    Catches: a derived key that takes anything a replay changes (the run's wall clock, a new
+    uuid, the ``__pregel_*`` scratch entries), or the model's key used as the key."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.types import Command, interrupt
+
+    from runonce.integrations.langgraph import call_tool
+    from runonce.sdk.client import ActionClient
+
+    vendors, _, _ = stack
+    amount = 31_000 + int(uuid.uuid4().int % 1000)
+
+    def run(client: ActionClient, model_key: str | None) -> list[Any]:
+        def plan(_: MessagesState) -> dict[str, Any]:
+            args = {"card": "tok_visa", "amount_cents": amount, "idempotency_key": model_key or uuid.uuid4().hex}
+            return {"messages": [AIMessage(content="", tool_calls=[
+                {"name": "charge_payment", "args": args, "id": "call_1"}])]}
+
+        answers: list[Any] = []
+
+        def charge_then_confirm(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+            call = dict(state["messages"][-1].tool_calls[0])
+            if model_key is None:  # the model's way: a fresh key on every run of the node
+                call["args"] = {**call["args"], "idempotency_key": uuid.uuid4().hex}
+                handle = client.submit("charge_payment", {k: v for k, v in call["args"].items()
+                                                          if k != "idempotency_key"},
+                                       idempotency_key=call["args"]["idempotency_key"])
+                answers.append(handle.result(60))
+            else:
+                answers.append(call_tool(client, call, config, timeout_s=60))
+            interrupt("a person confirms the charge")
+            return {"messages": []}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("plan", plan)
+        graph.add_node("charge", charge_then_confirm)
+        graph.add_edge(START, "plan")
+        graph.add_edge("plan", "charge")
+        graph.add_edge("charge", END)
+        app = graph.compile(checkpointer=InMemorySaver())
+        config: RunnableConfig = {"configurable": {"thread_id": f"thread-{uuid.uuid4().hex[:8]}"}}
+        assert "__interrupt__" in app.invoke({"messages": []}, config)
+        app.invoke(Command(resume="yes"), config)  # the node runs again from its start
+        return answers
+
+    def charged_amount() -> int:
+        return charged(vendors, amount)
+
+    with ActionClient(broker.bootstrap_servers(), agent_id="langgraph-agent") as client:
+        first, replay = run(client, model_key="model-made")
+        assert charged_amount() == 1, "a replay under a derived key charged again"
+        assert replay.artifact["result_of"] == first.artifact["action_id"]
+        assert str(replay.content).startswith("Not performed again"), replay.content
+        run(client, model_key=None)
+    assert charged_amount() == 3  # the model's keys: two more charges, one per run of the node
+
+
+def test_a_temporal_activity_retried_charges_once_and_another_activity_charges_again(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """Temporal runs a failed or timed-out activity again from its start. In Temporal's own
+    in-memory activity environment (``temporalio.testing.ActivityEnvironment``, the SDK's way
+    to run an activity without a server), attempt 1 charges and then fails after the charge,
+    attempt 2 (the same workflow run and activity id, ``attempt`` 2: what Temporal's retry
+    delivers) is answered with attempt 1's charge. Another activity of the same run charges.
+    Catches: a key that takes ``attempt`` or ``task_token`` (both change on a retry), or one
+    without the activity id (two activities of a run would be one action)."""
+    import dataclasses
+
+    from temporalio import activity
+    from temporalio.testing import ActivityEnvironment
+
+    from runonce.integrations.temporal import perform
+    from runonce.sdk.client import ActionClient
+
+    vendors, _, _ = stack
+    amount = 52_000 + int(uuid.uuid4().int % 1000)
+    outcomes: list[Any] = []
+
+    with ActionClient(broker.bootstrap_servers(), agent_id="temporal-worker") as client:
+        @activity.defn
+        async def charge(cents: int) -> str:
+            outcome = await perform(client, "charge_payment", {"card": "tok_visa", "amount_cents": cents})
+            outcomes.append(outcome)
+            if activity.info().attempt == 1:
+                raise RuntimeError("the worker lost its connection before it reported")  # Temporal retries
+            return str(outcome.vendor_ref)
+
+        env = ActivityEnvironment()
+        run_id = uuid.uuid4().hex
+        base = dataclasses.replace(env.info, workflow_id=f"order-{run_id[:8]}", workflow_run_id=run_id,
+                                   activity_id="1")
+        env.info = dataclasses.replace(base, attempt=1, task_token=b"t1")
+        with pytest.raises(RuntimeError):
+            asyncio.run(env.run(charge, amount))
+        env.info = dataclasses.replace(base, attempt=2, task_token=b"t2")
+        ref = asyncio.run(env.run(charge, amount))
+        env.info = dataclasses.replace(base, activity_id="2", attempt=2, task_token=b"t3")
+        other = asyncio.run(env.run(charge, amount))
+    assert charged(vendors, amount) == 2  # the first activity once (two attempts), the second once
+    assert ref == outcomes[0].vendor_ref and outcomes[1].result_of == outcomes[0].action_id
+    assert other != ref
+
+
+def test_a_natural_id_for_a_tool_without_a_write_once_rule_is_refused_at_the_door(broker: Settings) -> None:
+    """It used to be published, dead-lettered by the stream job, and its caller waited out its
+    timeout told "is a stream worker running?".
+    Catches: ``ActionClient.submit`` without the scope check (nothing raised: it is published)."""
+    from runonce.errors import InvalidAction
+    from runonce.sdk.client import ActionClient
+
+    with ActionClient(broker.bootstrap_servers(), agent_id="door") as client:
+        with pytest.raises(InvalidAction, match="natural_id given but tool charge_payment has no write-once rule"):
+            client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 100}, idempotency_key="k",
+                          natural_id="order-1")
