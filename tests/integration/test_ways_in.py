@@ -919,3 +919,44 @@ def test_a_natural_id_for_a_tool_without_a_write_once_rule_is_refused_at_the_doo
         with pytest.raises(InvalidAction, match="natural_id given but tool charge_payment has no write-once rule"):
             client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 100}, idempotency_key="k",
                           natural_id="order-1")
+
+
+def test_a_pydantic_ai_approved_call_resumed_twice_charges_once(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """pydantic-ai #5536, in pydantic-ai's own in-memory mode (``FunctionModel`` plays the
+    model): a charge that needs the application's approval ends the first run with a deferred
+    call; the application resumes with the approval, and then resumes the same approval again
+    (it crashed before it saved the new history, or a durable engine re-ran it). Each resume is
+    a new run with a new ``run_id``; the conversation and the tool call's id are the same, and
+    so is the key: one charge, and the second resume is told the first's result.
+    Catches: a key from ``run_id`` (two charges: the resumes are two runs), or from the
+    arguments the model writes."""
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from runonce.integrations.pydantic_ai import runonce_toolset
+    from runonce.sdk.client import ActionClient
+
+    vendors, _, _ = stack
+    amount = 73_000 + int(uuid.uuid4().int % 1000)
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        if returned:
+            return ModelResponse(parts=[TextPart(str(returned[-1].content))])
+        return ModelResponse(parts=[ToolCallPart("charge_payment", {"card": "tok_visa", "amount_cents": amount,
+                                                                    "idempotency_key": uuid.uuid4().hex},
+                                                 tool_call_id="call_7")])
+
+    with ActionClient(broker.bootstrap_servers(), agent_id="pydantic-ai-agent") as client:
+        agent = Agent(FunctionModel(model), toolsets=[runonce_toolset(client, requires_approval=True)],
+                      output_type=[str, DeferredToolRequests])
+        asked = agent.run_sync("charge the order")
+        assert isinstance(asked.output, DeferredToolRequests) and charged(vendors, amount) == 0
+        approved = DeferredToolResults(approvals={call.tool_call_id: True for call in asked.output.approvals})
+        first = agent.run_sync(message_history=asked.all_messages(), deferred_tool_results=approved)
+        again = agent.run_sync(message_history=asked.all_messages(), deferred_tool_results=approved)
+    assert first.run_id != again.run_id  # two runs ...
+    assert charged(vendors, amount) == 1  # ... one charge
+    assert str(first.output).startswith("Done") and str(again.output).startswith("Not performed again"), again.output
