@@ -358,8 +358,10 @@ class Pipeline:
         return self.scopes if topic == topics.SCOPED else self.keys
 
     def process(self, inbound: Inbound) -> Out:
-        """One output for one input, whatever the input (``_Stage.failed``)."""
-        return self.stage_for(inbound.topic).process(inbound)
+        """One output for one input, whatever the input (``_Stage.failed``), with the input's
+        trace context: a decision, a hold, a hand-off to stage 2 and a dead letter all stay in
+        the caller's trace (wire/trace.py)."""
+        return self.stage_for(inbound.topic).process(inbound).traced_as(inbound.headers)
 
     def rolled_back(self) -> None:
         """The runtime dropped the open transaction's state changes (an abort, a rebalance)."""

@@ -448,7 +448,7 @@ class Executor(RunsItsLoop):
         record = result_record(work.call.action_id, keyed, work.call.tool, outcome,
                                int(time.time() * 1000))
         return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
-                   result_partition(work.record.partition))
+                   result_partition(work.record.partition)).traced_as(work.record.headers)
 
     def rewind_to_committed(self) -> None:
         """After an abort, go back to the committed offsets: uncommitted records are redelivered.

@@ -81,13 +81,14 @@ class Calls:
         return why
 
     async def take(self, caller: Caller, tool: str, params: Mapping[str, Any], key: str | None,
-                   wait_s: float, *, until_held: bool = False) -> Taken:
+                   wait_s: float, *, until_held: bool = False, trace: Mapping[str, str] | None = None) -> Taken:
         """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome
-        (``until_held``: or until it is held for a person, which may take hours).
+        (``until_held``: or until it is held for a person, which may take hours). ``trace``: the
+        caller's W3C trace context (its HTTP headers, its MCP ``_meta``); none starts none.
         Raises what the SDK raises for a call it cannot take (InvalidAction, BrokerUnavailable)."""
         handle = await anyio.to_thread.run_sync(
             lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id,
-                                       tenant=caller.tenant))
+                                       tenant=caller.tenant, trace=trace or {}))
         self._remember(handle, caller.tenant)
         deadline = time.monotonic() + wait_s
         while True:

@@ -37,6 +37,7 @@ from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Calls, Taken
 from runonce.gateway.tools import Refusal
 from runonce.wire.results import CallStatus
+from runonce.wire.trace import TRACEPARENT, TRACESTATE
 
 log = logging.getLogger("runonce.gateway")
 
@@ -100,7 +101,8 @@ class HttpApi:
         if not isinstance(params, dict):
             return _error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object of params")
         try:
-            taken = await self.calls.take(caller, tool, params, key, wait_s)
+            taken = await self.calls.take(caller, tool, params, key, wait_s, trace={
+                name: value for name in (TRACEPARENT, TRACESTATE) if (value := request.headers.get(name)) is not None})
         except InvalidInput as exc:
             return _error(HTTPStatus.BAD_REQUEST, str(exc))
         except RunonceError as exc:  # BrokerUnavailable, or Kafka refusing the record

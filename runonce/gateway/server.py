@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
@@ -25,6 +25,7 @@ from runonce.gateway.answers import Answer, answer, refused, timed_out, waiting_
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Caller, Calls
 from runonce.gateway.tools import KEY_ARGUMENT, served_tools
+from runonce.wire.trace import TRACEPARENT, TRACESTATE
 
 log = logging.getLogger("runonce.gateway")
 
@@ -57,7 +58,7 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
         key = arguments.pop(KEY_ARGUMENT, None)
         as_task = tasks.declared(ctx.protocol_version, ctx.meta)
         try:
-            taken = await calls.take(who, name, arguments, key, timeout_s, until_held=as_task)
+            taken = await calls.take(who, name, arguments, key, timeout_s, until_held=as_task, trace=_trace_of(ctx.meta))
         except RunonceError as exc:
             log.warning("tool call %s not taken: %s", name, exc)
             return _result(Answer(f"runonce could not take the call: {exc}", {"tool": name}, True))
@@ -100,6 +101,12 @@ class GetTaskParams(types.RequestParams):
 
 #: how long a poll may read Kafka for a task's action before it answers ``working``
 TASK_LOOKUP_S = 5.0
+
+
+def _trace_of(meta: Mapping[str, Any] | None) -> dict[str, str]:
+    """The caller's W3C trace context from a call's ``_meta`` (MCP 2026-07-28, SEP-414)."""
+    return {name: value for name in (TRACEPARENT, TRACESTATE)
+            if meta is not None and isinstance(value := meta.get(name), str)}
 
 
 def _result(a: Answer) -> types.CallToolResult:

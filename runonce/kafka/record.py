@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
+
+from runonce.wire.trace import TRACEPARENT, carried
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -47,3 +49,11 @@ class Out:
     #: None lets the producer's partitioner choose (murmur2 of the key, as Java and faust)
     partition: int | None = None
     headers: Headers = ()
+
+    def traced_as(self, source: Headers) -> Out:
+        """This record with the trace context of the record it was written for (wire/trace.py),
+        unless it carries one of its own."""
+        if find_header(self.headers, TRACEPARENT) is not None:
+            return self
+        context = carried(source)
+        return replace(self, headers=(*self.headers, *context)) if context else self

@@ -31,8 +31,10 @@ from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
 from runonce.sdk.submit import Submitter, build_request
+from runonce.sdk.trace_context import current_carrier
 from runonce.wire.decisions import DecisionView
 from runonce.wire.results import CallStatus, Status
+from runonce.wire.trace import trace_headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +137,12 @@ class ActionClient:
         self._warned: set[str] = set()
 
     def submit(self, tool: str, params: Mapping[str, Any], *, idempotency_key: str | None = None,
-               natural_id: str | None = None, agent_id: str | None = None, tenant: str | None = None) -> Handle:
+               natural_id: str | None = None, agent_id: str | None = None, tenant: str | None = None,
+               trace: Mapping[str, str] | None = None) -> Handle:
         """Publish the action and return a handle on its outcome. ``agent_id`` and ``tenant``
-        override the client's own (a gateway serving several agents)."""
+        override the client's own (a gateway serving several agents). ``trace``: the caller's
+        W3C trace context (``traceparent``, ``tracestate``), by default the current
+        OpenTelemetry context; every record written for the action carries it."""
         if not self.policies.for_tool(tool).named and tool not in self._warned:
             self._warned.add(tool)
             warnings.warn(f"no runonce policy names tool {tool!r}: it gets the [default] policy", stacklevel=2)
@@ -151,7 +156,7 @@ class ActionClient:
         # a natural id for a tool without a write-once rule: refused here, not dead-lettered there
         self.policies.for_tool(tool).scope_of(action.params, action.natural_id, action.action_id)
         self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
-        self._submitter.send(record)
+        self._submitter.send(record, trace_headers(trace if trace is not None else current_carrier()))
         self._submitter.flush()
         action_id = str(record["action_id"])
         return Handle(self, action_id, self._submitter.position(action_id))

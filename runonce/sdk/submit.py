@@ -24,6 +24,7 @@ from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.wire.codec import Codec
 from runonce.wire.keys import routing_key
+from runonce.wire.trace import TraceHeaders
 
 #: delivered positions kept for the taking (a gateway takes each at once; a bare submitter never)
 MAX_POSITIONS = 10_000
@@ -72,12 +73,14 @@ class Submitter:
         self.send(record)
         return str(record["action_id"])
 
-    def send(self, record: Mapping[str, Any]) -> None:
+    def send(self, record: Mapping[str, Any], headers: TraceHeaders = ()) -> None:
+        """``headers``: the caller's trace context (wire/trace.py), carried onto every record
+        written for this action."""
         key = routing_key(record, self.policies)
         value = self.codec.encode("ActionRequested", dict(record))
         while True:
             try:
-                self._producer.produce(topics.REQUESTED, key=key.encode(), value=value,
+                self._producer.produce(topics.REQUESTED, key=key.encode(), value=value, headers=list(headers) or None,
                                        on_delivery=functools.partial(self._on_delivery, str(record["action_id"])))
                 break
             except BufferError:

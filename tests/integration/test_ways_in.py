@@ -960,3 +960,54 @@ def test_a_pydantic_ai_approved_call_resumed_twice_charges_once(
     assert first.run_id != again.run_id  # two runs ...
     assert charged(vendors, amount) == 1  # ... one charge
     assert str(first.output).startswith("Done") and str(again.output).startswith("Not performed again"), again.output
+
+
+def test_the_callers_trace_context_rides_every_record_of_its_action_from_each_way_in(
+        broker: Settings, gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """The SDK's (given, or the current OpenTelemetry context), the HTTP API's ``traceparent``
+    header and an MCP call's ``_meta.traceparent``: each reaches the request, the stream job's
+    decision and the executor's result, on the real broker, worker and executor.
+    Catches: the executor's result written without the approved record's context; a way in
+    that does not pass its caller's context on (its case has no header)."""
+    from runonce.kafka import topics
+    from runonce.kafka.reader import read_all
+    from runonce.kafka.record import find_header
+    from runonce.sdk.client import ActionClient
+    from runonce.wire.codec import Codec
+
+    def context() -> str:
+        return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+
+    contexts = {"sdk": context(), "http": context(), "mcp": context()}
+    ids: dict[str, str] = {}
+    with ActionClient(broker.bootstrap_servers(), agent_id="traced-agent") as client:
+        handle = client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 1111},
+                               idempotency_key=f"tr-{uuid.uuid4().hex[:8]}", trace={"traceparent": contexts["sdk"]})
+        assert handle.result(60).status == "succeeded"
+        ids["sdk"] = handle.action_id
+    status, _, body = http("POST", f"{gateway.url}/v1/actions/charge_payment?wait=60", gateway.tokens["billing-agent"],
+                           {"card": "tok_visa", "amount_cents": 1112},
+                           headers={"Idempotency-Key": f"tr-{uuid.uuid4().hex[:8]}", "traceparent": contexts["http"]})
+    assert status == 200, body
+    ids["http"] = body["action_id"]
+
+    async def over_mcp() -> str:
+        async with http_session(gateway.url, gateway.tokens["billing-agent"], "traced", modern=True) as session:
+            result = await session.call_tool("charge_payment", {"card": "tok_visa", "amount_cents": 1113,
+                                                                "idempotency_key": f"tr-{uuid.uuid4().hex[:8]}"},
+                                             read_timeout_seconds=120.0, meta={"traceparent": contexts["mcp"]})
+            return str((result.structured_content or {})["action_id"])
+
+    ids["mcp"] = asyncio.run(over_mcp())
+    codec = Codec()
+    by_action = {action_id: way for way, action_id in ids.items()}
+    seen: dict[tuple[str, str], bytes | None] = {}
+    for topic, expect in ((topics.APPROVED, "ActionDecision"), (topics.RESULTS, "ActionResult")):
+        for r in read_all(broker.bootstrap_servers(), topic):
+            decoded = codec.decode(r.value, expect=expect)[1]
+            action_id = decoded["request"]["action_id"] if expect == "ActionDecision" else decoded["action_id"]
+            if action_id in by_action:
+                seen[(by_action[action_id], topic)] = find_header(r.headers, "traceparent")
+    for way, ctx in contexts.items():
+        for topic in (topics.APPROVED, topics.RESULTS):
+            assert seen.get((way, topic)) == ctx.encode(), (way, topic, seen)

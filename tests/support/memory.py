@@ -63,22 +63,22 @@ class MemoryPipeline:
         return offset
 
     def feed_raw(self, value: bytes | None, *, key: bytes | None, timestamp_ms: int,
-                       partition: int | None = None) -> Inbound:
+                       partition: int | None = None, headers: Headers = ()) -> Inbound:
         if partition is None:
             partition = partition_for(key, self.partitions) if key else 0
         inbound = Inbound(topics.REQUESTED, partition, self._next_offset(topics.REQUESTED, partition), timestamp_ms,
-                          key, value)
+                          key, value, tuple(headers))
         self.process(inbound)
         return inbound
 
     def feed(self, tool: str, params: dict[str, Any], *, timestamp_ms: int, key: str | None = None,
                    natural_id: str | None = None, action_id: str | None = None,
-                   partition: int | None = None) -> dict[str, Any]:
+                   partition: int | None = None, headers: Headers = ()) -> dict[str, Any]:
         record = build_request(tool, params, agent_id="test", idempotency_key=key, natural_id=natural_id,
                                action_id=action_id, requested_at_ms=timestamp_ms)
         kafka_key = (key or record["action_id"]).encode()
         self.feed_raw(self.codec.encode("ActionRequested", record), key=kafka_key, timestamp_ms=timestamp_ms,
-                            partition=partition)
+                            partition=partition, headers=headers)
         return record
 
     def verdict(self, action_id: str, verdict: str, *, approver: str, timestamp_ms: int,
