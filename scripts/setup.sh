@@ -10,6 +10,7 @@
 #     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH);
 #     and Helm, for the chart's tests
 #   - a venv with the legacy 1.x MCP SDK in ~/.cache/runonce/venvs/mcp1 (an agent that has not moved to 2.x)
+#   - .venv-crewai: CrewAI and runonce (CrewAI pins mcp<2, so not in .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +62,16 @@ if ! "$mcp1/bin/python" -c 'import mcp.client.streamable_http' >/dev/null 2>&1; 
   echo "setup: the 1.x MCP SDK (legacy agents' client) into $mcp1"
   "$PY" -m venv "$mcp1"
   .venv/bin/uv pip install -q --python "$mcp1/bin/python" 'mcp>=1.30,<2'
+fi
+
+# CrewAI in a venv of its own beside the repo (.venv-crewai): CrewAI 1.15 pins mcp<2, the
+# gateway runs on 2.x. tests/integration/test_ways_in.py runs tests/crewai/crew_retry.py in it.
+if ! .venv-crewai/bin/python -c 'import crewai, runonce.integrations.crewai' >/dev/null 2>&1 \
+   || [ pyproject.toml -nt .venv-crewai/.installed ]; then
+  echo "setup: CrewAI and runonce (editable) into .venv-crewai"
+  "$PY" -m venv .venv-crewai
+  .venv/bin/uv pip install -q --python .venv-crewai/bin/python -e '.[crewai]'
+  touch .venv-crewai/.installed
 fi
 
 # The vendors' own servers (tests/support/vendor_servers.py); Go from Debian if the machine has none.

@@ -1011,3 +1011,30 @@ def test_the_callers_trace_context_rides_every_record_of_its_action_from_each_wa
     for way, ctx in contexts.items():
         for topic in (topics.APPROVED, topics.RESULTS):
             assert seen.get((way, topic)) == ctx.encode(), (way, topic, seen)
+
+
+def test_a_crewai_task_retried_by_its_guardrail_charges_once_where_the_models_key_charges_twice(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """crewAI #5802 in CrewAI's own process, in a venv of its own (tests/crewai/crew_retry.py:
+    a scripted model, a guardrail that refuses the first output, so CrewAI runs the task and
+    its charge again). With runonce's tools the retry's charge is a repeat; with the model's
+    own key, new on each attempt, it is a second charge: the fault is real.
+    Catches: a key that takes the task's ``retry_count`` (the retry's place differs), or the
+    model's arguments; a rank that does not restart on a retry."""
+    vendors, _, env = stack
+    python = Path(__file__).parents[2] / ".venv-crewai" / "bin" / "python"
+    assert python.exists(), f"{python}: no venv with CrewAI; run scripts/setup.sh"
+    script = Path(__file__).parents[1] / "crewai" / "crew_retry.py"
+    amounts = {mode: 61_000 + int(uuid.uuid4().int % 1000) + (500 if mode == "model" else 0)
+               for mode in ("derived", "model")}
+    answers = {}
+    for mode, amount in amounts.items():
+        run = subprocess.run([str(python), str(script), mode, str(amount)], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        answers[mode] = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert [a["attempts"] for a in answers["derived"]] == [2, 2], answers  # the guardrail did make CrewAI retry
+    first, retry = (a["answer"] for a in answers["derived"])
+    assert first.startswith("Done") and retry.startswith("Not performed again"), answers
+    assert charged(vendors, amounts["derived"]) == 1
+    assert charged(vendors, amounts["model"]) == 2  # without runonce's place: the retry charged again
