@@ -23,7 +23,7 @@ wheel=$(ls "$work"/dist/runonce-*.whl)
 uv="$PWD/.venv/bin/uv"
 echo "wheel: $(basename "$wheel"), $(.venv/bin/python -m zipfile -l "$wheel" | tail -n +2 | wc -l) files"
 python3 -m venv "$work/venv"
-"$uv" pip install -q --python "$work/venv/bin/python" "$wheel[all,langchain,openai-agents,langgraph,temporal,pydantic-ai,testing]"
+"$uv" pip install -q --python "$work/venv/bin/python" "$wheel[all,langchain,openai-agents,langgraph,temporal,pydantic-ai,otel,testing]"
 cd "$work"
 "$work/venv/bin/python" - <<'PY'
 import importlib

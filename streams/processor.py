@@ -38,6 +38,7 @@ from runonce.streams.expiry import Sweeper
 from runonce.streams.holds import Holds
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
+from runonce.telemetry.spans import NO_SPANS, Spans
 from runonce.wire.codec import Codec
 from runonce.wire.headers import (
     H_ALERT,
@@ -162,7 +163,7 @@ class _Stage:
         # the decision itself never reads the clock
         self._age.observe(max(0.0, time.time() - record["event_time_ms"] / 1000))
         return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
-                   headers=(*extra_headers, (H_POLICIES, self._policies_digest)))
+                   headers=(*extra_headers, (H_POLICIES, self._policies_digest)), decided=records.decided(record))
 
     def conclude(self, record: dict[str, Any], outcome: Outcome, reason: Reason, action: Action, policy: Policy,
                  partition: int, extra_headers: Headers = ()) -> Out:
@@ -335,12 +336,14 @@ class Pipeline:
 
     def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, keys: StateStore,
                  scopes: StateStore, metrics: StreamMetrics, holds: StateStore | None = None,
-                 decides_scope_here: Callable[[int], bool] | None = None) -> None:
+                 decides_scope_here: Callable[[int], bool] | None = None, spans: Spans = NO_SPANS) -> None:
         """``decides_scope_here(p)``: whether this worker owns the scope partition ``p`` now
         (it consumes the scoped topic's partition ``p`` and holds its state); stage 1 then
         hands a pass to stage 2 in place. Without it, every pass takes the scoped topic.
         ``holds``: the held actions' table; a runtime without one refuses policies that ask
         for approval (they would be approved without it)."""
+        #: each decision a span in its caller's trace (runonce/telemetry), or none
+        self.spans = spans
         common: dict[str, Any] = dict(codec=codec, policies=policies, partitions=partitions, metrics=metrics)
         metrics.expect((tool for tool, p in policies.tools.items() if p.budget is not None),
                        (cls.kind for cls in (InvalidInput, DecodeError, UnknownSchema, InvalidAction, Unprocessable)))
@@ -361,7 +364,10 @@ class Pipeline:
         """One output for one input, whatever the input (``_Stage.failed``), with the input's
         trace context: a decision, a hold, a hand-off to stage 2 and a dead letter all stay in
         the caller's trace (wire/trace.py)."""
-        return self.stage_for(inbound.topic).process(inbound).traced_as(inbound.headers)
+        out = self.stage_for(inbound.topic).process(inbound)
+        if out.decided is None:  # a hand-off to stage 2, a re-key, a dead letter: the same trace, carried
+            return out.traced_as(inbound.headers)
+        return out.with_trace(self.spans.decide(inbound.headers, out.decided))
 
     def rolled_back(self) -> None:
         """The runtime dropped the open transaction's state changes (an abort, a rebalance)."""

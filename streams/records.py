@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from runonce.core.decision import Decision, Origin
 from runonce.wire.keys import decision_key
+from runonce.wire.trace import Decided
 
 
 def decision_record(request: Mapping[str, Any], decision: Decision[Any], *, dedup_key: str | None,
@@ -51,3 +52,9 @@ def output_key(record: Mapping[str, Any]) -> bytes:
     """An ActionDecision record's Kafka key (the rule: ``wire.keys.decision_key``)."""
     return decision_key(record["dedup_key"], str(record["request"]["action_id"])).encode("utf-8")
 
+
+
+def decided(record: Mapping[str, Any]) -> Decided:
+    """A decision record's facts, as its span shows them (runonce/telemetry)."""
+    return Decided(str(record["request"]["tool"]), str(record["request"]["action_id"]), str(record["outcome"]),
+                   str(record["reason"]), record.get("first_action_id"))

@@ -70,6 +70,8 @@ from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
 from runonce.rate import Rate
 from runonce.settings import Settings
+from runonce.telemetry.spans import Spans
+from runonce.telemetry.spans import spans as default_spans
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
 from runonce.wire.keys import request_key
@@ -173,8 +175,10 @@ class Executor(RunsItsLoop):
                  clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
                  group_stall: GroupStall | None = None,
                  max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None,
-                 health: Health | None = None) -> None:
+                 health: Health | None = None, spans: Spans | None = None) -> None:
         self.connector = connector
+        #: each vendor call an ``execute_tool`` span in its action's trace (runonce/telemetry), or none
+        self.spans = spans or default_spans()
         #: a connector that keeps markers of its own (a Pruner) drops those older than this, when idle
         self.prune_window_ms = prune_window_ms
         self._pruned_at: float | None = None
@@ -367,7 +371,11 @@ class Executor(RunsItsLoop):
         """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``."""
         def one(w: Work) -> tuple[str, Result]:
             assert w.call is not None
-            return w.call.action_id, carry_out(self.runner, w.plan, w.call, w.prior)
+            with self.spans.execute(w.record.headers, w.call.tool, w.call.action_id,
+                                    self.connector.capability.value) as finish:
+                outcome = carry_out(self.runner, w.plan, w.call, w.prior)
+                finish(outcome.status.value)
+            return w.call.action_id, outcome
         if len(work) <= 1 or self.max_in_flight <= 1:
             return dict(one(w) for w in work)
         if self._pool is None:

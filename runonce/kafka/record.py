@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from runonce.wire.trace import TRACEPARENT, carried
+from runonce.wire.trace import TRACEPARENT, TRACESTATE, Decided, carried
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -49,6 +49,8 @@ class Out:
     #: None lets the producer's partitioner choose (murmur2 of the key, as Java and faust)
     partition: int | None = None
     headers: Headers = ()
+    #: a decision's facts, for its span (runonce/telemetry); not written
+    decided: Decided | None = None
 
     def traced_as(self, source: Headers) -> Out:
         """This record with the trace context of the record it was written for (wire/trace.py),
@@ -57,3 +59,8 @@ class Out:
             return self
         context = carried(source)
         return replace(self, headers=(*self.headers, *context)) if context else self
+
+    def with_trace(self, context: Headers) -> Out:
+        """This record with ``context`` as its trace context (a span's own, made for it)."""
+        kept = tuple((k, v) for k, v in self.headers if k not in (TRACEPARENT, TRACESTATE))
+        return replace(self, headers=(*kept, *context))

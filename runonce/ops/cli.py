@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
@@ -13,6 +14,7 @@ from runonce.errors import FatalError, RunonceError
 from runonce.ops import actions_cli, analysts_cli, broker_cli, gateway_cli, stack_cli, vendors_cli, worker_cli
 from runonce.ops.commands import Command, say
 from runonce.settings import Settings
+from runonce.telemetry.setup import configure_from_env
 
 #: the command groups, in the order ``runonce --help`` lists them
 GROUPS = (broker_cli, worker_cli, stack_cli, actions_cli, analysts_cli, gateway_cli, vendors_cli)
@@ -52,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("runonce.librdkafka").setLevel(logging.CRITICAL)
     try:
         settings = Settings.from_env()
+        configure_from_env(f"runonce-{args.command}", os.environ)
         return int(args.fn(settings, args))
     except FatalError as exc:
         say(f"error: {exc}")

@@ -32,6 +32,8 @@ from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
 from runonce.sdk.submit import Submitter, build_request
 from runonce.sdk.trace_context import current_carrier
+from runonce.telemetry.spans import Spans
+from runonce.telemetry.spans import spans as default_spans
 from runonce.wire.decisions import DecisionView
 from runonce.wire.results import CallStatus, Status
 from runonce.wire.trace import trace_headers
@@ -117,7 +119,7 @@ class Handle:
 class ActionClient:
     def __init__(self, bootstrap: KafkaTarget, *, agent_id: str = "agent", policies: PolicyBook | None = None,
                  outcomes: KafkaTarget | None = None, connect_timeout_s: float = 10.0,
-                 tenant: str = DEFAULT_TENANT) -> None:
+                 tenant: str = DEFAULT_TENANT, spans: Spans | None = None) -> None:
         """``bootstrap``: where (and as whom) to publish actions. ``outcomes``: where and as whom
         to read their outcomes, when that is another principal (``agent-reader`` on a secured
         broker: the ``agent`` principal may write requests and read nothing).
@@ -126,6 +128,8 @@ class ActionClient:
         logical caller share one; core/tenant.py)."""
         self.tenant = check_tenant(tenant)
         self.policies = policies or PolicyBook.load()
+        #: each submit a producer span in the caller's trace, when the application traces (runonce/telemetry)
+        self._spans = spans or default_spans()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
             self._outcomes = Outcomes(outcomes if outcomes is not None else bootstrap, self.policies,
@@ -156,9 +160,11 @@ class ActionClient:
         # a natural id for a tool without a write-once rule: refused here, not dead-lettered there
         self.policies.for_tool(tool).scope_of(action.params, action.natural_id, action.action_id)
         self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
-        self._submitter.send(record, trace_headers(trace if trace is not None else current_carrier()))
-        self._submitter.flush()
         action_id = str(record["action_id"])
+        caller = trace_headers(trace if trace is not None else current_carrier())
+        with self._spans.submit(tool, action_id, caller) as headers:
+            self._submitter.send(record, headers)
+            self._submitter.flush()
         return Handle(self, action_id, self._submitter.position(action_id))
 
     @property

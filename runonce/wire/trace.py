@@ -15,6 +15,7 @@ OpenTelemetry: carrying a context is copying two headers."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 TRACEPARENT = "traceparent"
@@ -52,3 +53,16 @@ def carried(headers: TraceHeaders) -> tuple[tuple[str, bytes], ...]:
         if name in (TRACEPARENT, TRACESTATE) and name not in found and value is not None:
             found[name] = value.decode("ascii", "replace")
     return trace_headers(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A decision's facts, as its span shows them (runonce/telemetry): the stream job's stages
+    put them on the record they write, and the pipeline turns them into a span."""
+
+    tool: str
+    action_id: str
+    outcome: str
+    reason: str
+    #: on a repeat: the action it repeats
+    repeat_of: str | None = None

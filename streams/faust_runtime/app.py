@@ -45,6 +45,7 @@ from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
+from runonce.telemetry.spans import spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
@@ -221,7 +222,7 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
                                      f"{table.changelog_topic.get_topic_name()}, runonce creates {name}")
     sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED, topics.HELD,
                            topics.VERDICTS), n)
-    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys),
+    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys), spans=spans(),
                         scopes=FaustTableStore(scopes), holds=FaustTableStore(holds), metrics=metrics)
     # Partitions moved: what the holds stage cached about due times is not this worker's any more.
     app.on_partitions_assigned.connect(lambda *_args, **_kwargs: pipeline.rolled_back())

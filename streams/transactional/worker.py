@@ -43,6 +43,7 @@ from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
+from runonce.telemetry.spans import spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
@@ -102,7 +103,7 @@ class TransactionalWorker(RunsItsLoop):
         self.tables = (self.keys, self.scopes, self.holds)
         # A pass whose scope partition this worker owns (its state is open here) is decided by
         # stage 2 in the same transaction: one commit, not two, for a scoped action.
-        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys,
+        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=spans(),
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self.scopes.parts.__contains__)
         self.cap = BatchCap(settings.txn_max_records)

@@ -23,6 +23,7 @@ from runonce.kafka.checkpoint import Failure
 from runonce.kafka.positions import NO_OFFSET, StartPolicy
 from runonce.sdk.submit import build_request
 from runonce.streams.records import decision_record
+from runonce.telemetry.spans import Spans
 from runonce.wire.codec import Codec
 from runonce.wire.results import Result
 from tests.support import kafka_fakes
@@ -147,19 +148,21 @@ class Mailer:
 
 
 def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
-             start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None) -> Executor:
+             start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None,
+             spans: Spans | None = None) -> Executor:
     connector = connector or Mailer()
     return Executor(connector, consumer=consumer, checkpoint=checkpoint or FakeCheckpoint(),
                     index=LocalIndex(), start=start,
-                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
+                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
+                    spans=spans)
 
 
 class Msg(kafka_fakes.Msg):
     """A record of ``actions.approved`` (T), as the executor's consumer hands it over."""
 
     def __init__(self, partition: int, offset: int, value: bytes | None = None,
-                 error: KafkaError | None = None) -> None:
-        super().__init__(T, partition, offset, None, value, _error=error)
+                 error: KafkaError | None = None, headers: list[tuple[str, bytes]] | None = None) -> None:
+        super().__init__(T, partition, offset, None, value, _error=error, _headers=headers)
 
 def approved(action_id: str, tool: str = "send_email") -> bytes:
     request = build_request(tool, {"to": "x@y"}, agent_id="a", action_id=action_id)

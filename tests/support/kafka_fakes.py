@@ -19,6 +19,7 @@ class Msg:
     _value: bytes | None = None
     _timestamp_ms: int = 0
     _error: Any = None  # a KafkaError, as a consumer hands one over in place of a record
+    _headers: list[tuple[str, bytes]] | None = None
 
     def error(self) -> Any:
         return self._error
@@ -41,8 +42,8 @@ class Msg:
     def timestamp(self) -> tuple[int, int]:
         return 1, self._timestamp_ms
 
-    def headers(self) -> None:
-        return None
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._headers
 
 
 @dataclass

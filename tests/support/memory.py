@@ -15,6 +15,7 @@ from runonce.sdk.submit import build_request
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
+from runonce.telemetry.spans import NO_SPANS, Spans
 from runonce.wire.codec import Codec
 
 
@@ -42,7 +43,8 @@ class MemoryStore:
 class MemoryPipeline:
     """Feeds requests through both stages, routing internal topics like Kafka would."""
 
-    def __init__(self, partitions: int = 6, policies: PolicyBook | None = None, *, inline_scopes: bool = False) -> None:
+    def __init__(self, partitions: int = 6, policies: PolicyBook | None = None, *, inline_scopes: bool = False,
+                 spans: Spans = NO_SPANS) -> None:
         """``inline_scopes``: one worker owning every partition, as the transactional runtime
         decides stage 2 in place; otherwise every pass takes the scoped topic (faust)."""
         self.partitions = partitions
@@ -50,7 +52,7 @@ class MemoryPipeline:
         self.keys, self.scopes, self.holds = MemoryStore(), MemoryStore(), MemoryStore()
         self.pipeline = Pipeline(codec=self.codec, policies=policies or PolicyBook.load(), partitions=partitions,
                                  keys=self.keys, scopes=self.scopes, holds=self.holds, metrics=StreamMetrics(),
-                                 decides_scope_here=(lambda _p: True) if inline_scopes else None)
+                                 decides_scope_here=(lambda _p: True) if inline_scopes else None, spans=spans)
         self.key_stage, self.scope_stage = self.pipeline.keys, self.pipeline.scopes
         self.offsets: dict[tuple[str, int], int] = defaultdict(int)
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)

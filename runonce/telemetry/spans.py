@@ -1,0 +1,65 @@
+"""What runonce's code tells its tracer, and the tracer of a process that traces nothing.
+
+Every method takes the W3C context headers a record carries (wire/trace.py) and returns the
+headers to put on what is written next: without tracing, the same context, carried on;
+with it, the context of the span just made, so the next step is its child."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator, Protocol
+
+from runonce.wire.trace import Decided, TraceHeaders, carried
+
+#: what an execution tells its span when the vendor has answered: the final status
+#: (``succeeded``, ``failed``, ``in_doubt``); never the vendor's words, which may quote input
+Finish = Callable[[str], None]
+
+
+class Spans(Protocol):
+    def submit(self, tool: str, action_id: str, caller: TraceHeaders) -> contextlib.AbstractContextManager[TraceHeaders]:
+        """Around publishing a request: a producer span, child of the caller's context."""
+        ...
+
+    def decide(self, request: TraceHeaders, decided: Decided) -> TraceHeaders:
+        """One decision, a child of its request's span."""
+        ...
+
+    def execute(self, approved: TraceHeaders, tool: str, action_id: str,
+                capability: str) -> contextlib.AbstractContextManager[Finish]:
+        """Around performing an approved action (``execute_tool {tool}``); the vendor's requests
+        made inside are its children."""
+        ...
+
+
+class NoSpans:
+    """No tracer: the caller's context is carried on, unchanged."""
+
+    @contextlib.contextmanager
+    def submit(self, tool: str, action_id: str, caller: TraceHeaders) -> Iterator[TraceHeaders]:
+        yield carried(caller)
+
+    def decide(self, request: TraceHeaders, decided: Decided) -> TraceHeaders:
+        return carried(request)
+
+    @contextlib.contextmanager
+    def execute(self, approved: TraceHeaders, tool: str, action_id: str, capability: str) -> Iterator[Finish]:
+        yield _nothing
+
+
+def _nothing(status: str) -> None:
+    return None
+
+
+NO_SPANS = NoSpans()
+
+
+def spans() -> Spans:
+    """This process's spans: OpenTelemetry's when a tracer provider is set (by the
+    application, or by ``setup.configure_from_env``), else none. Asked once, when a client,
+    worker or executor is made: nothing is looked up per record."""
+    try:
+        from runonce.telemetry.otel import OtelSpans, provider_is_set
+    except ImportError:  # no opentelemetry-api: nothing to trace with
+        return NO_SPANS
+    return OtelSpans() if provider_is_set() else NO_SPANS

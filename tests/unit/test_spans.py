@@ -1,0 +1,104 @@
+"""runonce's spans (runonce/telemetry) with OpenTelemetry's own SDK and its in-memory
+exporter: which spans, whose children, with what, and never a param's value.
+
+Catches: a decision span that is not the child of its request's context (another trace);
+outputs that carry the request's context instead of the decision span's (the executor's span
+would skip the decision); a repeat's span without the action it repeats; an execution span
+without its outcome or parent; a param's value in any span; tracing turned on by nothing."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from runonce.kafka import topics
+from runonce.kafka.record import find_header
+from runonce.telemetry.otel import OtelSpans
+from runonce.telemetry.setup import asked
+from runonce.wire.trace import TRACEPARENT
+from tests.support.executor_fakes import FakeCheckpoint, FakeConsumer, Mailer, Msg, approved, executor, tp
+from tests.support.memory import MemoryPipeline
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+SECRET = "planted-secret-body-7731"
+
+
+@pytest.fixture
+def exported() -> Iterator[tuple[OtelSpans, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield OtelSpans(provider), exporter
+    provider.shutdown()
+
+
+def _ids(header: bytes | None) -> tuple[str, str]:
+    assert header is not None
+    _, trace_id, span_id, _ = header.decode().split("-")
+    return trace_id, span_id
+
+
+def _no_secret(spans: tuple[ReadableSpan, ...]) -> None:
+    for span in spans:
+        assert SECRET not in repr(dict(span.attributes or {})) and SECRET not in span.name
+
+
+def test_each_decision_is_a_span_in_its_callers_trace_and_its_outputs_carry_that_span(
+        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = exported
+    m = MemoryPipeline(spans=spans)
+    email = {"to": "a@example.com", "subject": "s", "body": SECRET}
+    first = m.feed("send_email", email, timestamp_ms=1_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
+    m.feed("send_email", email, timestamp_ms=2_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
+    approve, drop = exporter.get_finished_spans()
+    for span in (approve, drop):
+        assert span.name == "decide send_email" and span.kind is SpanKind.CONSUMER
+        assert span.parent is not None and f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
+        assert f"{span.context.trace_id:032x}" == TRACE_ID
+    assert approve.attributes["runonce.decision.outcome"] == "APPROVED"
+    assert drop.attributes["runonce.decision.reason"] == "duplicate_key"
+    assert drop.attributes["runonce.decision.repeat_of"] == first["action_id"]
+    # what the stream job wrote carries the decision's span: the executor's span is its child
+    assert _ids(find_header(m.outputs[topics.APPROVED][0][2], TRACEPARENT)) == (TRACE_ID, f"{approve.context.span_id:016x}")
+    _no_secret(exporter.get_finished_spans())
+
+
+def test_a_request_without_a_context_starts_a_trace_of_its_own(
+        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = exported
+    m = MemoryPipeline(spans=spans)
+    m.feed("send_email", {"to": "a@example.com", "subject": "s", "body": "b"}, timestamp_ms=1_000, key="k")
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is None
+    assert _ids(find_header(m.outputs[topics.APPROVED][0][2], TRACEPARENT))[1] == f"{span.context.span_id:016x}"
+
+
+def test_performing_an_approved_action_is_an_execute_tool_span_under_its_decision(
+        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = exported
+    consumer = FakeConsumer([tp(0, 3)])
+    consumer.messages = [Msg(0, 3, approved("a1"), headers=[(TRACEPARENT, PARENT.encode())])]
+    executor(consumer, FakeCheckpoint(), connector=Mailer(), spans=spans).step()
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "execute_tool send_email" and span.kind is SpanKind.INTERNAL
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
+    assert span.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert span.attributes["gen_ai.tool.call.id"] == "a1" and span.attributes["runonce.outcome"] == "succeeded"
+
+
+@pytest.mark.parametrize("environ, on", [
+    ({}, False),
+    ({"OTEL_SERVICE_NAME": "x"}, False),  # a name alone exports nothing
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"}, False),
+    ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+    ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, False),
+])
+def test_tracing_is_on_only_when_the_standard_environment_asks(environ: dict[str, str], on: bool) -> None:
+    assert asked(environ) is on
