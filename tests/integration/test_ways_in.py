@@ -240,6 +240,15 @@ def charged(vendors: VendorServer, amount_cents: int) -> int:
     return sum(1 for r in vendors.ledger.requests("/v1/charges") if json.loads(r.body).get("amount") == str(amount_cents))
 
 
+def decodes_to(codec: Any, value: bytes | None, expect: str, action_id: str) -> bool:
+    """Whether a record is this action's (a foreign writer's records on the session's topics are not)."""
+    try:
+        decoded = codec.decode(value, expect=expect)[1]
+    except Exception:
+        return False
+    return bool((decoded["request"]["action_id"] if expect == "ActionDecision" else decoded["action_id"]) == action_id)
+
+
 def http(method: str, url: str, token: str | None = None, body: Any = None,
          headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
     """One request with a plain HTTP client: (status, headers, JSON body)."""
@@ -1004,10 +1013,9 @@ def test_the_callers_trace_context_rides_every_record_of_its_action_from_each_wa
     seen: dict[tuple[str, str], bytes | None] = {}
     for topic, expect in ((topics.APPROVED, "ActionDecision"), (topics.RESULTS, "ActionResult")):
         for r in read_all(broker.bootstrap_servers(), topic):
-            decoded = codec.decode(r.value, expect=expect)[1]
-            action_id = decoded["request"]["action_id"] if expect == "ActionDecision" else decoded["action_id"]
-            if action_id in by_action:
-                seen[(by_action[action_id], topic)] = find_header(r.headers, "traceparent")
+            for action_id, way in by_action.items():
+                if decodes_to(codec, r.value, expect, action_id):
+                    seen[(way, topic)] = find_header(r.headers, "traceparent")
     for way, ctx in contexts.items():
         for topic in (topics.APPROVED, topics.RESULTS):
             assert seen.get((way, topic)) == ctx.encode(), (way, topic, seen)
@@ -1038,3 +1046,42 @@ def test_a_crewai_task_retried_by_its_guardrail_charges_once_where_the_models_ke
     assert first.startswith("Done") and retry.startswith("Not performed again"), answers
     assert charged(vendors, amounts["derived"]) == 1
     assert charged(vendors, amounts["model"]) == 2  # without runonce's place: the retry charged again
+
+
+def test_an_agent_that_traces_sees_its_submit_as_a_child_of_its_own_span_and_the_record_carries_it(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
+    """An agent application with its own OpenTelemetry provider (here with the SDK's in-memory
+    exporter): inside its span ``agent turn``, a submit is a PRODUCER span ``send
+    actions.requested``, its child, and the request record (so the decision and the result
+    after it) carries the submit span's context, on the real broker.
+    Catches: the SDK publishing the agent's own context instead of its submit span's (the
+    decision would hang off the agent's span, skipping the submit); no span at all."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from runonce.kafka import topics
+    from runonce.kafka.record import find_header
+    from runonce.kafka.reader import read_all
+    from runonce.sdk.client import ActionClient
+    from runonce.telemetry.otel import OtelSpans
+    from runonce.wire.codec import Codec
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with ActionClient(broker.bootstrap_servers(), agent_id="tracing-agent", spans=OtelSpans(provider)) as client:
+        with provider.get_tracer("agent").start_as_current_span("agent turn") as turn:
+            handle = client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 1114},
+                                   idempotency_key=f"ts-{uuid.uuid4().hex[:8]}")
+        assert handle.result(60).status == "succeeded"
+    provider.shutdown()
+    submit = next(s for s in exporter.get_finished_spans() if s.name == f"send {topics.REQUESTED}")
+    assert submit.kind is SpanKind.PRODUCER and submit.parent is not None
+    assert submit.parent.span_id == turn.get_span_context().span_id
+    codec = Codec()
+    carried = [find_header(r.headers, "traceparent") for r in read_all(broker.bootstrap_servers(), topics.REQUESTED)
+               if decodes_to(codec, r.value, "ActionRequested", handle.action_id)]
+    assert [c.decode().split("-")[1:3] if c else None for c in carried] == [
+        [f"{submit.context.trace_id:032x}", f"{submit.context.span_id:016x}"]]
