@@ -1062,8 +1062,8 @@ def test_an_agent_that_traces_sees_its_submit_as_a_child_of_its_own_span_and_the
     from opentelemetry.trace import SpanKind
 
     from runonce.kafka import topics
-    from runonce.kafka.record import find_header
     from runonce.kafka.reader import read_all
+    from runonce.kafka.record import find_header
     from runonce.sdk.client import ActionClient
     from runonce.telemetry.otel import OtelSpans
     from runonce.wire.codec import Codec
