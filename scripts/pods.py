@@ -71,6 +71,25 @@ def say(message: str) -> None:
     print(f"pods: {message}", file=sys.stderr, flush=True)
 
 
+#: how often a container that runc could not start is started again, and the wait before each
+RESTART_TRIES, RESTART_BACKOFF_S = 5, 1.0
+
+
+def restart(*args: str) -> None:
+    """``podman start C`` or ``podman pod start P``: start a stopped container or pod again, as
+    a kubelet restarts a crashed one. An OCI runtime error (runc's "can't get final child's PID
+    from pipe: EOF", seen once under the suite's load right after a SIGKILL) is retried after a
+    back-off, as the kubelet's CrashLoopBackOff does; anything else, or the last try, is an error."""
+    for attempt in range(1, RESTART_TRIES + 1):
+        done = subprocess.run(["podman", *args], env=PODMAN_ENV, capture_output=True, text=True)
+        if done.returncode == 0:
+            return
+        if "OCI runtime error" not in done.stderr or attempt == RESTART_TRIES:
+            raise RuntimeError(f"podman {' '.join(args)}: {done.stderr.strip()}")
+        say(f"podman {' '.join(args)}: {done.stderr.strip()[:200]}; again in {RESTART_BACKOFF_S * attempt:.0f} s")
+        time.sleep(RESTART_BACKOFF_S * attempt)
+
+
 def podman(*args: str, check: bool = True) -> str:
     done = subprocess.run(["podman", *args], env=PODMAN_ENV, capture_output=True, text=True)
     if check and done.returncode != 0:
@@ -358,8 +377,9 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
         for pod in killed:
             # a container that podman kill stopped is the user's, and podman's restart policy
             # leaves it: the script starts it again, as a kubelet restarts a crashed container
+            podman("wait", "--condition", "exited", pod.container)  # its cleanup done before a new start
             restarted_at = time.monotonic()
-            podman("start", pod.container)
+            restart("start", pod.container)
             ready_s.setdefault("after SIGKILL", []).append(pod.await_ready(restarted_at))
         rolled = executors[:1] if args.short else executors
         for name in rolled:  # kubectl rollout restart: one pod at a time, the next once it is ready
@@ -369,7 +389,7 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
             stop_s = time.monotonic() - stopped_at
             exited = podman("inspect", "--format", "{{.State.ExitCode}}", pod.container).strip()
             restarted_at = time.monotonic()
-            podman("pod", "start", name)
+            restart("pod", "start", name)
             ready_s.setdefault("rolled executor", []).append(pod.await_ready(restarted_at))
             steps.append(f"rolled {name} at {time.monotonic() - burst_at:.0f} s: SIGTERM to exit {stop_s:.1f} s, "
                          f"exit code {exited}")
