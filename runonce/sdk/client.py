@@ -195,13 +195,13 @@ class ActionClient:
         memory of this process's is needed); None if another action is there. An outcome not
         found by ``deadline`` is not final yet."""
         request = self._outcomes.requested(requested_at, deadline)
-        if request["action_id"] != action_id:
+        if request.record["action_id"] != action_id:
             return None
-        found = Found(str(request["tool"]), str(request.get("tenant") or DEFAULT_TENANT),
-                      int(request["requested_at_ms"]), None)
+        found = Found(str(request.record["tool"]), str(request.record.get("tenant") or DEFAULT_TENANT),
+                      int(request.record["requested_at_ms"]), None)
         self._outcomes.watch(action_id)  # what the tail brings meanwhile is kept
         try:
-            looked = self._outcomes.look_back(action_id, requested_at, deadline)
+            looked = self._outcomes.look_back(action_id, request, deadline)
             if looked.result is not None:
                 return replace(found, outcome=_outcome(action_id, looked.result, None))
             if looked.decision is None or DecisionView.of(looked.decision).approved:

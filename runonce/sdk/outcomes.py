@@ -84,6 +84,14 @@ class Looked:
     result: dict[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """A request record as read back from its place in actions.requested."""
+
+    record: dict[str, Any]
+    at_ms: int  # the record's Kafka timestamp: where a look back starts reading its outcome
+
+
 class Outcomes:
     def __init__(self, target: KafkaTarget, policies: PolicyBook, *, codec: Codec | None = None,
                  recent: RecentResults | None = None, connect_timeout_s: float = 10.0) -> None:
@@ -208,11 +216,13 @@ class Outcomes:
                 self._cond.wait(min(left, 0.5))
 
     # -- looking back --------------------------------------------------------------------
-    def look_back(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Looked:
+    def look_back(self, action_id: str, requested_at: tuple[int, int] | Requested,
+                  deadline: float) -> Looked:
         """The final result (else the decision) of an earlier action, a repeat's original: read
         from the one partition that holds them, from the time it was requested, comparing
         Kafka keys before decoding anything (results are keyed by action id, decisions by the
-        output key), and stopping at the first match."""
+        output key), and stopping at the first match. Given the request already read (a
+        task's poll reads it first to know whose it is), it is not read again."""
         with self._cond:
             known = self.recent.get(action_id)
         if known is not None:
@@ -220,10 +230,11 @@ class Outcomes:
         reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}", to_end=True,
                                 **{"fetch.max.bytes": 4 * 1024 * 1024, "queued.max.messages.kbytes": 8192})
         try:
-            request, requested_ms = _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)
-            output_key = self._output_key(request)
+            request = (requested_at if isinstance(requested_at, Requested)
+                       else _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline))
+            output_key = self._output_key(request.record)
             partition = partition_for(output_key, self._partitions)  # its result's too (result_partition)
-            since_ms = requested_ms - LOOKBACK_MARGIN_MS
+            since_ms = request.at_ms - LOOKBACK_MARGIN_MS
 
             def starts(*names: str) -> list[TopicPartition]:
                 return [tp for tp in positions_at(reader, names, since_ms) if tp.partition == partition]
@@ -245,11 +256,11 @@ class Outcomes:
         finally:
             reader.close()
 
-    def requested(self, requested_at: tuple[int, int], deadline: float) -> dict[str, Any]:
+    def requested(self, requested_at: tuple[int, int], deadline: float) -> Requested:
         """The request record at this place in actions.requested."""
         reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}", to_end=True)
         try:
-            return _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)[0]
+            return _read_one(reader, self.codec, topics.REQUESTED, *requested_at, deadline)
         finally:
             reader.close()
 
@@ -276,7 +287,7 @@ class Outcomes:
 
 
 def _read_one(reader: Any, codec: Codec, topic: str, partition: int, offset: int,
-              deadline: float) -> tuple[dict[str, Any], int]:
+              deadline: float) -> Requested:
     reader.assign([TopicPartition(topic, partition, offset)])
     while time.monotonic() < deadline:
         for msg in reader.consume(1, 0.2):
@@ -285,5 +296,5 @@ def _read_one(reader: Any, codec: Codec, topic: str, partition: int, offset: int
                     continue
                 raise clients.translate(msg.error(), f"reading {topic}[{partition}]@{offset}")
             _, request = codec.decode(msg.value(), expect="ActionRequested")
-            return request, int(msg.timestamp()[1])
+            return Requested(request, int(msg.timestamp()[1]))
     raise ResultTimeout(f"{topic}[{partition}]@{offset} not read in time")
