@@ -21,7 +21,7 @@ from starlette.requests import HTTPConnection
 from runonce.core.policy import PolicyBook
 from runonce.errors import RunonceError
 from runonce.gateway import tasks
-from runonce.gateway.answers import Answer, answer, refused, timed_out, waiting_for_approval
+from runonce.gateway.answers import Answer, answer, call_tool_result, refused, timed_out, waiting_for_approval
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Caller, Calls
 from runonce.gateway.tools import KEY_ARGUMENT, served_tools
@@ -50,10 +50,10 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
                         params: types.CallToolRequestParams) -> types.CallToolResult | dict[str, Any]:
         name, who = params.name, caller(ctx)
         if who is None:  # RequireAuthMiddleware stands in front of /mcp: a broken invariant
-            return _result(Answer("Refused: no valid bearer token.", {"tool": name}, True))
+            return call_tool_result(Answer("Refused: no valid bearer token.", {"tool": name}, True))
         why = calls.refusal(who, name)
         if why is not None:
-            return _result(refused(name, who.agent_id, why, sorted(specs)))
+            return call_tool_result(refused(name, who.agent_id, why, sorted(specs)))
         arguments = dict(params.arguments or {})
         key = arguments.pop(KEY_ARGUMENT, None)
         as_task = tasks.declared(ctx.protocol_version, ctx.meta)
@@ -61,15 +61,15 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
             taken = await calls.take(who, name, arguments, key, timeout_s, until_held=as_task, trace=_trace_of(ctx.meta))
         except RunonceError as exc:
             log.warning("tool call %s not taken: %s", name, exc)
-            return _result(Answer(f"runonce could not take the call: {exc}", {"tool": name}, True))
+            return call_tool_result(Answer(f"runonce could not take the call: {exc}", {"tool": name}, True))
         if taken.outcome is not None:
-            return _result(answer(name, taken.outcome))
+            return call_tool_result(answer(name, taken.outcome))
         if as_task and taken.requested_at is not None:
             return tasks.created(tasks.TaskId(taken.action_id, *taken.requested_at), taken.held,
                                  int(time.time() * 1000))
         if taken.held is not None:
-            return _result(waiting_for_approval(name, taken.action_id, taken.held))
-        return _result(timed_out(name, taken.action_id, timeout_s))
+            return call_tool_result(waiting_for_approval(name, taken.action_id, taken.held))
+        return call_tool_result(timed_out(name, taken.action_id, timeout_s))
 
     async def get_task(ctx: ServerRequestContext[Any], params: GetTaskParams) -> dict[str, Any]:
         """A task's state, read from Kafka: any replica answers, and one restarted since too."""
@@ -107,11 +107,6 @@ def _trace_of(meta: Mapping[str, Any] | None) -> dict[str, str]:
     """The caller's W3C trace context from a call's ``_meta`` (MCP 2026-07-28, SEP-414)."""
     return {name: value for name in (TRACEPARENT, TRACESTATE)
             if meta is not None and isinstance(value := meta.get(name), str)}
-
-
-def _result(a: Answer) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=a.text)],
-                                structured_content=a.facts, is_error=a.is_error)
 
 
 async def serve_stdio(server: Server[Any]) -> None:

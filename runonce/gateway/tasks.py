@@ -26,7 +26,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runonce.core.decision import Reason
-from runonce.gateway.answers import Answer, answer
+from runonce.gateway.answers import answer, call_tool_result
 from runonce.sdk.client import ActionOutcome, HeldFor
 from runonce.wire.results import CallStatus
 
@@ -88,7 +88,8 @@ def polled(task: TaskId, tool: str, outcome: ActionOutcome | None, held: HeldFor
         return {**_task(task, ("failed", f"Not performed: {why}."), created_ms, now_ms),
                 "error": {"code": NOT_PERFORMED, "message": f"action {task.action_id} was not performed: {why}",
                           "data": told.facts}}
-    return {**_task(task, ("completed", told.text), created_ms, now_ms), "result": _call_tool_result(told)}
+    return {**_task(task, ("completed", told.text), created_ms, now_ms), "result": call_tool_result(told).model_dump(
+        mode="json", by_alias=True, exclude_none=True)}
 
 
 def _working(held: HeldFor | None) -> tuple[str, str]:
@@ -103,11 +104,6 @@ def _task(task: TaskId, status: tuple[str, str], created_ms: int, now_ms: int) -
             "createdAt": _iso(created_ms), "lastUpdatedAt": _iso(now_ms),
             "ttlMs": None,  # the action's outcome is kept as long as Kafka keeps its topics
             "pollIntervalMs": POLL_INTERVAL_MS}
-
-
-def _call_tool_result(told: Answer) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": told.text}], "structuredContent": told.facts,
-            "isError": told.is_error}
 
 
 def _iso(ms: int) -> str:
