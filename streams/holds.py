@@ -102,7 +102,7 @@ class Holds:
         if held.status is HoldStatus.HELD:
             self._waiting.setdefault(partition, {})[action_id] = held.held_at_ms
         self.metrics.held.labels(record["request"]["tool"]).inc()
-        return Out(topics.HELD, records.output_key(out), value, decided=records.decided(out))
+        return Out(topics.HELD, records.output_key(out), value, decision=out)
 
     # -- verdicts ------------------------------------------------------------------------
     def verdict(self, inbound: Inbound) -> list[Out]:

@@ -163,7 +163,7 @@ class _Stage:
         # the decision itself never reads the clock
         self._age.observe(max(0.0, time.time() - record["event_time_ms"] / 1000))
         return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
-                   headers=(*extra_headers, (H_POLICIES, self._policies_digest)), decided=records.decided(record))
+                   headers=(*extra_headers, (H_POLICIES, self._policies_digest)), decision=record)
 
     def conclude(self, record: dict[str, Any], outcome: Outcome, reason: Reason, action: Action, policy: Policy,
                  partition: int, extra_headers: Headers = ()) -> Out:
@@ -365,9 +365,9 @@ class Pipeline:
         trace context: a decision, a hold, a hand-off to stage 2 and a dead letter all stay in
         the caller's trace (wire/trace.py)."""
         out = self.stage_for(inbound.topic).process(inbound)
-        if out.decided is None:  # a hand-off to stage 2, a re-key, a dead letter: the same trace, carried
-            return out.traced_as(inbound.headers)
-        return out.with_trace(self.spans.decide(inbound.headers, out.decided))
+        if out.decision is None or not self.spans.recording:
+            return out.traced_as(inbound.headers)  # a hand-off, a re-key, a dead letter, or no tracer
+        return out.with_trace(self.spans.decide(inbound.headers, records.decided(out.decision)))
 
     def rolled_back(self) -> None:
         """The runtime dropped the open transaction's state changes (an abort, a rebalance)."""

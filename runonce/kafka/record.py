@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from runonce.wire.trace import TRACEPARENT, TRACESTATE, Decided, carried
+from runonce.wire.trace import TRACEPARENT, TRACESTATE, carried
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -49,8 +49,9 @@ class Out:
     #: None lets the producer's partitioner choose (murmur2 of the key, as Java and faust)
     partition: int | None = None
     headers: Headers = ()
-    #: a decision's facts, for its span (runonce/telemetry); not written
-    decided: Decided | None = None
+    #: the decision record ``value`` encodes, for its span (runonce/telemetry): its facts are
+    #: read only when spans are recorded, so a process that traces nothing builds nothing more
+    decision: Mapping[str, Any] | None = None
 
     def traced_as(self, source: Headers) -> Out:
         """This record with the trace context of the record it was written for (wire/trace.py),

@@ -37,6 +37,8 @@ def _headers_of(span: trace.Span) -> TraceHeaders:
 
 
 class OtelSpans:
+    recording = True
+
     def __init__(self, provider: trace.TracerProvider | None = None) -> None:
         """``provider``: the global one unless given (tests give one with an in-memory exporter)."""
         self.tracer = (provider or trace.get_tracer_provider()).get_tracer("runonce")

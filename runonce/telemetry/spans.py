@@ -17,6 +17,9 @@ Finish = Callable[[str], None]
 
 
 class Spans(Protocol):
+    #: whether spans are made at all: when not, a caller skips gathering what a span would show
+    recording: bool
+
     def submit(self, tool: str, action_id: str, caller: TraceHeaders) -> contextlib.AbstractContextManager[TraceHeaders]:
         """Around publishing a request: a producer span, child of the caller's context."""
         ...
@@ -34,6 +37,8 @@ class Spans(Protocol):
 
 class NoSpans:
     """No tracer: the caller's context is carried on, unchanged."""
+
+    recording = False
 
     @contextlib.contextmanager
     def submit(self, tool: str, action_id: str, caller: TraceHeaders) -> Iterator[TraceHeaders]:
