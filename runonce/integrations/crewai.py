@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from crewai.events import CrewKickoffStartedEvent, crewai_event_bus
+from crewai.events import CrewKickoffCompletedEvent, CrewKickoffFailedEvent, CrewKickoffStartedEvent, crewai_event_bus
 from crewai.hooks import register_before_tool_call_hook
 from crewai.hooks.tool_hooks import ToolCallHookContext
 from crewai.tools import BaseTool
@@ -47,13 +47,24 @@ class _Places:
         self.names = names
         #: the tools whose policy keeps natural ids: a model's key is a hint for them
         self.keeps_natural_ids = keeps_natural_ids
+        #: crew id -> its running kickoff; kickoff -> its calls counted per (task, attempt, tool).
+        #: Both are dropped when the kickoff ends, so a long-lived process keeps only running ones.
         self._kickoffs: dict[str, str] = {}
-        self._calls: Counter[tuple[str, str, int, str]] = Counter()
+        self._calls: dict[str, Counter[tuple[str, int, str]]] = {}
         self._lock = threading.Lock()
 
     def kickoff(self, source: Any, event: CrewKickoffStartedEvent) -> None:
         with self._lock:
             self._kickoffs[str(source.id)] = event.event_id
+
+    def ended(self, source: Any, event: CrewKickoffCompletedEvent | CrewKickoffFailedEvent) -> None:
+        crew, fallback = str(source.id), f"crew-{source.id}"
+        kickoff = event.started_event_id or fallback
+        with self._lock:  # the bus may serve a next kickoff's start before this one's end
+            if self._kickoffs.get(crew) == kickoff:
+                del self._kickoffs[crew]
+            self._calls.pop(kickoff, None)
+            self._calls.pop(fallback, None)
 
     def before(self, ctx: ToolCallHookContext) -> None:
         if ctx.tool_name not in self.names:
@@ -63,9 +74,10 @@ class _Places:
             return None
         with self._lock:
             kickoff = self._kickoffs.get(str(ctx.crew.id), f"crew-{ctx.crew.id}")
-            attempt = (kickoff, str(ctx.task.id), int(ctx.task.retry_count), ctx.tool_name)
-            self._calls[attempt] += 1
-            rank = self._calls[attempt]
+            calls = self._calls.setdefault(kickoff, Counter())
+            attempt = (str(ctx.task.id), int(ctx.task.retry_count), ctx.tool_name)
+            calls[attempt] += 1
+            rank = calls[attempt]
         hint = ctx.tool_input.get(KEY_ARGUMENT)
         _PLACE.set(derive("crewai", (kickoff,), (str(ctx.task.id), ctx.tool_name, str(rank)),
                           str(hint) if hint is not None else None,
@@ -102,6 +114,8 @@ def crewai_tools(client: ActionClient, *, timeout_s: float = 30.0, only: set[str
     places = _Places({s.name for s in tools},
                      {s.name for s in tools if client.policies.for_tool(s.name).natural_id is not None})
     crewai_event_bus.on(CrewKickoffStartedEvent)(places.kickoff)
+    crewai_event_bus.on(CrewKickoffCompletedEvent)(places.ended)
+    crewai_event_bus.on(CrewKickoffFailedEvent)(places.ended)
     register_before_tool_call_hook(places.before)
     return [RunonceTool.of(s, timeout_s) for s in tools]
 
