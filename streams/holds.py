@@ -26,7 +26,8 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
 
 from runonce.core.approval import (
     EXPIRY,
@@ -48,7 +49,9 @@ from runonce.kafka.record import Out
 from runonce.streams import records
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
+from runonce.telemetry.spans import NO_SPANS, Spans
 from runonce.wire.codec import Codec
+from runonce.wire.trace import TraceHeaders, Waited
 
 #: how long an ended hold is kept (a late verdict is told who ended it)
 KEEP_ENDED_MS = 7 * 24 * 3600 * 1000
@@ -56,28 +59,40 @@ KEEP_ENDED_MS = 7 * 24 * 3600 * 1000
 _DROP_REASON = {Change.DENY: Reason.APPROVAL_DENIED, Change.EXPIRE: Reason.APPROVAL_EXPIRED}
 
 
-def encode_entry(held: Hold, decision: bytes) -> bytes:
-    """A holds-table value: the hold and the held decision (Avro), to release or drop later."""
-    return json.dumps({"h": held.to_json(), "d": base64.b64encode(decision).decode()},
-                      separators=(",", ":")).encode()
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A holds-table value: the hold, the held decision (Avro) to release or drop later, and
+    the trace context of the hold's decision, which its release or drop continues."""
 
+    hold: Hold
+    decision: bytes
+    trace: TraceHeaders = ()
 
-def decode_entry(raw: bytes, partition: int) -> tuple[Hold, bytes]:
-    try:
-        data = json.loads(raw)
-        return Hold.from_json(data["h"]), base64.b64decode(data["d"])
-    except Exception as exc:  # runonce wrote it: unreadable state is a broken invariant
-        raise InvariantViolation(f"holds[{partition}]: unreadable entry: {exc!r}") from exc
+    def to_bytes(self) -> bytes:
+        raw: dict[str, Any] = {"h": self.hold.to_json(), "d": base64.b64encode(self.decision).decode()}
+        if self.trace:
+            raw["t"] = [[name, value.decode("ascii")] for name, value in self.trace]
+        return json.dumps(raw, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, partition: int) -> Entry:
+        try:
+            data = json.loads(raw)
+            trace = tuple((str(name), str(value).encode("ascii")) for name, value in data.get("t", ()))
+            return cls(Hold.from_json(data["h"]), base64.b64decode(data["d"]), trace)
+        except Exception as exc:  # runonce wrote it: unreadable state is a broken invariant
+            raise InvariantViolation(f"holds[{partition}]: unreadable entry: {exc!r}") from exc
 
 
 class Holds:
     def __init__(self, store: StateStore, codec: Codec, metrics: StreamMetrics,
-                 final: Callable[[dict[str, Any], Outcome, Reason, str], Out]) -> None:
+                 final: Callable[[dict[str, Any], Outcome, Reason, str], Out], spans: Spans = NO_SPANS) -> None:
         """``final``: how a stage writes a final decision (its metrics, its output key)."""
         self.store = store
         self.codec = codec
         self.metrics = metrics
         self._final = final
+        self.spans = spans
         #: per partition, the earliest event time at which a sweep has work (absent: unknown)
         self._due_ms: dict[int, float] = {}
         #: per partition, the holds waiting for a person: action id -> held at (for the gauges)
@@ -90,19 +105,29 @@ class Holds:
         """``record`` (an APPROVE decision) held on ``partition`` instead."""
         action_id = str(record["request"]["action_id"])
         raw = self.store.get(partition, action_id.encode())
-        prior = decode_entry(raw, partition)[0] if raw is not None else None
+        prior = Entry.from_bytes(raw, partition).hold if raw is not None else None
         held = hold(action_id, rule, why, record["event_time_ms"], prior)
         out = dict(record, outcome=Outcome.HOLD.value, hold_why=held.why, hold_expires_at_ms=held.expires_at_ms,
                    hold_partition=partition)
         value = self.codec.encode("ActionDecision", out)
         # Written again on a replay, as claims are ("Replays write again" in core/decide.py).
-        self.store.put(partition, action_id.encode(), encode_entry(held, value))
+        self.store.put(partition, action_id.encode(), Entry(held, value).to_bytes())
         if partition in self._due_ms:
             self._due_ms[partition] = min(self._due_ms[partition], held.expires_at_ms)
         if held.status is HoldStatus.HELD:
             self._waiting.setdefault(partition, {})[action_id] = held.held_at_ms
         self.metrics.held.labels(record["request"]["tool"]).inc()
         return Out(topics.HELD, records.output_key(out), value, decision=out)
+
+    def traced(self, held: Mapping[str, Any], context: TraceHeaders) -> None:
+        """Keep the trace context the hold's decision was written with (its span's, or the
+        request's): the release or drop, whenever it comes, continues that trace."""
+        if not context:
+            return
+        partition, key = int(held["hold_partition"]), str(held["request"]["action_id"]).encode()
+        raw = self.store.get(partition, key)
+        if raw is not None:
+            self.store.put(partition, key, replace(Entry.from_bytes(raw, partition), trace=tuple(context)).to_bytes())
 
     # -- verdicts ------------------------------------------------------------------------
     def verdict(self, inbound: Inbound) -> list[Out]:
@@ -113,10 +138,10 @@ class Holds:
         if not verdict.action_id or not verdict.verdict_id or not verdict.approver:
             raise DecodeError("a verdict needs an action_id, a verdict_id and an approver")
         p = inbound.partition
-        entry = self.store.get(p, verdict.action_id.encode())
-        prior, decision = decode_entry(entry, p) if entry is not None else (None, b"")
-        outcome = decide_verdict(prior, verdict)
-        return self._apply(p, prior, decision, outcome, verdict, inbound.timestamp_ms)
+        raw_entry = self.store.get(p, verdict.action_id.encode())
+        entry = Entry.from_bytes(raw_entry, p) if raw_entry is not None else None
+        outcome = decide_verdict(entry.hold if entry is not None else None, verdict)
+        return self._apply(p, entry, outcome, verdict, inbound.timestamp_ms)
 
     def sweep(self, partition: int, event_time_ms: int) -> list[Out]:
         """Expire this partition's holds that are due; forget ended ones kept long enough."""
@@ -127,11 +152,12 @@ class Holds:
         waiting: dict[str, int] = {}
         # One scan of the partition's holds (people's approvals: few), the open transaction's included.
         for key, raw in self.store.scan(partition, None, 1 << 30):
-            held, decision = decode_entry(raw, partition)
+            entry = Entry.from_bytes(raw, partition)
+            held = entry.hold
             if held.status is HoldStatus.HELD:
                 outcome = sweep(held, event_time_ms)
                 if outcome.change is Change.EXPIRE and outcome.new_hold is not None:
-                    outs += self._apply(partition, held, decision, outcome, None, event_time_ms)
+                    outs += self._apply(partition, entry, outcome, None, event_time_ms)
                     held = outcome.new_hold
                 else:
                     due = min(due, held.expires_at_ms)
@@ -146,6 +172,15 @@ class Holds:
         self._waiting[partition] = waiting
         return outs
 
+    def _continued(self, final: Out, tool: str, entry: Entry, ended: Hold, change: Change,
+                   event_time_ms: int) -> Out:
+        """The release or drop in the hold's trace: after the wait's span, with its own decision's."""
+        context = self.spans.wait(entry.trace, Waited(tool, entry.hold.action_id, entry.hold.held_at_ms,
+                                                      event_time_ms, change.value, ended.decided_by))
+        if self.spans.recording and final.decision is not None:
+            context = self.spans.decide(context, records.decided(final.decision))
+        return final.with_trace(context) if context else final
+
     def forget(self) -> None:
         """The open transaction's state changes were dropped (an abort, a rebalance): what
         was learnt from them about due times is dropped too."""
@@ -157,25 +192,27 @@ class Holds:
         # wall clock: a gauge for people, never an input to a decision
         return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
 
-    def _apply(self, p: int, prior: Hold | None, decision: bytes, outcome: VerdictDecision,
-               verdict: VerdictRecord | None, event_time_ms: int) -> list[Out]:
+    def _apply(self, p: int, entry: Entry | None, outcome: VerdictDecision, verdict: VerdictRecord | None,
+               event_time_ms: int) -> list[Out]:
         outs: list[Out] = []
         ended = outcome.new_hold
-        if ended is not None and prior is not None:
+        prior = entry.hold if entry is not None else None
+        if ended is not None and entry is not None:
             if outcome.change is not Change.NONE:
-                _, record = self.codec.decode(decision, expect="ActionDecision")
+                _, record = self.codec.decode(entry.decision, expect="ActionDecision")
                 record.update(verdict_by=ended.decided_by, verdict_id=ended.decided_verdict)
                 tool = str(record["request"]["tool"])
                 if outcome.change is Change.RELEASE:
-                    outs.append(self._final(dict(record, outcome=Outcome.APPROVE.value), Outcome.APPROVE,
-                                            Reason(record["reason"]), tool))
+                    final = self._final(dict(record, outcome=Outcome.APPROVE.value), Outcome.APPROVE,
+                                        Reason(record["reason"]), tool)
                 else:
                     reason = _DROP_REASON[outcome.change]
-                    outs.append(self._final(dict(record, outcome=Outcome.DROP.value, reason=reason.value),
-                                            Outcome.DROP, reason, tool))
+                    final = self._final(dict(record, outcome=Outcome.DROP.value, reason=reason.value),
+                                        Outcome.DROP, reason, tool)
+                outs.append(self._continued(final, tool, entry, ended, outcome.change, event_time_ms))
                 if not outcome.replay:
                     self.metrics.holds_ended.labels(outcome.change.value).inc()
-            self.store.put(p, ended.action_id.encode(), encode_entry(ended, decision))
+            self.store.put(p, ended.action_id.encode(), replace(entry, hold=ended).to_bytes())
             if ended.status is not HoldStatus.HELD:
                 self._waiting.get(p, {}).pop(ended.action_id, None)
         now = ended or prior

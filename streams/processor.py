@@ -13,6 +13,7 @@ Stage 2 (scope): the scoped topic -> scopes table -> approved | dropped | dlq
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterable, TypeVar
 
 from runonce.core import limits
@@ -32,7 +33,7 @@ from runonce.errors import (
     Unprocessable,
 )
 from runonce.kafka import topics
-from runonce.kafka.record import Headers, Out
+from runonce.kafka.record import Headers, Out, find_header
 from runonce.streams import records, routing
 from runonce.streams.expiry import Sweeper
 from runonce.streams.holds import Holds
@@ -49,6 +50,7 @@ from runonce.wire.headers import (
     H_POLICIES,
     dead_letter_headers,
 )
+from runonce.wire.trace import H_FIRST_TRACEPARENT, TRACEPARENT, carried, valid_traceparent
 
 
 def _int_header(inbound: Inbound, name: str) -> int | None:
@@ -197,6 +199,9 @@ class KeyStage(_Stage):
         super().__init__(expires_at_ms=KeyState.expires_at_of, **kwargs)
         self.scope_stage = scope_stage
         self.decides_scope_here = decides_scope_here or (lambda _partition: False)
+        #: whether a key keeps its first action's traceparent (spans are recorded): a repeat's
+        #: decision span then links to the first's trace
+        self.keeps_traces = False
 
     def _origin(self, inbound: Inbound) -> Origin:
         if routing.trusts_origin_headers(inbound.topic):  # where and when it first arrived, in headers
@@ -249,10 +254,17 @@ class KeyStage(_Stage):
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
-            result = self.conclude(out, decision.outcome, decision.reason, action, policy, p)
+            first = prior.first_traceparent if prior is not None and decision.repeat_of is not None else None
+            result = self.conclude(out, decision.outcome, decision.reason, action, policy, p,
+                                   ((H_FIRST_TRACEPARENT, first.encode("ascii")),) if first else ())
+        new_state = decision.new_state
+        if self.keeps_traces and new_state is not None and not decision.replay:
+            traceparent = find_header(inbound.headers, TRACEPARENT)
+            if traceparent is not None and valid_traceparent(traceparent.decode("ascii", "replace")):
+                new_state = replace(new_state, first_traceparent=traceparent.decode("ascii"))
         # State last: a record whose output could not be built has changed nothing.
-        if decision.new_state is not None and key is not None:
-            self.store.put(p, key.encode(), decision.new_state.to_bytes())
+        if new_state is not None and key is not None:
+            self.store.put(p, key.encode(), new_state.to_bytes())
         self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
         return result
@@ -354,8 +366,10 @@ class Pipeline:
         if asking and holds is None:
             raise ConfigError(f"the policies of {', '.join(asking)} ask for approval, which this runtime cannot hold: "
                               "run the default runtime (runonce worker, without --runtime faust)")
-        self.holds = Holds(_Guarded(holds), codec, metrics, self.keys.final) if holds is not None else None
+        self.holds = (Holds(_Guarded(holds), codec, metrics, self.keys.final, spans)
+                      if holds is not None else None)
         self.keys.holds = self.scopes.holds = self.holds
+        self.keys.keeps_traces = spans.recording
 
     def stage_for(self, topic: str) -> KeyStage | ScopeStage:
         return self.scopes if topic == topics.SCOPED else self.keys
@@ -366,8 +380,14 @@ class Pipeline:
         the caller's trace (wire/trace.py)."""
         out = self.stage_for(inbound.topic).process(inbound)
         if out.decision is None or not self.spans.recording:
-            return out.traced_as(inbound.headers)  # a hand-off, a re-key, a dead letter, or no tracer
-        return out.with_trace(self.spans.decide(inbound.headers, records.decided(out.decision)))
+            out = out.traced_as(inbound.headers)  # a hand-off, a re-key, a dead letter, or no tracer
+        else:
+            first = find_header(out.headers, H_FIRST_TRACEPARENT)
+            decided = records.decided(out.decision, first.decode("ascii") if first is not None else None)
+            out = out.with_trace(self.spans.decide(inbound.headers, decided))
+        if out.topic == topics.HELD and self.holds is not None and out.decision is not None:
+            self.holds.traced(out.decision, carried(out.headers))  # its release continues this trace
+        return out
 
     def rolled_back(self) -> None:
         """The runtime dropped the open transaction's state changes (an abort, a rebalance)."""

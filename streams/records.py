@@ -54,7 +54,7 @@ def output_key(record: Mapping[str, Any]) -> bytes:
 
 
 
-def decided(record: Mapping[str, Any]) -> Decided:
+def decided(record: Mapping[str, Any], first_traceparent: str | None = None) -> Decided:
     """A decision record's facts, as its span shows them (runonce/telemetry)."""
     return Decided(str(record["request"]["tool"]), str(record["request"]["action_id"]), str(record["outcome"]),
-                   str(record["reason"]), record.get("first_action_id"))
+                   str(record["reason"]), record.get("first_action_id"), first_traceparent)

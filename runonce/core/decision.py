@@ -74,18 +74,24 @@ class KeyState:
 
     claim: Claim
     content_hash: str
+    #: the W3C traceparent of the action that took the key, kept by a worker that records
+    #: spans so a repeat's span can link to the first's trace. Never read by a decision.
+    first_traceparent: str | None = None
 
     @property
     def expires_at_ms(self) -> int:
         return self.claim.expires_at_ms
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"c": self.claim.to_json(), "h": self.content_hash}, separators=(",", ":")).encode()
+        raw: dict[str, object] = {"c": self.claim.to_json(), "h": self.content_hash}
+        if self.first_traceparent is not None:
+            raw["t"] = self.first_traceparent
+        return json.dumps(raw, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> KeyState:
         raw = json.loads(data)
-        return cls(Claim.from_json(raw["c"]), raw["h"])
+        return cls(Claim.from_json(raw["c"]), raw["h"], raw.get("t"))
 
     @staticmethod
     def expires_at_of(data: bytes) -> int:

@@ -15,7 +15,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from runonce.kafka import topics
 from runonce.telemetry.spans import Finish
-from runonce.wire.trace import TRACEPARENT, TRACESTATE, Decided, TraceHeaders, carried, trace_headers
+from runonce.wire.trace import TRACEPARENT, TRACESTATE, Decided, TraceHeaders, Waited, carried, trace_headers
 
 _W3C = TraceContextTextMapPropagator()
 
@@ -28,6 +28,14 @@ def provider_is_set() -> bool:
 def _context_of(headers: TraceHeaders) -> otel_context.Context | None:
     found = {name: value.decode("ascii") for name, value in carried(headers)}
     return _W3C.extract(found) if found else None
+
+
+def _span_context_of(traceparent: str | None) -> trace.SpanContext | None:
+    context = _context_of(((TRACEPARENT, traceparent.encode("ascii")),)) if traceparent else None
+    if context is None:
+        return None
+    found = trace.get_current_span(context).get_span_context()
+    return found if found.is_valid else None
 
 
 def _headers_of(span: trace.Span) -> TraceHeaders:
@@ -58,9 +66,26 @@ class OtelSpans:
                       "runonce.decision.outcome": decided.outcome, "runonce.decision.reason": decided.reason}
         if decided.repeat_of is not None:
             attributes["runonce.decision.repeat_of"] = decided.repeat_of
-        span = self.tracer.start_span(f"decide {decided.tool}", context=_context_of(request),
-                                      kind=SpanKind.CONSUMER, attributes=attributes)
+        first = _span_context_of(decided.first_traceparent)
+        span = self.tracer.start_span(
+            f"decide {decided.tool}", context=_context_of(request), kind=SpanKind.CONSUMER, attributes=attributes,
+            links=[trace.Link(first, {"runonce.link": "first_action"})] if first is not None else None)
         span.end()
+        return _headers_of(span)
+
+    def wait(self, held: TraceHeaders, waited: Waited) -> TraceHeaders:
+        attributes = {"gen_ai.tool.name": waited.tool, "runonce.action.id": waited.action_id,
+                      "runonce.approval.change": waited.change}
+        if waited.decided_by is not None:
+            attributes["runonce.approval.decided_by"] = waited.decided_by
+        # Made when the verdict is decided, with the hold's and the verdict's event times: a
+        # wait of days is one span, and nothing is held open in the worker meanwhile.
+        span = self.tracer.start_span(f"wait_for_approval {waited.tool}", context=_context_of(held),
+                                      kind=SpanKind.INTERNAL, attributes=attributes,
+                                      start_time=waited.held_at_ms * 1_000_000)
+        if waited.change != "release":
+            span.set_status(Status(StatusCode.ERROR, waited.change))
+        span.end(end_time=max(waited.ended_at_ms, waited.held_at_ms) * 1_000_000)
         return _headers_of(span)
 
     @contextlib.contextmanager

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Iterator, Protocol
 
-from runonce.wire.trace import Decided, TraceHeaders, carried
+from runonce.wire.trace import Decided, TraceHeaders, Waited, carried
 
 #: what an execution tells its span when the vendor has answered: the final status
 #: (``succeeded``, ``failed``, ``in_doubt``); never the vendor's words, which may quote input
@@ -25,7 +25,11 @@ class Spans(Protocol):
         ...
 
     def decide(self, request: TraceHeaders, decided: Decided) -> TraceHeaders:
-        """One decision, a child of its request's span."""
+        """One decision, a child of its request's span (a repeat's linked to the first's)."""
+        ...
+
+    def wait(self, held: TraceHeaders, waited: Waited) -> TraceHeaders:
+        """A held action's wait for a person, ended: a child of the hold's decision."""
         ...
 
     def execute(self, approved: TraceHeaders, tool: str, action_id: str,
@@ -46,6 +50,9 @@ class NoSpans:
 
     def decide(self, request: TraceHeaders, decided: Decided) -> TraceHeaders:
         return carried(request)
+
+    def wait(self, held: TraceHeaders, waited: Waited) -> TraceHeaders:
+        return carried(held)
 
     @contextlib.contextmanager
     def execute(self, approved: TraceHeaders, tool: str, action_id: str, capability: str) -> Iterator[Finish]:

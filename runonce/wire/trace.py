@@ -66,3 +66,26 @@ class Decided:
     reason: str
     #: on a repeat: the action it repeats
     repeat_of: str | None = None
+    #: on a repeat of a key whose first action was traced: that action's ``traceparent``
+    #: (``H_FIRST_TRACEPARENT``), for a span link from the repeat's trace to the first's
+    first_traceparent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Waited:
+    """A held action's wait for a person, as its span shows it: from the hold to the verdict
+    (or the expiry) that ended it, on the stream job's event times."""
+
+    tool: str
+    action_id: str
+    held_at_ms: int
+    ended_at_ms: int
+    #: what ended it: ``release``, ``deny`` or ``expire`` (core/approval.py ``Change``)
+    change: str
+    #: who ended it; the expiry's name for an expiry
+    decided_by: str | None
+
+
+#: on a decision that drops a repeat of a key: the first action's ``traceparent``, when the
+#: worker recorded spans as it decided the first (an analyst can find the original's trace)
+H_FIRST_TRACEPARENT = "runonce.first.traceparent"

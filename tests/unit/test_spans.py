@@ -4,7 +4,9 @@ exporter: which spans, whose children, with what, and never a param's value.
 Catches: a decision span that is not the child of its request's context (another trace);
 outputs that carry the request's context instead of the decision span's (the executor's span
 would skip the decision); a repeat's span without the action it repeats; an execution span
-without its outcome or parent; a param's value in any span; tracing turned on by nothing."""
+without its outcome or parent; a param's value in any span; tracing turned on by nothing; a
+repeat's span without its link to the first's trace; a release that starts a new trace (the
+hold's context not kept), or without the wait for a person as a span of its own."""
 
 from __future__ import annotations
 
@@ -16,17 +18,25 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.kafka.record import find_header
 from runonce.telemetry.otel import OtelSpans
 from runonce.telemetry.setup import asked
-from runonce.wire.trace import TRACEPARENT
+from runonce.telemetry.spans import NO_SPANS, Spans
+from runonce.wire.trace import H_FIRST_TRACEPARENT, TRACEPARENT
 from tests.support.executor_fakes import FakeCheckpoint, FakeConsumer, Mailer, Msg, approved, executor, tp
 from tests.support.memory import MemoryPipeline
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 SECRET = "planted-secret-body-7731"
+RETRY_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+HELD = PolicyBook.from_toml("""
+[tools.send_email]
+key = "require"
+approval = { always = true, expires = "1h" }
+""")
 
 
 @pytest.fixture
@@ -90,6 +100,58 @@ def test_performing_an_approved_action_is_an_execute_tool_span_under_its_decisio
     assert span.parent is not None and f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
     assert span.attributes["gen_ai.operation.name"] == "execute_tool"
     assert span.attributes["gen_ai.tool.call.id"] == "a1" and span.attributes["runonce.outcome"] == "succeeded"
+
+
+def test_a_repeats_decision_links_to_the_first_actions_trace(
+        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = exported
+    m = MemoryPipeline(spans=spans)
+    email = {"to": "a@example.com", "subject": "s", "body": "b"}
+    m.feed("send_email", email, timestamp_ms=1_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
+    m.feed("send_email", email, timestamp_ms=2_000, key="k-1", headers=((TRACEPARENT, RETRY_PARENT.encode()),))
+    approve, drop = exporter.get_finished_spans()
+    assert f"{drop.context.trace_id:032x}" == RETRY_PARENT.split("-")[1]  # the retry's own trace
+    (link,) = drop.links
+    assert (f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}") == (TRACE_ID, "00f067aa0ba902b7")
+    assert not approve.links
+    # the dropped record names the first's trace too, for an analyst
+    assert find_header(m.outputs[topics.DROPPED][0][2], H_FIRST_TRACEPARENT) == PARENT.encode()
+
+
+def test_a_key_keeps_no_trace_when_spans_are_not_recorded() -> None:
+    m = MemoryPipeline()
+    email = {"to": "a@example.com", "subject": "s", "body": "b"}
+    m.feed("send_email", email, timestamp_ms=1_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
+    m.feed("send_email", email, timestamp_ms=2_000, key="k-1", headers=((TRACEPARENT, RETRY_PARENT.encode()),))
+    assert find_header(m.outputs[topics.DROPPED][0][2], H_FIRST_TRACEPARENT) is None
+    assert all(b'"t"' not in value for part in m.keys.parts.values() for value in part.values())
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["spans", "no-spans"])
+def test_a_held_actions_release_continues_its_trace_after_the_wait_for_a_person(
+        exported: tuple[OtelSpans, InMemorySpanExporter], recorded: bool) -> None:
+    spans: Spans = exported[0] if recorded else NO_SPANS
+    exporter = exported[1]
+    m = MemoryPipeline(policies=HELD, spans=spans)
+    record = m.feed("send_email", {"to": "a@example.com", "subject": "s", "body": SECRET}, timestamp_ms=1_000,
+                    key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
+    m.verdict(record["action_id"], "approve", approver="carol", timestamp_ms=61_000)
+    (_, _, released), = m.outputs[topics.APPROVED]
+    trace_id, parent_span = _ids(find_header(released, TRACEPARENT))
+    assert trace_id == TRACE_ID  # the release is in the request's trace, not the approver's
+    if not recorded:
+        assert parent_span == "00f067aa0ba902b7" and not exporter.get_finished_spans()
+        return
+    hold, wait, release = exporter.get_finished_spans()
+    assert hold.attributes["runonce.decision.outcome"] == "HELD"
+    assert wait.name == "wait_for_approval send_email" and wait.parent.span_id == hold.context.span_id
+    assert (wait.start_time, wait.end_time) == (1_000 * 1_000_000, 61_000 * 1_000_000)
+    assert wait.attributes["runonce.approval.change"] == "release"
+    assert wait.attributes["runonce.approval.decided_by"] == "carol"
+    assert release.parent.span_id == wait.context.span_id
+    assert release.attributes["runonce.decision.outcome"] == "APPROVED"
+    assert parent_span == f"{release.context.span_id:016x}"  # the executor's span is the release's child
+    _no_secret(exporter.get_finished_spans())
 
 
 @pytest.mark.parametrize("environ, on", [
