@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import client_context
+from runonce.telemetry import vendor as vendor_spans
 
 #: HTTP statuses that say the vendor did not act and a retry may succeed
 NOT_PERFORMED = frozenset({409, 429, 503})
@@ -63,6 +64,18 @@ def http_request(method: str, url: str, body: bytes | None = None, *, headers: M
     """One request, any answer returned as it came (a JSON body decoded); only what happened on
     the wire raises: nothing sent (TransientVendorError) or sent and unanswered (OutcomeUnknown).
     ``https`` URLs verify the server against ``tls`` (the system's CAs when None)."""
+    with vendor_spans.http(method, url) as traced:
+        raw, resp = _exchange(method, url, body, dict(headers or {}, **traced.headers), timeout_s, tls)
+        traced.answered(resp.status)
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        data = raw.decode("utf-8", "replace")
+    return HttpResult(resp.status, data, {k.lower(): v for k, v in resp.getheaders()})
+
+
+def _exchange(method: str, url: str, body: bytes | None, headers: dict[str, str], timeout_s: float,
+              tls: ssl.SSLContext | None) -> tuple[bytes, http.client.HTTPResponse]:
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     conn: http.client.HTTPConnection
@@ -81,7 +94,7 @@ def http_request(method: str, url: str, body: bytes | None = None, *, headers: M
             raise TransientVendorError(f"{method} {url}: cannot connect: {exc}") from exc
         try:
             conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body,
-                         headers=dict(headers or {}))
+                         headers=headers)
             sent = True
             resp = conn.getresponse()
             raw = resp.read()
@@ -93,11 +106,7 @@ def http_request(method: str, url: str, body: bytes | None = None, *, headers: M
             raise TransientVendorError(f"{method} {url}: {exc}") from exc
     finally:
         conn.close()
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        data = raw.decode("utf-8", "replace")
-    return HttpResult(resp.status, data, {k.lower(): v for k, v in resp.getheaders()})
+    return raw, resp
 
 
 def raise_for_status(method: str, url: str, result: HttpResult) -> HttpResult:
@@ -208,6 +217,11 @@ def smtp_session(relay: SmtpRelay) -> smtplib.SMTP:
 def smtp_send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
     """One message, on a session of its own. Before DATA nothing is sent; once the message is
     on its way, a lost connection or a timeout may hide a delivery: OutcomeUnknown."""
+    with vendor_spans.smtp(relay.host, relay.port):
+        _send(relay, message, sender)
+
+
+def _send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
     smtp = smtp_session(relay)
     try:
         smtp.send_message(message, from_addr=sender)

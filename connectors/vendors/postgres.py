@@ -63,6 +63,7 @@ from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorErr
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import is_loopback
 from runonce.connectors.vendors.postgres_fields import MARKER_TABLE
+from runonce.telemetry import vendor as vendor_spans
 
 log = logging.getLogger("runonce.connectors.vendors.postgres")
 
@@ -199,8 +200,14 @@ class PostgresConnector:
         if statement is None:
             raise PermanentVendorError(f"{self.name} has no statement for tool {call.tool!r}")
         params = statement.bind(call)
-        ids = {"action_id": call.action_id, "vendor_key": call.vendor_key}
         conn = self._connect()
+        with vendor_spans.database("postgresql", conn.info.host, conn.info.port, conn.info.dbname):
+            return self._transaction(conn, call, statement, params)
+
+    def _transaction(self, conn: psycopg.Connection[Any], call: ActionCall, statement: Statement,
+                     params: Mapping[str, Any]) -> VendorResponse:
+        """Look for the marker, perform, write the marker, COMMIT: one transaction."""
+        ids = {"action_id": call.action_id, "vendor_key": call.vendor_key}
         committing = False
         try:
             with conn.transaction():
