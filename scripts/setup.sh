@@ -78,20 +78,39 @@ fi
 cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
 go_bin=$(command -v go || true)
 [ -n "$go_bin" ] || { [ -x /usr/local/go/bin/go ] && go_bin=/usr/local/go/bin/go; }
-go_install() {  # MODULE@VERSION NAME: once per version
-  local module=$1 name=$2
-  [ -x "$cache/bin/$name" ] && [ "$(cat "$cache/bin/.$name.version" 2>/dev/null)" = "$module" ] && return 0
+have_go() {
   if [ -z "$go_bin" ]; then
     echo "setup: installing golang-go (Debian package) for go install"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
     go_bin=$(command -v go)
   fi
-  echo "setup: go install $module (into $cache/bin)"
   mkdir -p "$cache/bin"
+}
+installed() {  # NAME SPEC: already built from this spec
+  [ -x "$cache/bin/$1" ] && [ "$(cat "$cache/bin/.$1.version" 2>/dev/null)" = "$2" ]
+}
+go_install() {  # MODULE@VERSION NAME: once per version
+  local module=$1 name=$2
+  installed "$name" "$module" && return 0
+  have_go
+  echo "setup: go install $module (into $cache/bin)"
   GOBIN="$cache/bin" "$go_bin" install "$module"
   echo "$module" > "$cache/bin/.$name.version"
+}
+go_tool() {  # PACKAGE@VERSION NAME: a program whose module has replace directives, which
+  # 'go install pkg@version' refuses: built as a tool of a module of our own (go get -tool)
+  local spec=$1 name=$2 dir="$cache/go-tools/$2"
+  installed "$name" "$spec" && return 0
+  have_go
+  echo "setup: go get -tool $spec, then go install tool (into $cache/bin; a few minutes once)"
+  rm -rf "$dir" && mkdir -p "$dir"
+  (cd "$dir" && "$go_bin" mod init "runonce.local/tools/$name" >/dev/null 2>&1 \
+     && "$go_bin" get -tool "$spec" && GOBIN="$cache/bin" "$go_bin" install tool)
+  echo "$spec" > "$cache/bin/.$name.version"
 }
 go_install github.com/stripe/stripe-mock@v0.203.0 stripe-mock
 go_install github.com/axllent/mailpit@v1.33.1 mailpit
 # Helm, which lints and renders deploy/helm/runonce (tests/unit/test_chart.py); ~3 min to build once
 go_install helm.sh/helm/v4/cmd/helm@v4.3.2 helm
+# Jaeger, the traces' store and query API (tests/integration/test_traces.py); ~7 min to build once
+go_tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.75.0 jaeger

@@ -28,7 +28,7 @@ def binary(name: str) -> Path:
     return path
 
 
-def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, headers: dict[str, str] | None = None) -> None:
+def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, headers: dict[str, str] | None = None) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -55,7 +55,7 @@ class StripeMock:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen([str(binary(STRIPE_MOCK)), "-http-addr", f"127.0.0.1:{self.port}"],
                                      stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        _wait_http(f"{self.url}/v1/balance", self.proc, log, {"Authorization": "Bearer sk_test_probe"})
+        wait_http(f"{self.url}/v1/balance", self.proc, log, {"Authorization": "Bearer sk_test_probe"})
         return self
 
     def stop(self) -> None:
@@ -93,7 +93,7 @@ class Mailpit:
              require, "--smtp-auth-file", str(auth), "--disable-version-check",
              "--database", str(self.folder / "mailpit.db"), "--max", "0"],
             stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        _wait_http(f"{self.api}/messages?limit=1", self.proc, log)
+        wait_http(f"{self.api}/messages?limit=1", self.proc, log)
         return self
 
     def stop(self) -> None:

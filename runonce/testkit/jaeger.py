@@ -1,0 +1,149 @@
+"""A real Jaeger (v2, built by ``scripts/setup.sh`` with ``go get -tool``) on loopback ports of
+its own, storing in memory: runonce's processes export to it over OTLP/HTTP as any
+OpenTelemetry SDK does (``otel_env``), and a test reads a trace back from Jaeger's query API
+(``/api/v3/traces/{id}``, OTLP JSON) as a person's Jaeger UI would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from runonce.devbroker.broker import free_ports, stop_group
+from runonce.testkit.vendor_servers import binary, wait_http
+
+JAEGER = "jaeger"
+
+#: only what a test needs: OTLP/HTTP in, the query API out, a health check; no other port
+_CONFIG = """\
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces: {{receivers: [otlp], processors: [batch], exporters: [jaeger_storage_exporter]}}
+  telemetry:
+    metrics: {{level: none}}
+    logs: {{level: warn}}
+extensions:
+  jaeger_query:
+    storage: {{traces: memstore}}
+    http: {{endpoint: "127.0.0.1:{query}"}}
+    grpc: {{endpoint: "127.0.0.1:{query_grpc}"}}
+  jaeger_storage:
+    backends: {{memstore: {{memory: {{max_traces: 100000}}}}}}
+  healthcheckv2:
+    use_v2: true
+    http: {{endpoint: "127.0.0.1:{health}"}}
+receivers:
+  otlp:
+    protocols: {{http: {{endpoint: "127.0.0.1:{otlp}"}}}}
+processors:
+  batch: {{timeout: 100ms}}
+exporters:
+  jaeger_storage_exporter: {{trace_storage: memstore}}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One span as Jaeger returns it."""
+
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    kind: int  # OTLP's: 1 internal, 2 server, 3 client, 4 producer, 5 consumer
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    #: (trace id, span id) of each link
+    links: tuple[tuple[str, str], ...]
+    error: bool
+
+
+class Jaeger:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.otlp_port, self.query_port, query_grpc, self.health_port = free_ports(4)
+        self._config = _CONFIG.format(otlp=self.otlp_port, query=self.query_port, query_grpc=query_grpc,
+                                      health=self.health_port)
+        self.query_url = f"http://127.0.0.1:{self.query_port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Jaeger:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "jaeger.yaml"
+        config.write_text(self._config)
+        log = self.folder / "jaeger.log"
+        self.proc = subprocess.Popen([str(binary(JAEGER)), "--config", f"file:{config}"],
+                                     stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        wait_http(f"http://127.0.0.1:{self.health_port}/status", self.proc, log)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_group(self.proc.pid)
+            self.proc.wait(10)
+
+    def otel_env(self, service: str) -> dict[str, str]:
+        """What a process's environment needs to send its spans here (the standard variables),
+        batched for a tenth of a second instead of five."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{self.otlp_port}", "OTEL_SERVICE_NAME": service,
+                "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_TRACES_SAMPLER": "parentbased_always_on"}
+
+    @property
+    def otlp_traces_url(self) -> str:
+        return f"http://127.0.0.1:{self.otlp_port}/v1/traces"
+
+    def trace(self, trace_id: str) -> list[Span]:
+        """Every span of a trace Jaeger holds now ([] if none)."""
+        try:
+            with urllib.request.urlopen(f"{self.query_url}/api/v3/traces/{trace_id}", timeout=10) as resp:
+                body = json.load(resp)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        return [_span(service, raw) for service, raw in _spans_of(body.get("result") or {})]
+
+    def wait_for(self, trace_id: str, done: Callable[[list[Span]], bool], timeout_s: float = 60) -> list[Span]:
+        """The trace once ``done`` says it is whole (spans from several processes arrive in
+        their own time); what there is after ``timeout_s``, for the assertion to name."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            spans = self.trace(trace_id)
+            if done(spans) or time.monotonic() > deadline:
+                return spans
+            time.sleep(0.3)
+
+
+def _spans_of(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for resource in result.get("resourceSpans", []):
+        service = next((a["value"].get("stringValue", "") for a in resource.get("resource", {}).get("attributes", [])
+                        if a["key"] == "service.name"), "")
+        for scope in resource.get("scopeSpans", []):
+            out += [(service, raw) for raw in scope.get("spans", [])]
+    return out
+
+
+def _value(v: dict[str, Any]) -> Any:
+    for kind in ("stringValue", "boolValue", "doubleValue"):
+        if kind in v:
+            return v[kind]
+    if "intValue" in v:
+        return int(v["intValue"])
+    return v
+
+
+def _span(service: str, raw: dict[str, Any]) -> Span:
+    return Span(service, raw["name"], raw["traceId"], raw["spanId"], raw.get("parentSpanId", ""),
+                int(raw.get("kind", 0)), int(raw["startTimeUnixNano"]), int(raw["endTimeUnixNano"]),
+                {a["key"]: _value(a["value"]) for a in raw.get("attributes", [])},
+                tuple((link["traceId"], link["spanId"]) for link in raw.get("links", [])),
+                (raw.get("status") or {}).get("code") == 2)
