@@ -60,8 +60,8 @@ def global_provider() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     trace.set_tracer_provider(provider)
     yield provider, exporter
     provider.shutdown()
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace._TRACER_PROVIDER = None
+    trace._TRACER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001 (how OpenTelemetry's own tests reset it)
+    trace._TRACER_PROVIDER = None  # noqa: SLF001
 
 
 def test_a_vendor_request_is_a_client_span_under_the_current_one_and_sends_its_context(
