@@ -229,8 +229,8 @@ def wide_floor_run(ctx: Any, bootstrap: KafkaTarget, n: int, rate: float, patter
     return turn_run(ctx, bootstrap, WIDE, SIDE_TOPICS, "wide_floor", n, rate, pattern)
 
 
-def runonce_run(bootstrap: KafkaTarget, requests: list[dict[str, Any]], rate: float, pattern: str) -> list[float]:
-    """Each action's latency (ms), by index: its CreateTime to its decision seen."""
+def decisions_reader(bootstrap: KafkaTarget) -> Reader:
+    """A live reader of runonce's decisions (approved and dropped), by action id."""
     codec = Codec()
 
     def ident(m: Any) -> str | None:
@@ -239,7 +239,13 @@ def runonce_run(bootstrap: KafkaTarget, requests: list[dict[str, Any]], rate: fl
         except Exception:  # noqa: BLE001 - not a decision
             return None
 
-    reader = Reader(bootstrap, (topics.APPROVED, topics.DROPPED), ident)
+    return Reader(bootstrap, (topics.APPROVED, topics.DROPPED), ident)
+
+
+def runonce_run(bootstrap: KafkaTarget, requests: list[dict[str, Any]], rate: float, pattern: str) -> list[float]:
+    """Each action's latency (ms), by index: its CreateTime to its decision seen."""
+    codec = Codec()
+    reader = decisions_reader(bootstrap)
     # The bench's load is keyed as bench/run.py keys it; the steady one as the SDK keys it (an
     # unkeyed action by its content key, so it needs no re-key hop).
     records = [((request_key(r) if pattern == "batched" else routing_key(r, POLICIES)).encode(),

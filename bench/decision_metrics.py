@@ -57,7 +57,7 @@ def _run(inbounds: list[Inbound], observe: bool) -> float:
     if not observe:
         metrics.age = _NoObservation()  # type: ignore[assignment]  # the stages observe nothing
     pipeline = Pipeline(codec=codec, policies=PolicyBook.load(), partitions=PARTITIONS, keys=MemoryStore(),
-                        scopes=MemoryStore(), metrics=metrics, decides_scope_here=lambda _p: True)
+                        scopes=MemoryStore(), holds=MemoryStore(), metrics=metrics, decides_scope_here=lambda _p: True)
     started = time.perf_counter()
     for inbound in inbounds:
         pipeline.process(inbound)

@@ -15,7 +15,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from runonce.kafka import topics
 from runonce.telemetry.spans import Finish
-from runonce.wire.trace import TRACEPARENT, TRACESTATE, Decided, TraceHeaders, Waited, carried, trace_headers
+from runonce.wire.trace import TRACEPARENT, TRACESTATE, Decided, TraceHeaders, Waited, carried
 
 _W3C = TraceContextTextMapPropagator()
 
@@ -39,9 +39,14 @@ def _span_context_of(traceparent: str | None) -> trace.SpanContext | None:
 
 
 def _headers_of(span: trace.Span) -> TraceHeaders:
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier, context=trace.set_span_in_context(span))
-    return trace_headers({k: v for k, v in carrier.items() if k in (TRACEPARENT, TRACESTATE)})
+    """The span's W3C context as record headers: written directly (what the propagator
+    writes, without its dict and its parse; this runs for every decision)."""
+    ctx = span.get_span_context()
+    headers: TraceHeaders = (
+        (TRACEPARENT, f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}".encode("ascii")),)
+    if ctx.trace_state:
+        headers = (*headers, (TRACESTATE, ctx.trace_state.to_header().encode("ascii")))
+    return headers
 
 
 class OtelSpans:
@@ -62,14 +67,16 @@ class OtelSpans:
             yield _headers_of(span)
 
     def decide(self, request: TraceHeaders, decided: Decided) -> TraceHeaders:
-        attributes = {"gen_ai.tool.name": decided.tool, "runonce.action.id": decided.action_id,
-                      "runonce.decision.outcome": decided.outcome, "runonce.decision.reason": decided.reason}
-        if decided.repeat_of is not None:
-            attributes["runonce.decision.repeat_of"] = decided.repeat_of
         first = _span_context_of(decided.first_traceparent)
         span = self.tracer.start_span(
-            f"decide {decided.tool}", context=_context_of(request), kind=SpanKind.CONSUMER, attributes=attributes,
+            f"decide {decided.tool}", context=_context_of(request), kind=SpanKind.CONSUMER,
             links=[trace.Link(first, {"runonce.link": "first_action"})] if first is not None else None)
+        if span.is_recording():  # an unsampled decision (most, at 1%) builds no attributes
+            span.set_attributes({"gen_ai.tool.name": decided.tool, "runonce.action.id": decided.action_id,
+                                 "runonce.decision.outcome": decided.outcome,
+                                 "runonce.decision.reason": decided.reason})
+            if decided.repeat_of is not None:
+                span.set_attribute("runonce.decision.repeat_of", decided.repeat_of)
         span.end()
         return _headers_of(span)
 

@@ -100,16 +100,20 @@ class Jaeger:
     def otlp_traces_url(self) -> str:
         return f"http://127.0.0.1:{self.otlp_port}/v1/traces"
 
-    def trace(self, trace_id: str) -> list[Span]:
-        """Every span of a trace Jaeger holds now ([] if none)."""
+    def answer(self, trace_id: str) -> dict[str, Any]:
+        """Jaeger's answer for a trace as it came (OTLP JSON under ``result``); {} if it has none."""
         try:
             with urllib.request.urlopen(f"{self.query_url}/api/v3/traces/{trace_id}", timeout=10) as resp:
-                body = json.load(resp)
+                body: dict[str, Any] = json.load(resp)
+                return body
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
-                return []
+                return {}
             raise
-        return [_span(service, raw) for service, raw in _spans_of(body.get("result") or {})]
+
+    def trace(self, trace_id: str) -> list[Span]:
+        """Every span of a trace Jaeger holds now ([] if none)."""
+        return spans_of(self.answer(trace_id))
 
     def wait_for(self, trace_id: str, done: Callable[[list[Span]], bool], timeout_s: float = 60) -> list[Span]:
         """The trace once ``done`` says it is whole (spans from several processes arrive in
@@ -122,7 +126,12 @@ class Jaeger:
             time.sleep(0.3)
 
 
-def _spans_of(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def spans_of(answer: dict[str, Any]) -> list[Span]:
+    """The spans of a query API answer (``answer``'s format)."""
+    return [_span(service, raw) for service, raw in _raw_spans(answer.get("result") or {})]
+
+
+def _raw_spans(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for resource in result.get("resourceSpans", []):
         service = next((a["value"].get("stringValue", "") for a in resource.get("resource", {}).get("attributes", [])

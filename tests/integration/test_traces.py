@@ -10,10 +10,12 @@ password, and a value from the params."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 import uuid
 from dataclasses import asdict
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -112,6 +114,15 @@ def _child(spans: list[Span], parent: Span, name: str) -> Span:
     return child
 
 
+def keep(jaeger: Jaeger, trace_id: str, name: str) -> None:
+    """Jaeger's answer, kept where ``RUNONCE_TRACES_OUT`` says (scripts/trace_picture.sh draws
+    the docs' picture from it); nothing without it."""
+    folder = os.environ.get("RUNONCE_TRACES_OUT")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"{name}.json").write_text(json.dumps(jaeger.answer(trace_id), indent=1))
+
+
 def _no_secret(spans: list[Span], *planted: str) -> None:
     text = json.dumps([asdict(s) for s in spans])
     for secret in planted:
@@ -137,6 +148,7 @@ def test_a_charge_is_one_trace_from_the_agents_span_to_stripes_answer_and_its_re
 
     trace_id = _hex(turn.get_span_context().trace_id)
     spans = traced.jaeger.wait_for(trace_id, lambda ss: any(s.name == "POST" for s in ss))
+    keep(traced.jaeger, trace_id, "charge")
     root = _one(spans, "invoke_agent billing")
     submit = _child(spans, root, f"send {topics.REQUESTED}")
     decide = _child(spans, submit, "decide charge_payment")
@@ -183,6 +195,7 @@ def test_a_held_email_waits_for_a_person_in_a_span_of_its_own_then_is_sent_in_th
 
     trace_id = _hex(turn.get_span_context().trace_id)
     spans = traced.jaeger.wait_for(trace_id, lambda ss: any(s.name == "smtp send" for s in ss))
+    keep(traced.jaeger, trace_id, "held-email")
     submit = _child(spans, _one(spans, "invoke_agent newsletter"), f"send {topics.REQUESTED}")
     hold, release = sorted((s for s in spans if s.name == "decide send_email"), key=lambda s: s.start_ns)
     assert hold.parent_span_id == submit.span_id and hold.attributes["runonce.decision.outcome"] == "HELD"
