@@ -374,7 +374,7 @@ class Executor(RunsItsLoop):
             with self.spans.execute(w.record.headers, w.call.tool, w.call.action_id,
                                     self.connector.capability.value) as finish:
                 outcome = carry_out(self.runner, w.plan, w.call, w.prior)
-                finish(outcome.status.value)
+                finish(outcome.status.value, outcome.attempts)
             return w.call.action_id, outcome
         if len(work) <= 1 or self.max_in_flight <= 1:
             return dict(one(w) for w in work)

@@ -102,8 +102,9 @@ class OtelSpans:
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
                     "gen_ai.tool.call.id": action_id, "gen_ai.tool.type": "function",
                     "runonce.action.id": action_id, "runonce.capability": capability}) as span:
-            def finish(status: str) -> None:
+            def finish(status: str, attempts: int) -> None:
                 span.set_attribute("runonce.outcome", status)
+                span.set_attribute("runonce.attempts", attempts)
                 if status != "succeeded":
                     span.set_status(Status(StatusCode.ERROR, status))
             yield finish

@@ -12,8 +12,9 @@ from typing import Callable, Iterator, Protocol
 from runonce.wire.trace import Decided, TraceHeaders, Waited, carried
 
 #: what an execution tells its span when the vendor has answered: the final status
-#: (``succeeded``, ``failed``, ``in_doubt``); never the vendor's words, which may quote input
-Finish = Callable[[str], None]
+#: (``succeeded``, ``failed``, ``in_doubt``) and the vendor calls it took; never the vendor's
+#: words, which may quote input
+Finish = Callable[[str, int], None]
 
 
 class Spans(Protocol):
@@ -59,7 +60,7 @@ class NoSpans:
         yield _nothing
 
 
-def _nothing(status: str) -> None:
+def _nothing(status: str, attempts: int) -> None:
     return None
 
 

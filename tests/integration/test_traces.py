@@ -158,7 +158,7 @@ def test_a_charge_is_one_trace_from_the_agents_span_to_stripes_answer_and_its_re
     assert (decide.service, decide.attributes["runonce.decision.outcome"]) == ("runonce-worker", "APPROVED")
     assert execute.service == "runonce-executor-payments"
     assert execute.attributes["gen_ai.tool.call.id"] == first.action_id
-    assert execute.attributes["runonce.outcome"] == "succeeded"
+    assert execute.attributes["runonce.outcome"] == "succeeded" and execute.attributes["runonce.attempts"] == 1
     assert execute.attributes["runonce.capability"] == "vendor_key"
     assert stripe.attributes["url.full"].endswith("/v1/charges") and stripe.attributes["http.response.status_code"] == 200
 

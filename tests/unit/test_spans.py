@@ -100,6 +100,7 @@ def test_performing_an_approved_action_is_an_execute_tool_span_under_its_decisio
     assert span.parent is not None and f"{span.parent.span_id:016x}" == "00f067aa0ba902b7"
     assert span.attributes["gen_ai.operation.name"] == "execute_tool"
     assert span.attributes["gen_ai.tool.call.id"] == "a1" and span.attributes["runonce.outcome"] == "succeeded"
+    assert span.attributes["runonce.attempts"] == 1
 
 
 def test_a_repeats_decision_links_to_the_first_actions_trace(
