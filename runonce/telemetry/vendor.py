@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 try:
     from opentelemetry import trace
     from opentelemetry.propagate import inject
-    from opentelemetry.trace import ProxyTracerProvider, SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    from runonce.telemetry.otel import provider_is_set
 except ImportError:  # the bare SDK: nothing traces
     trace = None  # type: ignore[assignment]
 
 Attribute = str | int
+#: a span's attributes, built only when a span is made
+Attributes = Callable[[], Mapping[str, Attribute]]
 
 
 @dataclass(slots=True)
@@ -40,13 +44,13 @@ class VendorCall:
 
 
 @contextlib.contextmanager
-def _span(name: str, attributes: Mapping[str, Attribute], propagate: bool) -> Iterator[VendorCall]:
+def _span(name: str, attributes: Attributes, propagate: bool) -> Iterator[VendorCall]:
     call = VendorCall()
-    if trace is None or isinstance(trace.get_tracer_provider(), ProxyTracerProvider):
+    if trace is None or not provider_is_set():
         yield call
         return
     tracer = trace.get_tracer("runonce.connectors")
-    with tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=dict(attributes),
+    with tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=dict(attributes()),
                                       record_exception=False, set_status_on_exception=False) as span:
         if propagate:
             inject(call.headers)
@@ -66,20 +70,22 @@ def _span(name: str, attributes: Mapping[str, Attribute], propagate: bool) -> It
 
 
 def http(method: str, url: str) -> contextlib.AbstractContextManager[VendorCall]:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return _span(method, {"http.request.method": method, "server.address": parts.hostname or "",
-                          "server.port": port, "url.full": f"{parts.scheme}://{parts.netloc}{parts.path}"},
-                 propagate=True)
+    def attributes() -> Mapping[str, Attribute]:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return {"http.request.method": method, "server.address": parts.hostname or "",
+                "server.port": port, "url.full": f"{parts.scheme}://{parts.netloc}{parts.path}"}
+
+    return _span(method, attributes, propagate=True)
 
 
 def smtp(host: str, port: int) -> contextlib.AbstractContextManager[VendorCall]:
-    return _span("smtp send", {"network.protocol.name": "smtp", "server.address": host, "server.port": port},
+    return _span("smtp send", lambda: {"network.protocol.name": "smtp", "server.address": host, "server.port": port},
                  propagate=False)
 
 
 def database(system: str, host: str, port: int, namespace: str) -> contextlib.AbstractContextManager[VendorCall]:
     """One transaction (``db.operation.name`` = ``transaction``: look, effect, marker, commit)."""
-    return _span(f"transaction {namespace}", {"db.system.name": system, "db.operation.name": "transaction",
-                                              "db.namespace": namespace, "server.address": host,
-                                              "server.port": port}, propagate=False)
+    return _span(f"transaction {namespace}",
+                 lambda: {"db.system.name": system, "db.operation.name": "transaction", "db.namespace": namespace,
+                          "server.address": host, "server.port": port}, propagate=False)
