@@ -50,7 +50,7 @@ from runonce.wire.headers import (
     H_POLICIES,
     dead_letter_headers,
 )
-from runonce.wire.trace import H_FIRST_TRACEPARENT, TRACEPARENT, carried, valid_traceparent
+from runonce.wire.trace import H_FIRST_TRACEPARENT, TRACEPARENT, carried
 
 
 def _int_header(inbound: Inbound, name: str) -> int | None:
@@ -259,8 +259,8 @@ class KeyStage(_Stage):
                                    ((H_FIRST_TRACEPARENT, first.encode("ascii")),) if first else ())
         new_state = decision.new_state
         if self.keeps_traces and new_state is not None and not decision.replay:
-            traceparent = find_header(inbound.headers, TRACEPARENT)
-            if traceparent is not None and valid_traceparent(traceparent.decode("ascii", "replace")):
+            traceparent = dict(carried(inbound.headers)).get(TRACEPARENT)
+            if traceparent is not None:
                 new_state = replace(new_state, first_traceparent=traceparent.decode("ascii"))
         # State last: a record whose output could not be built has changed nothing.
         if new_state is not None and key is not None:
