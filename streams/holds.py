@@ -95,6 +95,8 @@ class Holds:
         self.spans = spans
         #: per partition, the earliest event time at which a sweep has work (absent: unknown)
         self._due_ms: dict[int, float] = {}
+        #: the hold ``hold`` made, until ``keep`` stores it: (partition, action id, entry)
+        self._unkept: tuple[int, str, Entry] | None = None
         #: per partition, the holds waiting for a person: action id -> held at (for the gauges)
         self._waiting: dict[int, dict[str, int]] = {}
         metrics.holds_waiting.set_function(lambda: sum(len(w) for w in self._waiting.values()))
@@ -102,7 +104,7 @@ class Holds:
 
     # -- holding -------------------------------------------------------------------------
     def hold(self, record: dict[str, Any], rule: ApprovalRule, why: str, partition: int) -> Out:
-        """``record`` (an APPROVE decision) held on ``partition`` instead."""
+        """``record`` (an APPROVE decision) held on ``partition`` instead; stored by ``keep``."""
         action_id = str(record["request"]["action_id"])
         raw = self.store.get(partition, action_id.encode())
         prior = Entry.from_bytes(raw, partition).hold if raw is not None else None
@@ -110,8 +112,9 @@ class Holds:
         out = dict(record, outcome=Outcome.HOLD.value, hold_why=held.why, hold_expires_at_ms=held.expires_at_ms,
                    hold_partition=partition)
         value = self.codec.encode("ActionDecision", out)
-        # Written again on a replay, as claims are ("Replays write again" in core/decide.py).
-        self.store.put(partition, action_id.encode(), Entry(held, value).to_bytes())
+        # Written by ``keep``, once the trace context its decision is written with is known
+        # (Pipeline.process); again on a replay, as claims are ("Replays write again" in core/decide.py).
+        self._unkept = (partition, action_id, Entry(held, value))
         if partition in self._due_ms:
             self._due_ms[partition] = min(self._due_ms[partition], held.expires_at_ms)
         if held.status is HoldStatus.HELD:
@@ -119,15 +122,16 @@ class Holds:
         self.metrics.held.labels(record["request"]["tool"]).inc()
         return Out(topics.HELD, records.output_key(out), value, decision=out)
 
-    def traced(self, held: Mapping[str, Any], context: TraceHeaders) -> None:
-        """Keep the trace context the hold's decision was written with (its span's, or the
-        request's): the release or drop, whenever it comes, continues that trace."""
-        if not context:
-            return
-        partition, key = int(held["hold_partition"]), str(held["request"]["action_id"]).encode()
-        raw = self.store.get(partition, key)
-        if raw is not None:
-            self.store.put(partition, key, replace(Entry.from_bytes(raw, partition), trace=tuple(context)).to_bytes())
+    def keep(self, held: Mapping[str, Any], context: TraceHeaders) -> None:
+        """Store the hold ``hold`` just made for ``held``, with the trace context the hold's
+        decision is written with (its span's, or the request's): the release or drop, whenever
+        it comes, continues that trace."""
+        unkept, self._unkept = self._unkept, None
+        action_id = str(held["request"]["action_id"])
+        if unkept is None or unkept[1] != action_id:
+            raise InvariantViolation(f"{action_id}: a hold kept that was not made")
+        partition, _, entry = unkept
+        self.store.put(partition, action_id.encode(), replace(entry, trace=tuple(context)).to_bytes())
 
     # -- verdicts ------------------------------------------------------------------------
     def verdict(self, inbound: Inbound) -> list[Out]:

@@ -386,7 +386,7 @@ class Pipeline:
             decided = records.decided(out.decision, first.decode("ascii") if first is not None else None)
             out = out.with_trace(self.spans.decide(inbound.headers, decided))
         if out.topic == topics.HELD and self.holds is not None and out.decision is not None:
-            self.holds.traced(out.decision, carried(out.headers))  # its release continues this trace
+            self.holds.keep(out.decision, carried(out.headers))  # its release continues this trace
         return out
 
     def rolled_back(self) -> None:
