@@ -12,6 +12,8 @@ import pytest
 from runonce.devbroker.broker import Broker
 from runonce.kafka.topics import create_topics
 from runonce.settings import Settings
+from runonce.testkit import faults as network_faults
+from runonce.testkit.faults import Faults
 from runonce.testkit.postgres import LocalPostgres
 
 
@@ -52,3 +54,29 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPostgres
         yield server.start()
     finally:
         server.stop()
+
+
+@pytest.fixture
+def faults() -> Iterator[Faults]:
+    """This test's network faults (runonce/testkit/faults.py), all undone when it ends, even
+    when it fails; a fault left behind fails it."""
+    reason = network_faults.available()
+    if reason is not None:
+        pytest.fail(f"network faults cannot be injected on this machine: {reason}")
+    injector = Faults()
+    try:
+        yield injector
+    finally:
+        injector.close()
+        left = network_faults.leftovers()
+        assert not left, f"faults left on the machine: {left}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Nothing a fault test did may outlive the session (iptables rules, cgroups)."""
+    if network_faults.available() is not None:
+        return
+    left = network_faults.leftovers()
+    if left:
+        print(f"\nnetwork faults left on the machine: {left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

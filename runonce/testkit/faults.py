@@ -1,0 +1,204 @@
+"""Network faults for tests, on this machine's loopback only: one named process cut off from
+some ports (a broker, a vendor), or its packets to them lost at random, then healed.
+
+How: the process is moved into a cgroup of its own (cgroup v2), and an iptables rule in a
+chain of ours drops what that cgroup sends on ``lo`` to the given ports. Nothing is refused
+or reset: the process's requests go unanswered, as across a partition, while every other
+process (the broker's other clients, the test itself) is untouched. A process started by
+the cut one (its children) is cut too.
+
+Why not ``tc netem``: this machine's kernel has no netem qdisc (tried). Why not a proxy: a
+Kafka client connects to the address the broker advertises, not to a proxy it was given, and
+the one-process cut is the zombie Kafka's fencing exists for.
+
+``Faults`` undoes everything it did on ``close`` (rules, chain, cgroups; the processes go
+back to the root cgroup). ``leftovers`` says what any ``Faults`` left on the machine: the
+test session checks it is nothing. Every target is a loopback port: no rule names an address
+outside this machine."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+#: our chain in the filter table, jumped to from OUTPUT while any fault is on
+CHAIN = "RUNONCE-FAULTS"
+#: our cgroups live under this one, below the cgroup v2 mount
+CGROUP_PREFIX = "runonce-faults"
+
+
+class FaultsUnavailable(RuntimeError):
+    """This machine cannot inject them (no root, no iptables, no cgroup v2)."""
+
+
+def cgroup2_root() -> Path:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[2] == "cgroup2":
+            return Path(parts[1])
+    raise FaultsUnavailable("no cgroup v2 hierarchy is mounted")
+
+
+def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        done = subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError as exc:
+        raise FaultsUnavailable("iptables is not installed") from exc
+    if check and done.returncode != 0:
+        raise FaultsUnavailable(f"iptables {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One rule: what ``name``'s cgroup sends to ``ports`` is dropped (all, or ``loss`` of it)."""
+
+    name: str
+    ports: tuple[int, ...]
+    #: the share of packets dropped; 1.0 is a cut
+    loss: float = 1.0
+
+    def rule(self, cgroup: str) -> list[str]:
+        if not self.ports or not all(0 < p < 65536 for p in self.ports):
+            raise ValueError(f"{self.name}: ports must be given, each 1..65535: {self.ports}")
+        if not 0.0 < self.loss <= 1.0:
+            raise ValueError(f"{self.name}: loss is a share in (0, 1]: {self.loss}")
+        rule = ["-o", "lo", "-p", "tcp", "-m", "multiport", "--dports", ",".join(map(str, self.ports)),
+                "-m", "cgroup", "--path", cgroup]
+        if self.loss < 1.0:
+            rule += ["-m", "statistic", "--mode", "random", "--probability", f"{self.loss:.4f}"]
+        return [*rule, "-m", "comment", "--comment", f"{CGROUP_PREFIX}:{self.name}", "-j", "DROP"]
+
+
+@dataclass
+class Faults:
+    """The faults of one test: ``place`` a process, ``cut`` or ``lose`` its packets, ``heal``."""
+
+    #: this test's cgroups: ``CGROUP_PREFIX/<session>/<process name>``
+    session: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    _root: Path = field(default_factory=cgroup2_root)
+    _rules: dict[str, list[str]] = field(default_factory=dict)
+    _placed: dict[str, Path] = field(default_factory=dict)
+
+    def place(self, name: str, pid: int) -> None:
+        """Put process ``pid`` (and the children it starts from now on) under ``name``."""
+        folder = self._root / CGROUP_PREFIX / self.session / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "cgroup.procs").write_text(str(pid))
+        self._placed[name] = folder
+
+    def cut(self, name: str, ports: Sequence[int]) -> Fault:
+        """Drop everything ``name`` sends to ``ports`` until ``heal``."""
+        return self._add(Fault(name, tuple(ports)))
+
+    def lose(self, name: str, ports: Sequence[int], loss: float) -> Fault:
+        """Drop ``loss`` of the packets ``name`` sends to ``ports`` until ``heal``."""
+        return self._add(Fault(name, tuple(ports), loss))
+
+    def heal(self, fault: Fault) -> None:
+        rule = self._rules.pop(self._key(fault), None)
+        if rule is not None:
+            _iptables("-D", CHAIN, *rule)
+
+    def heal_all(self) -> None:
+        for key in list(self._rules):
+            _iptables("-D", CHAIN, *self._rules.pop(key))
+
+    def close(self) -> None:
+        """Every rule removed, the chain too once it is empty, every process back at the root."""
+        self.heal_all()
+        _drop_chain_if_empty()
+        for folder in self._placed.values():
+            _release(folder, self._root)
+        self._placed.clear()
+        session = self._root / CGROUP_PREFIX / self.session
+        if session.exists():
+            session.rmdir()
+        _rmdir_if_empty(self._root / CGROUP_PREFIX)
+
+    def __enter__(self) -> Faults:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- inside ------------------------------------------------------------------------
+    def _add(self, fault: Fault) -> Fault:
+        folder = self._placed.get(fault.name)
+        if folder is None:
+            raise ValueError(f"{fault.name}: place the process first")
+        rule = fault.rule(str(folder.relative_to(self._root)))
+        _ensure_chain()
+        _iptables("-A", CHAIN, *rule)
+        self._rules[self._key(fault)] = rule
+        return fault
+
+    @staticmethod
+    def _key(fault: Fault) -> str:
+        return f"{fault.name}:{fault.ports}:{fault.loss}"
+
+
+def _ensure_chain() -> None:
+    if _iptables("-S", CHAIN, check=False).returncode != 0:
+        _iptables("-N", CHAIN)
+    if _iptables("-C", "OUTPUT", "-j", CHAIN, check=False).returncode != 0:
+        _iptables("-I", "OUTPUT", "1", "-j", CHAIN)
+
+
+def _drop_chain_if_empty() -> None:
+    listed = _iptables("-S", CHAIN, check=False)
+    if listed.returncode != 0:
+        return
+    if any(line.startswith("-A ") for line in listed.stdout.splitlines()):
+        return  # another test's faults are still on
+    while _iptables("-C", "OUTPUT", "-j", CHAIN, check=False).returncode == 0:
+        _iptables("-D", "OUTPUT", "-j", CHAIN)
+    _iptables("-X", CHAIN)
+
+
+def _release(folder: Path, root: Path) -> None:
+    """Move what is left in ``folder`` (the process, if it lives, and its children) back to the root."""
+    if not folder.exists():
+        return
+    for pid in (folder / "cgroup.procs").read_text().split():
+        try:
+            (root / "cgroup.procs").write_text(pid)
+        except ProcessLookupError:
+            pass  # it ended meanwhile
+    folder.rmdir()
+
+
+def _rmdir_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # absent, or another session's cgroups are in it
+
+
+def leftovers() -> list[str]:
+    """What faults left on this machine: rules or a jump to our chain, our cgroups."""
+    found: list[str] = []
+    listed = _iptables("-S", check=False).stdout.splitlines()
+    found += [line for line in listed if CHAIN in line or CGROUP_PREFIX in line]
+    try:
+        ours = cgroup2_root() / CGROUP_PREFIX
+    except FaultsUnavailable:
+        return found
+    if ours.exists():
+        found += [f"cgroup {p}" for p in sorted(ours.rglob("*")) if p.is_dir()] or [f"cgroup {ours}"]
+    return found
+
+
+def available() -> str | None:
+    """None, or why this machine cannot inject faults."""
+    try:
+        root = cgroup2_root()
+        if not (root / "cgroup.procs").exists():
+            return f"{root} is not writable here"
+        _iptables("-S", "OUTPUT")
+    except FaultsUnavailable as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,85 @@
+"""The fault injector itself (runonce/testkit/faults.py), on this machine's loopback: a cut
+reaches only the process it names, heals, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runonce.testkit import faults as network_faults
+from runonce.testkit.faults import Faults, leftovers
+
+#: a child that connects to the port it is given every 0.1 s and says how each try went
+_DIALER = """
+import socket, sys, time
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.3).close()
+        print("ok", flush=True)
+    except OSError as exc:
+        print(type(exc).__name__, flush=True)
+    time.sleep(0.1)
+"""
+
+
+def _tries(child: subprocess.Popen[str], seconds: float) -> list[str]:
+    """What the child said over the next ``seconds``."""
+    said: list[str] = []
+    deadline = time.monotonic() + seconds
+    assert child.stdout is not None
+    while time.monotonic() < deadline:
+        said.append(child.stdout.readline().strip())
+    return said
+
+
+def test_a_cut_drops_only_the_named_process_and_heals_and_leaves_nothing() -> None:
+    """Catches a rule that drops more than the named process (the test's own connection times
+    out), one that drops nothing (the child keeps connecting), a heal that leaves the rule (it
+    never connects again), and a close that leaves a rule, the chain or a cgroup behind."""
+    if network_faults.available() is not None:
+        pytest.fail(f"network faults cannot be injected here: {network_faults.available()}")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    child = subprocess.Popen([sys.executable, "-c", _DIALER, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        with Faults() as faults:
+            faults.place("dialer", child.pid)
+            assert "ok" in _tries(child, 1.0)
+            cut = faults.cut("dialer", [port])
+            _tries(child, 0.5)  # a try already under way
+            during = _tries(child, 1.5)
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()  # the test itself is not cut
+            faults.heal(cut)
+            _tries(child, 0.5)
+            after = _tries(child, 1.0)
+        assert during and "ok" not in during and set(during) == {"TimeoutError"}, during
+        assert "ok" in after, after
+    finally:
+        child.kill()
+        child.wait()
+        listener.close()
+    assert leftovers() == []
+
+
+def test_loss_drops_a_share_of_the_packets() -> None:
+    """Half the packets of the named process lost: some of its connections fail, some do not."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    child = subprocess.Popen([sys.executable, "-c", _DIALER, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        with Faults() as faults:
+            faults.place("dialer", child.pid)
+            faults.lose("dialer", [port], 0.5)
+            said = _tries(child, 4.0)
+        assert "ok" in said and "TimeoutError" in said, said
+    finally:
+        child.kill()
+        child.wait()
+        listener.close()
+    assert leftovers() == []
