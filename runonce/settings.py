@@ -135,7 +135,8 @@ class Settings:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     executor_failpoint: str | None = setting(None, "RUNONCE_EXECUTOR_FAILPOINT", "crash tests only: SIGKILL at "
                                                                                  "a point of the executor's flow, "
-                                                                                 "`POINT[:N]` "
+                                                                                 "`POINT[:N]`, or stall there, "
+                                                                                 "`stall_before_call:S` "
                                                                                  "(connectors/executor/failpoints.py)",
                                              Reader.EXECUTOR)
     stream_failpoint: str | None = setting(None, "RUNONCE_STREAM_FAILPOINT", "faust tests only: "
@@ -396,7 +397,7 @@ _PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER
                              for what in ("USERNAME", "PASSWORD", "PASSWORD_FILE")})
 
 EXECUTOR_FAILPOINTS = ("before_call", "after_call", "after_commit", "before_vendor_commit", "abort_result",
-                       "before_index_write")
+                       "before_index_write", "stall_before_call")
 
 
 def _executor_failpoint_ok(value: str) -> bool:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping
 
 from runonce.connectors.executor.results import ResultLookups
-from runonce.connectors.executor.runner import ActionRunner
+from runonce.connectors.executor.runner import ActionRunner, Lapsed
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.errors import InvalidInput
 from runonce.kafka.record import Record
@@ -55,10 +55,12 @@ class Work:
 class Memory:
     """What an executor remembers of earlier actions when it plans one: committed results by
     action id and the action that first used each vendor key (the index), and outcomes whose
-    result commit aborted."""
+    result commit aborted, and actions whose intent committed but whose call never started
+    (the lease ended first: lease.py)."""
 
     committed: ResultLookups
     uncommitted: Mapping[str, Result]
+    unstarted: AbstractSet[str] = frozenset()
 
 
 def plan_call(call: ActionCall, memory: Memory) -> tuple[Plan, Result | None]:
@@ -75,12 +77,14 @@ def plan_call(call: ActionCall, memory: Memory) -> tuple[Plan, Result | None]:
         return Plan.BLOCKED, Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
     if prior is not None and prior.status.final:
         return Plan.DONE, None
+    if prior is not None and call.action_id in memory.unstarted:
+        return Plan.PERFORM, None  # its intent is ours, and no one was called: nothing to reconcile
     if prior is not None:
         return Plan.RECONCILE, prior
     return Plan.PERFORM, None
 
 
-def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, prior: Result | None) -> Result:
+def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, prior: Result | None) -> Result | Lapsed:
     """Step 2 of a batch for one action planned PERFORM (its intent committed) or RECONCILE."""
     if plan is Plan.RECONCILE and prior is not None:
         return runner.reconcile(call, prior.attempts)

@@ -48,11 +48,12 @@ from confluent_kafka import Message, TopicPartition
 
 from runonce.connectors.executor.batch import Memory, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
 from runonce.connectors.executor.failpoints import Failpoints, Point
+from runonce.connectors.executor.lease import Lease
 from runonce.connectors.executor.metrics import ExecutorMetrics
 from runonce.connectors.executor.offsets import Offsets
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex, Results
-from runonce.connectors.executor.runner import ActionRunner
+from runonce.connectors.executor.runner import ActionRunner, Lapsed
 from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall, Connector, Pruner
 from runonce.connectors.toolkit.errors import ConnectorError
@@ -161,7 +162,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                                       window_ms=window_ms),
                     prune_window_ms=window_ms,
                     source_topic=source_topic, start=start,
-                    runner=runner or ActionRunner(connector, throttle=throttle), metrics=metrics,
+                    runner=runner or ActionRunner(connector, throttle=throttle,
+                                                  lease=Lease.of_session(settings.executor_session_timeout_ms)),
+                    metrics=metrics,
                     failpoints=failpoints, stall=stall, group_stall=group_stall,
                     max_batch=settings.executor_max_batch,
                     max_in_flight=limit.in_flight or settings.executor_max_in_flight, health=health)
@@ -189,6 +192,12 @@ class Executor(RunsItsLoop):
         self.source_topic = source_topic
         self.start = start
         self.runner = runner or ActionRunner(connector)
+        #: vendor calls start only while it holds: renewed by each commit, ended by a revocation
+        #: (lease.py); a runner without one calls always
+        self.lease = self.runner.lease
+        #: actions whose intent committed but whose call never started (the lease ended first):
+        #: their redelivery to this process performs them; a next owner reconciles
+        self.unstarted: set[str] = set()
         self.metrics = metrics
         #: crash tests: told where the executor is (failpoints.py); none: every call a no-op
         self.failpoints = failpoints or Failpoints()
@@ -222,6 +231,8 @@ class Executor(RunsItsLoop):
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
+        if self.lease is not None:
+            self.lease.proven(self.lease.clock())  # the group gave them to this member just now
         self.offsets.assigned(starts)  # a decided start is durable at the next commit: no later owner decides again
         log.info("%s assigned %s; restored %d results in %.2f s; starts: %s", self.who, numbers, applied, restore_s,
                  "; ".join(f"[{s.partition}] {s.why}" for s in starts))
@@ -230,6 +241,9 @@ class Executor(RunsItsLoop):
         self.offsets.revoked()
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
+        self.unstarted.clear()
+        if self.lease is not None:
+            self.lease.ended()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def batch_limit(self) -> int:
@@ -334,53 +348,84 @@ class Executor(RunsItsLoop):
         except InvalidInput as exc:  # only a foreign writer could put this here: dead-letter it, never skip
             log.error("undecodable record on %s[%d]@%d: %s", record.topic, record.partition, record.offset, exc)
             return dead_letter(record, exc)
-        return plan_work(record, call, request, Memory(self.index, self.uncommitted))
+        return plan_work(record, call, request, Memory(self.index, self.uncommitted, self.unstarted))
 
     def _run(self, batch: list[Work]) -> bool:
         """1. intents, with the offsets of the batch's first records; 2. the vendor calls, at most
         ``max_in_flight`` at once; 3. every outcome and dead letter, with the offsets past the
         batch. Only offsets move for a batch with nothing to record. False: a transaction
-        aborted, and the consumer went back to the committed offsets."""
+        aborted, or the lease ended before a call, and the consumer went back to the committed
+        offsets.
+
+        Step 1 proves this executor still owns the partitions (lease.py), so it is taken for a
+        batch of reconciles too when the lease no longer holds."""
         first: dict[tuple[str, int], int] = {}
         after: dict[tuple[str, int], int] = {}
         for work in batch:
             first.setdefault(work.tp, work.record.offset)
             after[work.tp] = work.record.offset + 1
         new = [w for w in batch if w.plan is Plan.PERFORM]
-        if new:
+        calls = [w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)]
+        if new or (calls and self.lease is not None and not self.lease.holds()):
+            proving = self.lease.clock() if self.lease is not None else 0.0
             if not self._commit_intents(new, self.offsets.with_pending(first)):
                 return False
-            self.failpoints.passing(Point.BEFORE_CALL)
-        outcomes = self._perform([w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)])
+            if self.lease is not None:
+                self.lease.proven(proving)
+            if new:
+                self.failpoints.passing(Point.BEFORE_CALL)
+        outcomes, lapsed = self._perform(calls)
         if new:
             self.failpoints.passing(Point.AFTER_CALL)
+        for work in calls:  # the records whose call never started come again, and those after them
+            if work.call is not None and work.call.action_id in lapsed:
+                after[work.tp] = min(after[work.tp], work.record.offset)
+        if lapsed:
+            self.unstarted.update(action_id for action_id, was in lapsed.items() if not was.attempted)
+            log.warning("%s: the lease ended before %d vendor calls could start (cut off from the broker, or "
+                        "slower than its session timeout allows): they come again", self.who, len(lapsed))
         for work in batch:
             if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.prior is not None and work.call is not None:
                 outcomes[work.call.action_id] = work.prior
         dead = [w for w in batch if w.plan is Plan.DEAD_LETTER]
         if not outcomes and not dead:  # skips and redeliveries of final results
             self._count_committed(batch, outcomes)
+            if lapsed:
+                self.rewind_to_committed()
+                return False
             self._advance(after)
             return True
+        proving = self.lease.clock() if self.lease is not None else 0.0
         if not self._commit_results(batch, outcomes, self.offsets.with_pending(after)):
             return False
+        if self.lease is not None:
+            self.lease.proven(proving)
         self.failpoints.passing(Point.AFTER_COMMIT)
+        if lapsed:
+            self.rewind_to_committed()
+            return False
         return True
 
-    def _perform(self, work: list[Work]) -> dict[str, Result]:
-        """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``."""
-        def one(w: Work) -> tuple[str, Result]:
+    def _perform(self, work: list[Work]) -> tuple[dict[str, Result], dict[str, Lapsed]]:
+        """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``;
+        apart, the actions whose call never started (the lease ended first)."""
+        def one(w: Work) -> tuple[str, Result | Lapsed]:
             assert w.call is not None
             with self.spans.execute(w.record.headers, w.call.tool, w.call.action_id,
                                     self.connector.capability.value) as finish:
                 outcome = carry_out(self.runner, w.plan, w.call, w.prior)
-                finish(outcome.status.value, outcome.attempts)
+                if isinstance(outcome, Lapsed):
+                    finish("lease_ended", 0)
+                else:
+                    finish(outcome.status.value, outcome.attempts)
             return w.call.action_id, outcome
         if len(work) <= 1 or self.max_in_flight <= 1:
-            return dict(one(w) for w in work)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix=f"{self.connector.name}-call")
-        return dict(self._pool.map(one, work))
+            done = [one(w) for w in work]
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix=f"{self.connector.name}-call")
+            done = list(self._pool.map(one, work))
+        return ({a: o for a, o in done if isinstance(o, Result)}, {a: o for a, o in done if isinstance(o, Lapsed)})
 
     def _advance(self, after: dict[tuple[str, int], int]) -> None:
         self.offsets.advance(after)

@@ -2,7 +2,10 @@
 
 ``RUNONCE_EXECUTOR_FAILPOINT=POINT[:N]`` SIGKILLs the executor the Nth time it passes POINT (the
 first time without N); ``abort_result`` instead writes each record's first result transaction
-and aborts it, as a coordinator move or a timeout would at the worst moment. The executor says
+and aborts it, as a coordinator move or a timeout would at the worst moment;
+``stall_before_call:S`` stops the executor for S seconds the first time its intents have
+committed, before it calls anyone, as a long GC pause or a frozen VM would: with its link to the
+broker cut meanwhile (runonce/testkit/faults.py), it wakes a zombie whose partitions moved. The executor says
 where it is (``passing``); without a failpoint every call is a no-op."""
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from typing import Callable
 
 from runonce.connectors.toolkit.base import ActionCall, CommitHook, Connector
@@ -34,6 +38,8 @@ class Point(enum.Enum):
     BEFORE_VENDOR_COMMIT = "before_vendor_commit"
     #: not a kill: each record's first result transaction is written, then aborted
     ABORT_RESULT = "abort_result"
+    #: not a kill: at the first BEFORE_CALL, stop for N seconds (a paused process), then go on
+    STALL_BEFORE_CALL = "stall_before_call"
 
 
 def _sigkill() -> None:
@@ -41,8 +47,10 @@ def _sigkill() -> None:
 
 
 class Failpoints:
-    def __init__(self, point: Point | None = None, nth: int = 1, kill: Callable[[], None] = _sigkill) -> None:
-        self.point, self.nth, self._kill = point, nth, kill
+    def __init__(self, point: Point | None = None, nth: int = 1, kill: Callable[[], None] = _sigkill,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        """``nth``: the pass that kills; for ``stall_before_call``, the seconds of the stall."""
+        self.point, self.nth, self._kill, self._sleep = point, nth, kill, sleep
         self._passes = 0
         self._lock = threading.Lock()  # vendor calls pass from several threads
         self._aborted: set[bytes | None] = set()
@@ -57,6 +65,9 @@ class Failpoints:
 
     def passing(self, where: Point) -> None:
         """The executor is at ``where``: the Nth pass of the configured point is the kill."""
+        if self.point is Point.STALL_BEFORE_CALL and where is Point.BEFORE_CALL:
+            self._stall()
+            return
         if self.point is not where:
             return
         with self._lock:
@@ -64,6 +75,15 @@ class Failpoints:
             if self._passes == self.nth:
                 log.warning("failpoint %s (pass %d): SIGKILL", where.value, self._passes)
                 self._kill()
+
+    def _stall(self) -> None:
+        with self._lock:
+            self._passes += 1
+            if self._passes != 1:
+                return
+        log.warning("failpoint stall_before_call: stopped for %d s", self.nth)
+        self._sleep(self.nth)
+        log.warning("failpoint stall_before_call: going on")
 
     def aborts(self, key: bytes | None) -> bool:
         """``abort_result``: whether this result transaction (its first record's key) is the one

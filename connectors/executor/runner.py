@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from runonce.connectors.executor.lease import Lease
 from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, StateCheck, VendorResponse, state_check
 from runonce.connectors.toolkit.errors import (
@@ -44,6 +45,19 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
+class Lapsed:
+    """No outcome: the executor's lease ended before a vendor call could start (lease.py).
+    Nothing is committed for the action; its record comes again."""
+
+    #: whether an attempt of this call was made before (then only a reconcile may follow)
+    attempted: bool
+
+
+class _LeaseEnded(Exception):
+    """Inside the runner only: the lease ended before a call."""
+
+
+@dataclass(frozen=True, slots=True)
 class Look:
     """What a state check said: found (``response``), absent, or no answer (``unanswered``)."""
 
@@ -54,7 +68,9 @@ class Look:
 class ActionRunner:
     def __init__(self, connector: Connector, retry: RetryPolicy = RetryPolicy(),
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 throttle: Throttle | None = None) -> None:
+                 throttle: Throttle | None = None, lease: Lease | None = None) -> None:
+        """``lease``: a vendor call starts only while it holds (the executor's, lease.py); none:
+        always (the protocol on its own)."""
         self.connector = connector
         #: the vendor asked whether an effect happened: a STATE_CHECK connector's own check
         self.state: StateCheck | None = state_check(connector)
@@ -63,20 +79,26 @@ class ActionRunner:
         self.clock = clock
         #: shared by every call to this vendor; none of our rate unless settings give one
         self.throttle = throttle or Throttle(connector.name, clock=clock, sleep=sleep)
+        self.lease = lease
+        #: a state check believes "absent" only this long after a reconcile starts: another
+        #: process that lost these partitions may still start a call within its lease, and
+        #: that call lands within the request's timeout (lease.py)
+        self.zombie_window_s = lease.length_s + self.state.timeout_s if lease is not None and self.state else 0.0
 
-    def perform(self, call: ActionCall) -> Result:
+    def perform(self, call: ActionCall) -> Result | Lapsed:
         """A new action, its intent committed: call the vendor (retries with the same key)."""
         return self._perform(call, attempts_before=0)
 
-    def reconcile(self, call: ActionCall, attempts_before: int) -> Result:
+    def reconcile(self, call: ActionCall, attempts_before: int) -> Result | Lapsed:
         capability = self.connector.capability
         if capability is Capability.NONE:
             return Result(Status.IN_DOUBT, error="redelivered after an intent without a result; "
                            f"{self.connector.name} cannot tell whether it happened, so it was not repeated",
                            attempts=attempts_before)
         if capability is Capability.STATE_CHECK:
-            # Any earlier attempt was made by a process that is gone: before now.
-            look = self.look(call, attempted_at=self.clock())
+            # An earlier attempt was made by a process that is gone, or that lost these partitions
+            # and may still start one within its lease: before the zombie window ends.
+            look = self.look(call, attempted_at=self.clock() + self.zombie_window_s)
             if look.unanswered is not None:
                 return self._in_doubt(look, attempts_before)
             if look.response is not None:
@@ -111,12 +133,15 @@ class ActionRunner:
                 return Look()
             self.sleep(min(self.retry.lag_poll_s, settled_at - asked_at))
 
-    def _paced(self, ask: Callable[[ActionCall], T], call: ActionCall) -> T:
+    def _paced(self, ask: Callable[[ActionCall], T], call: ActionCall, leased: bool = False) -> T:
         """One request as the vendor's pace allows; a refusal for its limit pauses the vendor
-        and asks again (it was not performed), up to ``max_rate_limited`` times."""
+        and asks again (it was not performed), up to ``max_rate_limited`` times. ``leased``:
+        an effect, made only while the lease holds (checked after the pace's wait)."""
         refusals = 0
         while True:
             self.throttle.acquire()
+            if leased and self.lease is not None and not self.lease.holds():
+                raise _LeaseEnded()
             try:
                 return ask(call)
             except RateLimited as exc:
@@ -131,14 +156,16 @@ class ActionRunner:
         return Result(Status.IN_DOUBT, error=f"not repeated, and it may have happened: {look.unanswered}",
                       attempts=attempts)
 
-    def _perform(self, call: ActionCall, attempts_before: int) -> Result:
+    def _perform(self, call: ActionCall, attempts_before: int) -> Result | Lapsed:
         unknown: str | None = None
         last_error = ""
         attempt = 0
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
-                response = self._paced(self.connector.perform, call)
+                response = self._paced(self.connector.perform, call, leased=True)
                 return Result(Status.SUCCEEDED, response.vendor_ref, attempts=attempts_before + attempt)
+            except _LeaseEnded:
+                return Lapsed(attempted=attempts_before + attempt > 1)
             except PermanentVendorError as exc:
                 return Result(Status.FAILED, error=str(exc), attempts=attempts_before + attempt)
             except OutcomeUnknown as exc:

@@ -65,6 +65,8 @@ class StateCheck(Protocol):
     #: how long after an effect ``check`` may still miss it (a search index's lag): the runner
     #: believes "absent" only from an answer given that long after the last attempt
     check_lag_s: float
+    #: how long one request may take: a call started by another process lands within it
+    timeout_s: float
 
     def check(self, call: ActionCall) -> VendorResponse | None:
         """The effect if it already happened, else None. Raises a ConnectorError when it cannot
@@ -107,6 +109,6 @@ def state_check(connector: Connector) -> StateCheck | None:
     if connector.capability is not Capability.STATE_CHECK:
         return None
     if not isinstance(connector, StateCheck):
-        raise ConfigError(f"{connector.name}: its capability is STATE_CHECK, but it has no check(call) and "
-                          f"check_lag_s (runonce.connectors.toolkit.base.StateCheck)")
+        raise ConfigError(f"{connector.name}: its capability is STATE_CHECK, but it has no check(call), "
+                          f"check_lag_s and timeout_s (runonce.connectors.toolkit.base.StateCheck)")
     return connector

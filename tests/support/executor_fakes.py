@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from runonce.connectors.executor.executor import Executor
+from runonce.connectors.executor.lease import Lease
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import DEFAULT_WINDOW_MS, ResultIndex
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
@@ -149,11 +150,13 @@ class Mailer:
 
 def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
              start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None,
-             spans: Spans | None = None) -> Executor:
+             spans: Spans | None = None, lease: Lease | None = None) -> Executor:
+    """``lease``: vendor calls start only while it holds (none: always)."""
     connector = connector or Mailer()
     return Executor(connector, consumer=consumer, checkpoint=checkpoint or FakeCheckpoint(),
                     index=LocalIndex(), start=start,
-                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
+                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None,
+                                        lease=lease),
                     spans=spans)
 
 
@@ -194,6 +197,7 @@ class CheckedVendor(KeyedVendor):
     name = "jira"
     capability = Capability.STATE_CHECK
     check_lag_s = 0.0
+    timeout_s = 1.0
 
     def perform(self, call: ActionCall) -> VendorResponse:
         self.calls.append(call.vendor_key)

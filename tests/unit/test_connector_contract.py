@@ -100,6 +100,7 @@ def test_a_state_check_kind_without_a_check_is_refused_when_the_file_loads() -> 
     @dataclasses.dataclass(frozen=True)
     class Checks(Claims):
         check_lag_s: float = 0.0
+        timeout_s: float = 1.0
 
         def check(self, call: ActionCall) -> VendorResponse | None:
             return None

@@ -6,13 +6,14 @@ transaction (back to the committed offsets, never a guess), and which commits ca
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from runonce.connectors.executor.executor import Executor, consumer_config
+from runonce.connectors.executor.lease import Lease
 from runonce.connectors.executor.result_store import Entry
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, VendorResponse
@@ -255,6 +256,61 @@ def test_an_aborted_intent_commit_performs_once_on_redelivery() -> None:
     consumer.messages = [Msg(0, 3, approved("a1"))]  # redelivered after the rewind
     ex.step()
     assert mailer.sent == ["a1"] and _statuses(checkpoint) == ["attempting", "attempting", "succeeded"]
+
+
+# -- a vendor call starts only while ownership is proven (lease.py) -------------------------
+
+@dataclass
+class SlowMailer(Mailer):
+    """Each send takes ``took_s`` on the lease's clock."""
+
+    now: list[float] = field(default_factory=lambda: [0.0])
+    took_s: float = 10.0
+
+    def perform(self, call: ActionCall) -> VendorResponse:
+        self.now[0] += self.took_s
+        return super().perform(call)
+
+
+def test_a_call_the_lease_no_longer_covers_never_starts_and_its_record_comes_again() -> None:
+    """Two emails in one batch, one call at a time; the first takes longer than the lease (5 s
+    from the intents' commit). The second is not sent: its result is not committed, the
+    offsets stop before it, and its redelivery to this process sends it (an intent whose call
+    never started is not in doubt). Catches: the lease check gone (both sent in the first
+    batch), the offsets committed past the unsent record, the unstarted memory gone (the
+    redelivery reconciles: SMTP cannot tell, so it would be in_doubt, never sent)."""
+    consumer = FakeConsumer([tp(0, 3)])
+    checkpoint = FakeCheckpoint()
+    mailer = SlowMailer()
+    ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: mailer.now[0]))
+    ex.max_in_flight = 1
+    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2"))]
+    ex.step()
+    assert mailer.sent == ["a1"]
+    assert _last_result(checkpoint)["offsets"] == {(T, 0): 4}  # a2's record comes again
+    consumer.messages = [Msg(0, 4, approved("a2"))]
+    ex.step()
+    assert mailer.sent == ["a1", "a2"]
+    last = _last_result(checkpoint)
+    assert (last["action_id"], last["status"], last["offsets"]) == ("a2", "succeeded", {(T, 0): 5})
+
+
+def test_a_reconcile_after_the_lease_ended_proves_ownership_with_a_commit_first() -> None:
+    """A redelivered intent (no new action, so no intent to commit) long after the last commit:
+    the executor commits the batch's first offsets before it calls (a commit only a current
+    member can make), then reconciles. Catches the proving commit left out (the call never
+    starts, and the record comes again forever)."""
+    consumer = FakeConsumer([tp(0, 3)])
+    checkpoint = FakeCheckpoint()
+    vendor = KeyedVendor()
+    now = [100.0]
+    ex = executor(consumer, checkpoint, connector=vendor, lease=Lease(5.0, clock=lambda: now[0]))
+    ex.index.put("a1", "k1", Result(Status.ATTEMPTING))
+    consumer.messages = [Msg(0, 3, approved_keyed("a1", "k1"))]
+    ex.step()
+    (proof, proof_offsets), (result, _) = checkpoint.commits
+    assert (proof, proof_offsets) == ([], {(T, 0): 3})
+    assert len(vendor.calls) == 1 and _last_result(checkpoint)["status"] == "succeeded"
 
 
 def test_a_vendors_5_mb_error_page_still_makes_a_result_that_fits() -> None:

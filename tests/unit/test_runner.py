@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
+from runonce.connectors.executor.lease import Lease
+from runonce.connectors.executor.runner import ActionRunner, Lapsed, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, Capability, VendorResponse
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
 from runonce.wire.results import Result, Status
@@ -28,6 +29,7 @@ class Scripted:
     check_errors: list[Exception] = field(default_factory=list)
     checks: int = 0
     check_lag_s = 0.0
+    timeout_s = 1.0
     name = "scripted"
     tools = frozenset({"t"})
 
@@ -147,6 +149,7 @@ class LaggingSearch(Scripted):
 
     clock: Clock = field(default_factory=lambda: Clock(1000.0))
     check_lag_s: float = 5.0
+    timeout_s: float = 1.0
     effect_at: float | None = None
 
     def perform(self, call: ActionCall) -> VendorResponse:
@@ -184,3 +187,41 @@ def test_absent_after_the_lag_bound_is_performed_once() -> None:
     out = lagging_runner(c).reconcile(CALL, 1)
     assert out == Result(Status.SUCCEEDED, "ref-1", attempts=2) and c.calls == 1
     assert c.effect_at is not None and c.effect_at >= started + c.check_lag_s
+
+
+def test_a_reconcile_waits_out_what_a_zombie_could_still_start_before_believing_absent() -> None:
+    """The intent's first owner may have lost its partitions and still be alive (a zombie): it
+    may start a call until its lease ends and that call lands within the request's timeout.
+    So "absent" counts only from a search made a lease, a timeout and the search's lag after
+    the reconcile began: a zombie that creates the ticket 5.5 s in (lease 4 s, timeout 2 s) is
+    found, not doubled. Catches the window left out (absent believed after the lag alone, 5 s)."""
+    c = LaggingSearch(Capability.STATE_CHECK, check_lag_s=1.0, timeout_s=2.0)
+    started = c.clock.now
+    lease = Lease(4.0, clock=c.clock)
+    lease.proven(started)  # this owner's own lease: its calls may start
+
+    def zombie_sleep(s: float) -> None:
+        before = c.clock.now
+        c.clock.sleep(s)
+        if before < started + 5.5 <= c.clock.now and c.effect_at is None:
+            c.effect_at = started + 5.5  # the zombie's call lands
+            c.found = True
+
+    runner = ActionRunner(c, RetryPolicy(max_attempts=4, base_backoff_s=0.5, lag_poll_s=0.5), sleep=zombie_sleep,
+                          clock=c.clock, lease=lease)
+    out = runner.reconcile(CALL, 1)
+    assert out == Result(Status.SUCCEEDED, "ref-found", attempts=1) and c.calls == 0, out
+    assert runner.zombie_window_s == 6.0
+
+
+def test_a_call_starts_only_while_the_lease_holds() -> None:
+    """Catches the lease not asked before an attempt (the vendor called after it ended), and a
+    retry after it ended taken for a call never made (``attempted``: the redelivery must reconcile)."""
+    c = Scripted(Capability.VENDOR_KEY, [TransientVendorError("503")])
+    now = [0.0]
+    lease = Lease(5.0, clock=lambda: now[0])
+    runner = ActionRunner(c, RetryPolicy(base_backoff_s=1.0), sleep=lambda s: now.__setitem__(0, now[0] + s * 10),
+                          lease=lease)
+    assert runner.perform(CALL) == Lapsed(attempted=False) and c.calls == 0  # never proven
+    lease.proven(now[0])
+    assert runner.perform(CALL) == Lapsed(attempted=True) and c.calls == 1  # the retry fell after its end
