@@ -2,10 +2,12 @@
 some ports (a broker, a vendor), or its packets to them lost at random, then healed.
 
 How: the process is moved into a cgroup of its own (cgroup v2), and an iptables rule in a
-chain of ours drops what that cgroup sends on ``lo`` to the given ports. Nothing is refused
-or reset: the process's requests go unanswered, as across a partition, while every other
-process (the broker's other clients, the test itself) is untouched. A process started by
-the cut one (its children) is cut too.
+chain of ours drops what that cgroup sends on ``lo`` to the given ports. A socket belongs to
+the cgroup its process was in when the socket was made, so the connections the process
+already holds to those ports are cut by their own ports too (read from ``/proc``). Nothing
+is refused or reset: the process's requests go unanswered, as across a partition, while
+every other process (the broker's other clients, the test itself) is untouched. A process
+started by the cut one (its children) is cut too.
 
 Why not ``tc netem``: this machine's kernel has no netem qdisc (tried). Why not a proxy: a
 Kafka client connects to the address the broker advertises, not to a proxy it was given, and
@@ -18,6 +20,7 @@ outside this machine."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -61,13 +64,19 @@ class Fault:
     #: the share of packets dropped; 1.0 is a cut
     loss: float = 1.0
 
-    def rule(self, cgroup: str) -> list[str]:
+    def rules(self, cgroup: str, held: Sequence[tuple[int, int]]) -> list[list[str]]:
+        """One rule for what the cgroup's sockets send, one per connection it already holds
+        (``held``: (its own port, the port it reaches))."""
         if not self.ports or not all(0 < p < 65536 for p in self.ports):
             raise ValueError(f"{self.name}: ports must be given, each 1..65535: {self.ports}")
         if not 0.0 < self.loss <= 1.0:
             raise ValueError(f"{self.name}: loss is a share in (0, 1]: {self.loss}")
-        rule = ["-o", "lo", "-p", "tcp", "-m", "multiport", "--dports", ",".join(map(str, self.ports)),
-                "-m", "cgroup", "--path", cgroup]
+        matches = [["-m", "multiport", "--dports", ",".join(map(str, self.ports)), "-m", "cgroup", "--path", cgroup]]
+        matches += [["--sport", str(own), "--dport", str(port)] for own, port in held]
+        return [self._rule(match) for match in matches]
+
+    def _rule(self, match: list[str]) -> list[str]:
+        rule = ["-o", "lo", "-p", "tcp", *match]
         if self.loss < 1.0:
             rule += ["-m", "statistic", "--mode", "random", "--probability", f"{self.loss:.4f}"]
         return [*rule, "-m", "comment", "--comment", f"{CGROUP_PREFIX}:{self.name}", "-j", "DROP"]
@@ -80,7 +89,7 @@ class Faults:
     #: this test's cgroups: ``CGROUP_PREFIX/<session>/<process name>``
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     _root: Path = field(default_factory=cgroup2_root)
-    _rules: dict[str, list[str]] = field(default_factory=dict)
+    _rules: dict[str, list[list[str]]] = field(default_factory=dict)
     _placed: dict[str, Path] = field(default_factory=dict)
 
     def place(self, name: str, pid: int) -> None:
@@ -99,13 +108,13 @@ class Faults:
         return self._add(Fault(name, tuple(ports), loss))
 
     def heal(self, fault: Fault) -> None:
-        rule = self._rules.pop(self._key(fault), None)
-        if rule is not None:
+        for rule in self._rules.pop(self._key(fault), []):
             _iptables("-D", CHAIN, *rule)
 
     def heal_all(self) -> None:
         for key in list(self._rules):
-            _iptables("-D", CHAIN, *self._rules.pop(key))
+            for rule in self._rules.pop(key):
+                _iptables("-D", CHAIN, *rule)
 
     def close(self) -> None:
         """Every rule removed, the chain too once it is empty, every process back at the root."""
@@ -130,15 +139,43 @@ class Faults:
         folder = self._placed.get(fault.name)
         if folder is None:
             raise ValueError(f"{fault.name}: place the process first")
-        rule = fault.rule(str(folder.relative_to(self._root)))
+        pids = [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
+        rules = fault.rules(str(folder.relative_to(self._root)), held_connections(pids, fault.ports))
         _ensure_chain()
-        _iptables("-A", CHAIN, *rule)
-        self._rules[self._key(fault)] = rule
+        added: list[list[str]] = []
+        self._rules[self._key(fault)] = added
+        for rule in rules:
+            _iptables("-A", CHAIN, *rule)
+            added.append(rule)
         return fault
 
     @staticmethod
     def _key(fault: Fault) -> str:
         return f"{fault.name}:{fault.ports}:{fault.loss}"
+
+
+def held_connections(pids: Sequence[int], ports: Sequence[int]) -> list[tuple[int, int]]:
+    """The TCP connections over IPv4 loopback ``pids`` hold to ``ports``: (own port, port)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue  # closed meanwhile
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue  # it ended
+    held: list[tuple[int, int]] = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, inode = fields[1], fields[2], fields[9]
+        port = int(remote.split(":")[1], 16)
+        if inode in inodes and port in ports and remote.startswith("0100007F"):  # 127.0.0.1
+            held.append((int(local.split(":")[1], 16), port))
+    return held
 
 
 def _ensure_chain() -> None:

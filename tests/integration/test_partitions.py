@@ -5,18 +5,28 @@ not its call to the vendor."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import pytest
 
+from runonce import tokens as token_store
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.vendors.jira import label as jira_label
 from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.faults import Faults
+from runonce.testkit.oracle import verify
+from runonce.testkit.watch import DecisionWatcher
 from tests.integration.test_executor import FAST_TAKEOVER, approve_all, final_result, own_approved_topic
-from tests.support.worker import RunonceProcess
+from tests.integration.test_ways_in import Gateway, charges, http, start_gateway
+from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = pytest.mark.broker
 
@@ -70,3 +80,122 @@ def test_a_zombie_executor_never_makes_a_second_ticket(broker: Settings, sandbox
     finally:
         zombie.stop()
         heir.stop()
+
+
+# -- the gateway cut from the broker -------------------------------------------------------
+
+@dataclass
+class Charging:
+    """A stream worker, a payments executor (the sandbox) and a gateway, for this module."""
+
+    sandbox: LocalVendors
+    gateway: Gateway
+    worker: WorkerProcess
+    executor: RunonceProcess
+
+
+@pytest.fixture(scope="module")
+def charging(broker: Settings, decision_log: DecisionWatcher,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Charging]:
+    home = tmp_path_factory.mktemp("partitions")
+    sandbox = LocalVendors(home / "sandbox").start()
+    env = broker.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
+    run = uuid.uuid4().hex[:6]
+    worker = WorkerProcess(broker, f"partition-worker-{run}", home)
+    group = f"runonce-exec-payments-{run}"
+    start_group_at_end(broker.bootstrap_servers(), group)
+    executor = RunonceProcess(broker, f"partition-exec-{run}", ["executor", "--vendor", "payments", "--group", group,
+                                                               "--slot", run], home, env)
+    tokens_file = home / "gateway.tokens"
+    issued = {"billing-agent": token_store.add(tokens_file, "billing-agent", frozenset({"charge_payment"}))}
+    worker.start()
+    executor.start()
+    gateway = None
+    try:
+        with Submitter(broker.bootstrap_servers(), agent_id="probe") as sub:
+            probe = sub.submit("update_salesforce_field", {"probe": True}, idempotency_key=None)
+        decision_log.wait([probe], timeout_s=120)
+        gateway = start_gateway(broker, env, home, tokens_file, issued, f"partition-gateway-{run}")
+        yield Charging(sandbox, gateway, worker, executor)
+    finally:
+        if gateway is not None:
+            gateway.process.stop()
+        executor.stop()
+        worker.stop()
+        sandbox.stop()
+
+
+@dataclass
+class Agent:
+    """One agent's charge: called until it has a final answer, the same Idempotency-Key each
+    time, waiting what each 503 asks (``Retry-After``)."""
+
+    key: str
+    amount_cents: int
+    #: every answer: (status, Retry-After or None, whether the broker was cut when it was asked)
+    answers: list[tuple[int, str | None, bool]] = field(default_factory=list)
+    final: dict[str, Any] | None = None
+    action_ids: set[str] = field(default_factory=set)
+
+
+def _charge_until_final(gateway: Gateway, agent: Agent, cut: threading.Event, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        during_cut = cut.is_set()
+        status, headers, body = http("POST", f"{gateway.url}/v1/actions/charge_payment?wait=20",
+                                     gateway.tokens["billing-agent"], {"card": "tok", "amount_cents": agent.amount_cents},
+                                     {"Idempotency-Key": agent.key})
+        agent.answers.append((status, headers.get("retry-after"), during_cut and cut.is_set()))
+        if "runonce-action-id" in headers:
+            agent.action_ids.add(headers["runonce-action-id"])
+        if status == 200:
+            agent.final = body
+            return
+        if status == 503:
+            time.sleep(float(headers.get("retry-after") or 1))
+        elif status != 202:
+            return  # anything else is an answer the test refuses
+
+
+def test_a_gateway_cut_from_the_broker_answers_503_and_each_charge_is_made_once(
+        broker: Settings, charging: Charging, faults: Faults, module_since_ms: int) -> None:
+    """Six agents charge while the gateway is cut off from Kafka for 40 s (it still answers
+    them). Each call in the cut is a 503 with Retry-After, never a 500, never a 200 or 202 for
+    an action the broker never got; readiness says so too. After the heal, each agent's retry
+    with its own key is performed once, whatever the cut left queued in the gateway's producer.
+    Catches a publish that timed out answered as taken (202) or a failure answered 500."""
+    gateway = charging.gateway
+    run = uuid.uuid4().hex[:6]
+    warm = Agent(f"warm-{run}", 1000 + int(run, 16) % 1000)
+    _charge_until_final(gateway, warm, threading.Event(), time.monotonic() + 60)
+    assert warm.final is not None and warm.final["status"] == "succeeded", warm.answers
+
+    assert charging.gateway.process.proc is not None
+    faults.place("gateway", charging.gateway.process.proc.pid)
+    cut = threading.Event()
+    fault = faults.cut("gateway", [int(a.rsplit(":", 1)[1]) for a in broker.bootstrap_servers().split(",")])
+    cut.set()
+    agents = [Agent(f"cut-{run}-{i}", 3000 + i) for i in range(6)]
+    deadline = time.monotonic() + 150
+    threads = [threading.Thread(target=_charge_until_final, args=(gateway, a, cut, deadline)) for a in agents]
+    for t in threads:
+        t.start()
+    time.sleep(10)
+    ready_status, _, ready_body = http("GET", f"{gateway.url}/readyz")
+    time.sleep(30)
+    cut.clear()
+    faults.heal(fault)
+    for t in threads:
+        t.join(160)
+
+    seen = Counter(status for a in agents for status, _, _ in a.answers)
+    in_cut = [(status, retry_after) for a in agents for status, retry_after, during in a.answers if during]
+    assert in_cut and all(status == 503 and retry_after for status, retry_after in in_cut), in_cut
+    assert ready_status == 503, (ready_status, ready_body)
+    assert seen[500] == 0 and set(seen) <= {200, 202, 503}, seen
+    assert all(a.final is not None and a.final["status"] == "succeeded" for a in agents), \
+        [(a.key, a.answers, a.final) for a in agents]
+    made = {a.key: charges(charging.sandbox.vendors, a.key) for a in agents}
+    assert set(made.values()) == {1}, made
+    report = verify(broker.bootstrap_servers(), since_ms=module_since_ms)
+    assert not report.lost and not report.conflicts and not report.doubled_keys, report.summary()
+    print(f"\ngateway cut 40 s: {len(agents)} agents, answers {dict(seen)}, charges per key {set(made.values())}")

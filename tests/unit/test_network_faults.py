@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -24,6 +25,34 @@ while True:
         print(type(exc).__name__, flush=True)
     time.sleep(0.1)
 """
+
+
+#: a child that holds one connection, made at once, and asks the echo at its end every 0.1 s
+_HOLDER = """
+import socket, sys, time
+held = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.3)
+while True:
+    try:
+        held.sendall(b"x")
+        held.recv(1)
+        print("ok", flush=True)
+    except OSError as exc:
+        print(type(exc).__name__, flush=True)
+    time.sleep(0.1)
+"""
+
+
+def _echo(listener: socket.socket) -> None:
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(64):
+                conn.sendall(data)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
 def _tries(child: subprocess.Popen[str], seconds: float) -> list[str]:
@@ -78,6 +107,30 @@ def test_loss_drops_a_share_of_the_packets() -> None:
             faults.lose("dialer", [port], 0.5)
             said = _tries(child, 4.0)
         assert "ok" in said and "TimeoutError" in said, said
+    finally:
+        child.kill()
+        child.wait()
+        listener.close()
+    assert leftovers() == []
+
+
+def test_a_connection_held_from_before_the_cut_is_cut_too() -> None:
+    """A socket belongs to the cgroup its process was in when it was made: a process placed
+    after it connected (a gateway already talking to the broker) is cut by its connections'
+    own ports. Catches the cut made only by cgroup (the held connection keeps answering)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.listen(8)
+    threading.Thread(target=_echo, args=(listener,), daemon=True).start()
+    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(listener.getsockname()[1])],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert "ok" in _tries(child, 1.0)  # connected, and answered, before it is placed
+        with Faults() as faults:
+            faults.place("holder", child.pid)
+            faults.cut("holder", [listener.getsockname()[1]])
+            _tries(child, 0.5)
+            during = _tries(child, 1.5)
+        assert during and "ok" not in during, during
     finally:
         child.kill()
         child.wait()
