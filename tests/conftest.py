@@ -68,7 +68,7 @@ def faults() -> Iterator[Faults]:
         yield injector
     finally:
         injector.close()
-        left = network_faults.leftovers()
+        left = injector.left()
         assert not left, f"faults left on the machine: {left}"
 
 

@@ -124,6 +124,14 @@ def restore_patience_s(settings: Settings) -> float:
     return max(60.0, settings.executor_txn_timeout_ms / 1000 + 30.0)
 
 
+def paced_batch(max_batch: int, pace: Rate, lease: Lease) -> int:
+    """A batch a paced vendor gets through in half a lease: its calls start while the lease
+    holds, so a batch never ends early only because our own pace is slow (lease.py)."""
+    if pace.per_s is None:
+        return max_batch
+    return max(1, min(max_batch, int(pace.per_s * lease.length_s / 2)))
+
+
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                     runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
@@ -137,6 +145,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     stall = FetchStall(source_topic)
     group_stall = GroupStall()
     limit = vendor_pace(settings, connector.name, rate)
+    lease = Lease.of_session(settings.executor_session_timeout_ms)
     throttle = Throttle(connector.name, limit.per_s, limit.burst,
                         on_refusal=metrics.vendor_refusals.labels(connector.name).inc if metrics is not None else None)
     if metrics is not None:
@@ -162,11 +171,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                                       window_ms=window_ms),
                     prune_window_ms=window_ms,
                     source_topic=source_topic, start=start,
-                    runner=runner or ActionRunner(connector, throttle=throttle,
-                                                  lease=Lease.of_session(settings.executor_session_timeout_ms)),
-                    metrics=metrics,
+                    runner=runner or ActionRunner(connector, throttle=throttle, lease=lease), metrics=metrics,
                     failpoints=failpoints, stall=stall, group_stall=group_stall,
-                    max_batch=settings.executor_max_batch,
+                    max_batch=paced_batch(settings.executor_max_batch, limit, lease),
                     max_in_flight=limit.in_flight or settings.executor_max_in_flight, health=health)
 
 
@@ -225,6 +232,7 @@ class Executor(RunsItsLoop):
     # -- assignment ------------------------------------------------------------------
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Start each partition at an explicit position (positions.py), never the client's."""
+        given_at = self.lease.clock() if self.lease is not None else 0.0  # before the restore, however long
         starts = [s for _, s in explicit_starts(consumer, partitions, self.start, self.who, LOOKUP_TIMEOUT_S)]
         numbers = [s.partition for s in starts]
         restore_started = time.monotonic()
@@ -232,7 +240,7 @@ class Executor(RunsItsLoop):
         restore_s = time.monotonic() - restore_started
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
         if self.lease is not None:
-            self.lease.proven(self.lease.clock())  # the group gave them to this member just now
+            self.lease.proven(given_at)  # the group gave them to this member then
         self.offsets.assigned(starts)  # a decided start is durable at the next commit: no later owner decides again
         log.info("%s assigned %s; restored %d results in %.2f s; starts: %s", self.who, numbers, applied, restore_s,
                  "; ".join(f"[{s.partition}] {s.why}" for s in starts))

@@ -73,13 +73,13 @@ class Fault:
             raise ValueError(f"{self.name}: loss is a share in (0, 1]: {self.loss}")
         matches = [["-m", "multiport", "--dports", ",".join(map(str, self.ports)), "-m", "cgroup", "--path", cgroup]]
         matches += [["--sport", str(own), "--dport", str(port)] for own, port in held]
-        return [self._rule(match) for match in matches]
+        return [self._rule(match, cgroup) for match in matches]
 
-    def _rule(self, match: list[str]) -> list[str]:
+    def _rule(self, match: list[str], cgroup: str) -> list[str]:
         rule = ["-o", "lo", "-p", "tcp", *match]
         if self.loss < 1.0:
             rule += ["-m", "statistic", "--mode", "random", "--probability", f"{self.loss:.4f}"]
-        return [*rule, "-m", "comment", "--comment", f"{CGROUP_PREFIX}:{self.name}", "-j", "DROP"]
+        return [*rule, "-m", "comment", "--comment", cgroup, "-j", "DROP"]  # whose rule it is, for ``left``
 
 
 @dataclass
@@ -127,6 +127,11 @@ class Faults:
         if session.exists():
             session.rmdir()
         _rmdir_if_empty(self._root / CGROUP_PREFIX)
+
+    def left(self) -> list[str]:
+        """What this one left on the machine (``leftovers``, for every one)."""
+        mine = f"{CGROUP_PREFIX}/{self.session}"
+        return [line for line in leftovers() if mine in line]
 
     def __enter__(self) -> Faults:
         return self

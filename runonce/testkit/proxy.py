@@ -1,5 +1,6 @@
-"""A TCP proxy on loopback for tests: a load balancer without affinity in front of several
-replicas, and a link that can be cut in the middle of one request.
+"""TCP proxies on loopback for tests: a load balancer without affinity in front of several
+replicas, a link that can be cut in the middle of one request, and a link with latency
+(``Delayed``).
 
 ``RoundRobin`` hands each new connection to the next target in turn, as a Kubernetes Service
 (kube-proxy's iptables mode picks per connection) does with no session affinity. ``cut_next``
@@ -12,6 +13,8 @@ Only loopback: the proxy listens on 127.0.0.1 and its targets are the test's own
 
 from __future__ import annotations
 
+import queue
+import random
 import socket
 import threading
 import time
@@ -135,3 +138,95 @@ def _close(s: socket.socket) -> None:
     except OSError:
         pass
     s.close()
+
+
+@dataclass
+class Delayed:
+    """A link with latency: every chunk each way is held ``delay_ms`` ± ``jitter_ms`` (uniform)
+    before it is passed on, in order (a later chunk never overtakes an earlier one, as on one
+    TCP connection). Set the delay at any time; 0 passes at once. For a broker, listen on the
+    port it advertises (``advertised.listeners``) so that every client's connection crosses it.
+    What ``tc netem delay`` would do, on a machine whose kernel has no netem."""
+
+    target: Target
+    port: int = 0
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    #: connections passed on so far
+    connections: int = 0
+    _listener: socket.socket | None = None
+    _open: set[socket.socket] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.target[0] not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the proxy forwards to loopback only, not {self.target[0]}")
+
+    def start(self) -> Delayed:
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self.port = int(self._listener.getsockname()[1])
+        threading.Thread(target=self._accept, name="delayed-accept", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        with self._lock:
+            for s in list(self._open):
+                _close(s)
+            self._open.clear()
+
+    def _hold_s(self) -> float:
+        return max(0.0, self.delay_ms + random.uniform(-self.jitter_ms, self.jitter_ms)) / 1000
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                _close(client)
+                continue
+            upstream.settimeout(None)
+            for s in (client, upstream):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._open.update((client, upstream))
+                self.connections += 1
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        """Read as it comes; a second thread sends each chunk when its time is due."""
+        due: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+
+        def send() -> None:
+            try:
+                while (item := due.get()) is not None:
+                    at, chunk = item
+                    wait = at - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                    sink.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                _close(sink)
+                _close(source)
+
+        threading.Thread(target=send, daemon=True).start()
+        last = 0.0
+        try:
+            while chunk := source.recv(65536):
+                last = max(last, time.monotonic() + self._hold_s())  # in order: never before the one before
+                due.put((last, chunk))
+        except OSError:
+            pass
+        finally:
+            due.put(None)
+            with self._lock:
+                self._open.discard(source)

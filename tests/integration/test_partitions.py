@@ -10,8 +10,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Iterator
 
 import pytest
 
@@ -21,11 +21,12 @@ from runonce.connectors.vendors.jira import label as jira_label
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
+from runonce.testkit.agents import Agent, charge_until_final, http
 from runonce.testkit.faults import Faults
 from runonce.testkit.oracle import verify
 from runonce.testkit.watch import DecisionWatcher
 from tests.integration.test_executor import FAST_TAKEOVER, approve_all, final_result, own_approved_topic
-from tests.integration.test_ways_in import Gateway, charges, http, start_gateway
+from tests.integration.test_ways_in import Gateway, charges, start_gateway
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = pytest.mark.broker
@@ -125,37 +126,6 @@ def charging(broker: Settings, decision_log: DecisionWatcher,
         sandbox.stop()
 
 
-@dataclass
-class Agent:
-    """One agent's charge: called until it has a final answer, the same Idempotency-Key each
-    time, waiting what each 503 asks (``Retry-After``)."""
-
-    key: str
-    amount_cents: int
-    #: every answer: (status, Retry-After or None, whether the broker was cut when it was asked)
-    answers: list[tuple[int, str | None, bool]] = field(default_factory=list)
-    final: dict[str, Any] | None = None
-    action_ids: set[str] = field(default_factory=set)
-
-
-def _charge_until_final(gateway: Gateway, agent: Agent, cut: threading.Event, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        during_cut = cut.is_set()
-        status, headers, body = http("POST", f"{gateway.url}/v1/actions/charge_payment?wait=20",
-                                     gateway.tokens["billing-agent"], {"card": "tok", "amount_cents": agent.amount_cents},
-                                     {"Idempotency-Key": agent.key})
-        agent.answers.append((status, headers.get("retry-after"), during_cut and cut.is_set()))
-        if "runonce-action-id" in headers:
-            agent.action_ids.add(headers["runonce-action-id"])
-        if status == 200:
-            agent.final = body
-            return
-        if status == 503:
-            time.sleep(float(headers.get("retry-after") or 1))
-        elif status != 202:
-            return  # anything else is an answer the test refuses
-
-
 def test_a_gateway_cut_from_the_broker_answers_503_and_each_charge_is_made_once(
         broker: Settings, charging: Charging, faults: Faults, module_since_ms: int) -> None:
     """Six agents charge while the gateway is cut off from Kafka for 40 s (it still answers
@@ -166,7 +136,8 @@ def test_a_gateway_cut_from_the_broker_answers_503_and_each_charge_is_made_once(
     gateway = charging.gateway
     run = uuid.uuid4().hex[:6]
     warm = Agent(f"warm-{run}", 1000 + int(run, 16) % 1000)
-    _charge_until_final(gateway, warm, threading.Event(), time.monotonic() + 60)
+    charge_until_final(gateway.url, gateway.tokens["billing-agent"], warm, threading.Event(),
+                       time.monotonic() + 60)
     assert warm.final is not None and warm.final["status"] == "succeeded", warm.answers
 
     assert charging.gateway.process.proc is not None
@@ -176,7 +147,8 @@ def test_a_gateway_cut_from_the_broker_answers_503_and_each_charge_is_made_once(
     cut.set()
     agents = [Agent(f"cut-{run}-{i}", 3000 + i) for i in range(6)]
     deadline = time.monotonic() + 150
-    threads = [threading.Thread(target=_charge_until_final, args=(gateway, a, cut, deadline)) for a in agents]
+    threads = [threading.Thread(target=charge_until_final, args=(gateway.url, gateway.tokens["billing-agent"], a, cut,
+                                                                  deadline)) for a in agents]
     for t in threads:
         t.start()
     time.sleep(10)

@@ -14,8 +14,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
+from runonce.testkit.agents import http
 from runonce.testkit.proxy import RoundRobin
 from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
@@ -247,24 +246,6 @@ def decodes_to(codec: Any, value: bytes | None, expect: str, action_id: str) -> 
     except Exception:
         return False
     return bool((decoded["request"]["action_id"] if expect == "ActionDecision" else decoded["action_id"]) == action_id)
-
-
-def http(method: str, url: str, token: str | None = None, body: Any = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
-    """One request with a plain HTTP client: (status, headers, JSON body)."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={
-        "Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {}),
-        **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=90) as answer:
-            status, got, raw = answer.status, dict(answer.headers), answer.read()
-    except urllib.error.HTTPError as refused:
-        status, got, raw = refused.code, dict(refused.headers), refused.read()
-    try:
-        return status, {k.lower(): v for k, v in got.items()}, json.loads(raw or b"null")
-    except ValueError:
-        return status, {k.lower(): v for k, v in got.items()}, raw.decode(errors="replace")
 
 
 @asynccontextmanager

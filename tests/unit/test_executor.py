@@ -457,3 +457,15 @@ def test_an_intent_older_than_the_window_outlives_an_idle_turn_while_its_approva
     consumer.messages = [Msg(0, 0, approved("old"))]
     ex.step()
     assert connector.sent == []
+
+
+def test_a_paced_vendors_batch_fits_in_half_a_lease() -> None:
+    """Catches a batch a vendor's own pace cannot start within the lease (50/s, 5 s: 500 records
+    would take 10 s; every batch would end early and come again)."""
+    from runonce.connectors.executor.executor import paced_batch
+    from runonce.rate import Rate
+
+    lease = Lease.of_session(10_000)
+    assert paced_batch(500, Rate(per_s=50.0), lease) == 125
+    assert paced_batch(500, Rate(), lease) == 500  # no pace of ours: the setting
+    assert paced_batch(500, Rate(per_s=0.1), lease) == 1

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from runonce.testkit import faults as network_faults
-from runonce.testkit.faults import Faults, leftovers
+from runonce.testkit.faults import Faults
 
 #: a child that connects to the port it is given every 0.1 s and says how each try went
 _DIALER = """
@@ -79,6 +79,7 @@ def test_a_cut_drops_only_the_named_process_and_heals_and_leaves_nothing() -> No
         with Faults() as faults:
             faults.place("dialer", child.pid)
             assert "ok" in _tries(child, 1.0)
+            assert faults.left()  # what ``left`` finds while the fault is on
             cut = faults.cut("dialer", [port])
             _tries(child, 0.5)  # a try already under way
             during = _tries(child, 1.5)
@@ -92,7 +93,7 @@ def test_a_cut_drops_only_the_named_process_and_heals_and_leaves_nothing() -> No
         child.kill()
         child.wait()
         listener.close()
-    assert leftovers() == []
+    assert faults.left() == []
 
 
 def test_loss_drops_a_share_of_the_packets() -> None:
@@ -111,7 +112,7 @@ def test_loss_drops_a_share_of_the_packets() -> None:
         child.kill()
         child.wait()
         listener.close()
-    assert leftovers() == []
+    assert faults.left() == []
 
 
 def test_a_connection_held_from_before_the_cut_is_cut_too() -> None:
@@ -135,4 +136,4 @@ def test_a_connection_held_from_before_the_cut_is_cut_too() -> None:
         child.kill()
         child.wait()
         listener.close()
-    assert leftovers() == []
+    assert faults.left() == []
