@@ -614,7 +614,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {', '.join(PHASES)}")
     p.add_argument("--actions", type=int, default=300, help="zombies: approved actions per vendor kind")
     p.add_argument("--rate", type=float, default=12.0, help="zombies: approved records per second (all kinds)")
-    p.add_argument("--vendor-rate", type=float, default=15.0, help="zombies: each vendor's pace (calls/s)")
+    p.add_argument("--vendor-rate", type=float, default=2.0,
+                   help="zombies: each executor's pace toward its vendor (calls/s): below the load, so that "
+                        "every executor is mid-batch, its intents committed and its calls under way, when it is cut")
     p.add_argument("--cuts", type=int, default=6, help="zombies and worker: how many cuts")
     p.add_argument("--worker-actions", type=int, default=6000)
     p.add_argument("--worker-rate", type=float, default=60.0, help="worker: requests per second (the load outlasts the cuts)")

@@ -20,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 Target = tuple[str, int]
 
@@ -44,9 +45,7 @@ class RoundRobin:
     _open: set[socket.socket] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        for host, _ in self.targets:
-            if host not in ("127.0.0.1", "localhost", "::1"):
-                raise ValueError(f"the proxy forwards to loopback only, not {host}")
+        _loopback_only(host for host, _ in self.targets)
 
     @property
     def port(self) -> int:
@@ -63,12 +62,7 @@ class RoundRobin:
         return self
 
     def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-        with self._lock:
-            for s in list(self._open):
-                _close(s)
-            self._open.clear()
+        _shut(self._listener, self._lock, self._open)
 
     def cut_next(self, marker: bytes, after_s: float) -> None:
         """Cut the next connection whose request holds ``marker``, ``after_s`` after it went upstream."""
@@ -78,11 +72,7 @@ class RoundRobin:
     # -- inside ------------------------------------------------------------------------
     def _accept(self) -> None:
         assert self._listener is not None
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # stopped
+        for client in _accepted(self._listener):
             with self._lock:
                 target = self.targets[self._next % len(self.targets)]
                 self._next += 1
@@ -132,6 +122,32 @@ class RoundRobin:
         threading.Thread(target=cut, name="proxy-cut", daemon=True).start()
 
 
+def _accepted(listener: socket.socket) -> Iterator[socket.socket]:
+    """Each connection accepted, until the listener is closed (``stop``)."""
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        yield client
+
+
+def _loopback_only(hosts: Iterable[str]) -> None:
+    for host in hosts:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the proxy forwards to loopback only, not {host}")
+
+
+def _shut(listener: socket.socket | None, lock: threading.Lock, open_: set[socket.socket]) -> None:
+    """No new connections, and every open one closed both ways."""
+    if listener is not None:
+        listener.close()
+    with lock:
+        for s in list(open_):
+            _close(s)
+        open_.clear()
+
+
 def _close(s: socket.socket) -> None:
     try:
         s.shutdown(socket.SHUT_RDWR)
@@ -159,8 +175,7 @@ class Delayed:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        if self.target[0] not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError(f"the proxy forwards to loopback only, not {self.target[0]}")
+        _loopback_only([self.target[0]])
 
     def start(self) -> Delayed:
         self._listener = socket.create_server(("127.0.0.1", self.port))
@@ -169,23 +184,14 @@ class Delayed:
         return self
 
     def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-        with self._lock:
-            for s in list(self._open):
-                _close(s)
-            self._open.clear()
+        _shut(self._listener, self._lock, self._open)
 
     def _hold_s(self) -> float:
         return max(0.0, self.delay_ms + random.uniform(-self.jitter_ms, self.jitter_ms)) / 1000
 
     def _accept(self) -> None:
         assert self._listener is not None
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
+        for client in _accepted(self._listener):
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:

@@ -43,7 +43,8 @@ def test_a_zombie_executor_never_makes_a_second_ticket(broker: Settings, sandbox
     session expires; B takes the partitions, finds the intents without results and asks Jira,
     which has nothing yet: B creates the tickets. A wakes, still cut from Kafka but not from
     Jira. Fencing would refuse A's result commit, but not its calls: A must not make them.
-    Each ticket exists once, and B's results say so."""
+    Each ticket exists once, and B's results say so. Catches the lease not asked before a call
+    (connectors/executor/lease.py; run: every ticket made twice, [2, 2, 2, 2])."""
     vendors = sandboxes.vendors
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)

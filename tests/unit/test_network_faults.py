@@ -3,11 +3,13 @@ reaches only the process it names, heals, and leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
 import threading
 import time
+from typing import Iterator
 
 import pytest
 
@@ -44,7 +46,7 @@ while True:
 
 def _echo(listener: socket.socket) -> None:
     def serve(conn: socket.socket) -> None:
-        with conn:
+        with conn, contextlib.suppress(OSError):  # closed at the test's end
             while data := conn.recv(64):
                 conn.sendall(data)
     while True:
@@ -53,6 +55,30 @@ def _echo(listener: socket.socket) -> None:
         except OSError:
             return
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+@contextlib.contextmanager
+def _child(script: str, port: int) -> Iterator[subprocess.Popen[str]]:
+    """``script`` run with ``port``; killed at the end, whatever happened."""
+    child = subprocess.Popen([sys.executable, "-c", script, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+@contextlib.contextmanager
+def _listening(echo: bool = False) -> Iterator[int]:
+    """A loopback port for the children to reach (answering each byte with itself, ``echo``)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.listen(64)
+    if echo:
+        threading.Thread(target=_echo, args=(listener,), daemon=True).start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
 
 
 def _tries(child: subprocess.Popen[str], seconds: float) -> list[str]:
@@ -71,11 +97,7 @@ def test_a_cut_drops_only_the_named_process_and_heals_and_leaves_nothing() -> No
     never connects again), and a close that leaves a rule, the chain or a cgroup behind."""
     if network_faults.available() is not None:
         pytest.fail(f"network faults cannot be injected here: {network_faults.available()}")
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.listen(64)
-    port = listener.getsockname()[1]
-    child = subprocess.Popen([sys.executable, "-c", _DIALER, str(port)], stdout=subprocess.PIPE, text=True)
-    try:
+    with _listening() as port, _child(_DIALER, port) as child:
         with Faults() as faults:
             faults.place("dialer", child.pid)
             assert "ok" in _tries(child, 1.0)
@@ -87,31 +109,19 @@ def test_a_cut_drops_only_the_named_process_and_heals_and_leaves_nothing() -> No
             faults.heal(cut)
             _tries(child, 0.5)
             after = _tries(child, 1.0)
-        assert during and "ok" not in during and set(during) == {"TimeoutError"}, during
-        assert "ok" in after, after
-    finally:
-        child.kill()
-        child.wait()
-        listener.close()
+    assert during and set(during) == {"TimeoutError"}, during
+    assert "ok" in after, after
     assert faults.left() == []
 
 
 def test_loss_drops_a_share_of_the_packets() -> None:
     """Half the packets of the named process lost: some of its connections fail, some do not."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.listen(64)
-    port = listener.getsockname()[1]
-    child = subprocess.Popen([sys.executable, "-c", _DIALER, str(port)], stdout=subprocess.PIPE, text=True)
-    try:
+    with _listening() as port, _child(_DIALER, port) as child:
         with Faults() as faults:
             faults.place("dialer", child.pid)
             faults.lose("dialer", [port], 0.5)
             said = _tries(child, 4.0)
-        assert "ok" in said and "TimeoutError" in said, said
-    finally:
-        child.kill()
-        child.wait()
-        listener.close()
+    assert "ok" in said and "TimeoutError" in said, said
     assert faults.left() == []
 
 
@@ -119,21 +129,12 @@ def test_a_connection_held_from_before_the_cut_is_cut_too() -> None:
     """A socket belongs to the cgroup its process was in when it was made: a process placed
     after it connected (a gateway already talking to the broker) is cut by its connections'
     own ports. Catches the cut made only by cgroup (the held connection keeps answering)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.listen(8)
-    threading.Thread(target=_echo, args=(listener,), daemon=True).start()
-    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(listener.getsockname()[1])],
-                             stdout=subprocess.PIPE, text=True)
-    try:
+    with _listening(echo=True) as port, _child(_HOLDER, port) as child:
         assert "ok" in _tries(child, 1.0)  # connected, and answered, before it is placed
         with Faults() as faults:
             faults.place("holder", child.pid)
-            faults.cut("holder", [listener.getsockname()[1]])
+            faults.cut("holder", [port])
             _tries(child, 0.5)
             during = _tries(child, 1.5)
-        assert during and "ok" not in during, during
-    finally:
-        child.kill()
-        child.wait()
-        listener.close()
+    assert during and "ok" not in during, during
     assert faults.left() == []
