@@ -15,9 +15,9 @@ Phases:
   for 10-15 s. The oracle: lost, decided two ways, keys approved twice, decisions re-emitted.
 - ``gateway``: agents charging through the HTTP gateway while it is cut from the broker for
   40 s: what they were answered, and charges per key after their retries.
-- ``delay``: a burst through a broker whose every link crosses a latency proxy, once at 0 ms
-  (the reference) and once at 200 ms ± 100 with 5% of the worker's and agent's packets lost:
-  throughput and decision latency, and the oracle.
+- ``delay``: a burst (throughput: a backlog decided) and a steady load below it (decision
+  latency) through a broker whose every link crosses a latency proxy, once at 0 ms (the
+  reference) and once at 200 ms ± 100 with 5% of the worker's and agent's packets lost; the oracle.
 - ``quorum``: a 3-node KRaft cluster (RF 3, min ISR 2); node 3 is cut off from the other two
   (both ways; clients still reach it) for 20 s during a burst. The oracle.
 
@@ -440,32 +440,47 @@ class ProxiedBroker(Broker):
         return props
 
 
-def _burst(bootstrap: str, home: Path, faults: Faults, env: dict[str, str], n: int, rate: float, seed: int,
-           loss: float, proxy_port: int) -> dict[str, Any]:
-    """``n`` actions at ``rate`` through one worker; ``loss`` of the worker's and agent's packets
-    to the proxy dropped. Decided per second, and each decision's latency (its requested
-    record's time to its decision record's, both the broker's clock)."""
+def _mode(bootstrap: str, home: Path, faults: Faults, env: dict[str, str], args: argparse.Namespace, seed: int,
+          loss: float, proxy_port: int) -> dict[str, Any]:
+    """One worker, ready (it has decided a first action), ``loss`` of its and the agents'
+    packets to the proxy dropped: a burst (what is decided per second, a backlog's worth), then,
+    once that is decided, a steady load below it (each decision's latency, no queue in it)."""
     run = uuid.uuid4().hex[:6]
+    worker = Proc(f"delay-worker-{run}", ["worker", "--name", "storm-delay-worker"], env, home / "logs", faults).start()
+    on = [faults.lose(worker.name, [proxy_port], loss)] if loss else []
+    try:
+        ready = _load(bootstrap, faults, generate(1, repeat_ratio=0.0, seed=seed, run_id=f"{run}r"), 1.0, loss,
+                      proxy_port, f"{run}r", on)
+        burst = _load(bootstrap, faults, generate(args.delay_actions, repeat_ratio=0.15, seed=seed, run_id=f"{run}b"),
+                      args.delay_rate, loss, proxy_port, f"{run}b", on)
+        steady = _load(bootstrap, faults, generate(args.delay_steady_actions, repeat_ratio=0.15, seed=seed + 1,
+                                                   run_id=f"{run}s"), args.delay_steady_rate, loss, proxy_port,
+                       f"{run}s", on)
+    finally:
+        for fault in on:
+            faults.heal(fault)
+        worker.stop()
+    return {"actions": burst["actions"] + steady["actions"], "ready_after_s": ready["took_s"],
+            "decided_per_s": burst["decided_per_s"], "latency_p50_ms": steady["latency_p50_ms"],
+            "latency_p99_ms": steady["latency_p99_ms"],
+            "oracle": {k: burst["oracle"][k] + steady["oracle"][k] for k in burst["oracle"]}}
+
+
+def _load(bootstrap: str, faults: Faults, families: list[Any], rate: float, loss: float, proxy_port: int, tag: str,
+          on: list[Any]) -> dict[str, Any]:
+    """``families`` sent by an agent process at ``rate``, until the oracle accounts for each."""
     since_ms = int(time.time() * 1000) - 1000
-    procs = [Proc(f"delay-worker-{run}", ["worker", "--name", "storm-delay-worker"], env, home / "logs", faults).start()]
-    time.sleep(8)
-    faults_on = [faults.lose(procs[0].name, [proxy_port], loss)] if loss else []
-    families = generate(n, repeat_ratio=0.15, seed=seed, run_id=run)
     wanted = {m["action_id"] for f in families for m, _ in f.members}
     started = time.monotonic()
     agent = mp.get_context("spawn").Process(target=_agent, args=(bootstrap, in_order(families), rate))
     agent.start()
     if loss and agent.pid is not None:
-        faults.place(f"delay-agent-{run}", agent.pid)
-        faults_on.append(faults.lose(f"delay-agent-{run}", [proxy_port], loss))
+        faults.place(f"delay-agent-{tag}", agent.pid)
+        on.append(faults.lose(f"delay-agent-{tag}", [proxy_port], loss))
     agent.join(900)
     report, _ = _accounted(bootstrap, since_ms, wanted, 600)
     took = time.monotonic() - started
-    for fault in faults_on:
-        faults.heal(fault)
     latencies, span_s = _latencies_ms(bootstrap, since_ms, wanted)
-    for p in procs:
-        p.stop()
     return {"actions": len(wanted), "took_s": round(took, 1), "decided_per_s": round(len(latencies) / span_s, 1),
             "latency_p50_ms": _pct(latencies, 50), "latency_p99_ms": _pct(latencies, 99),
             "oracle": _oracle(report, wanted)}
@@ -513,14 +528,13 @@ def delay(args: argparse.Namespace, settings: Settings, _bootstrap: str, home: P
         topics.create_topics(bootstrap, delayed.partitions)
         env = {**os.environ, "RUNONCE_HOME": str(delayed_home), "RUNONCE_BOOTSTRAP": bootstrap,
                "RUNONCE_WORKER_SESSION_TIMEOUT_MS": SESSION_MS}
-        say("delay: the reference burst (0 ms)")
-        reference = _burst(bootstrap, home, faults, env, args.delay_actions, args.delay_rate, args.seed, 0.0, proxy.port)
+        say("delay: the reference (0 ms)")
+        reference = _mode(bootstrap, home, faults, env, args, args.seed, 0.0, proxy.port)
         proxy.delay_ms, proxy.jitter_ms = args.delay_ms, args.jitter_ms
-        say(f"delay: the burst at {args.delay_ms:.0f} ms ± {args.jitter_ms:.0f} and {args.loss:.0%} loss")
-        slow = _burst(bootstrap, home, faults, env, args.delay_actions, args.delay_rate, args.seed + 7, args.loss,
-                      proxy.port)
+        say(f"delay: {args.delay_ms:.0f} ms ± {args.jitter_ms:.0f} and {args.loss:.0%} loss")
+        slow = _mode(bootstrap, home, faults, env, args, args.seed + 7, args.loss, proxy.port)
         return {"phase": "delay", "link": f"{args.delay_ms:.0f} ms ± {args.jitter_ms:.0f}, {args.loss:.0%} loss",
-                "reference": reference, "faulty": slow}
+                "steady_rate": args.delay_steady_rate, "reference": reference, "faulty": slow}
     finally:
         proxy.delay_ms = proxy.jitter_ms = 0.0
         broker.stop()
@@ -603,9 +617,10 @@ def table(results: list[dict[str, Any]]) -> str:
             ref, bad = r["reference"], r["faulty"]
             o = bad["oracle"]
             lines.append(f"| {r['link']} (reference: 0 ms) | {bad['actions']} | the whole burst | "
-                         f"{o['lost'] + o['undecided']} | {o['two_way']} | decided/s {bad['decided_per_s']} vs "
-                         f"{ref['decided_per_s']}; p50 {bad['latency_p50_ms']} vs {ref['latency_p50_ms']} ms, p99 "
-                         f"{bad['latency_p99_ms']} vs {ref['latency_p99_ms']} ms | – | – |")
+                         f"{o['lost'] + o['undecided']} | {o['two_way']} | a backlog decided at {bad['decided_per_s']}/s "
+                         f"vs {ref['decided_per_s']}/s; at {r['steady_rate']:g}/s, latency p50 {bad['latency_p50_ms']} "
+                         f"vs {ref['latency_p50_ms']} ms, p99 {bad['latency_p99_ms']} vs {ref['latency_p99_ms']} ms "
+                         f"| – | – |")
     return "\n".join(lines)
 
 
@@ -624,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gateway-cut-s", type=float, default=40.0)
     p.add_argument("--delay-actions", type=int, default=1500)
     p.add_argument("--delay-rate", type=float, default=200.0)
+    p.add_argument("--delay-steady-actions", type=int, default=100, help="delay: the steady load, for latency")
+    p.add_argument("--delay-steady-rate", type=float, default=5.0, help="delay: below what the slow link decides per second")
     p.add_argument("--delay-ms", type=float, default=200.0)
     p.add_argument("--jitter-ms", type=float, default=100.0)
     p.add_argument("--loss", type=float, default=0.05)

@@ -21,6 +21,7 @@ outside this machine."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -64,22 +65,22 @@ class Fault:
     #: the share of packets dropped; 1.0 is a cut
     loss: float = 1.0
 
-    def rules(self, cgroup: str, held: Sequence[tuple[int, int]]) -> list[list[str]]:
+    def rules(self, cgroup: str, held: Sequence[tuple[int, int]], tag: str) -> list[list[str]]:
         """One rule for what the cgroup's sockets send, one per connection it already holds
-        (``held``: (its own port, the port it reaches))."""
+        (``held``: (its own port, the port it reaches)); each with ``tag`` as its comment."""
         if not self.ports or not all(0 < p < 65536 for p in self.ports):
             raise ValueError(f"{self.name}: ports must be given, each 1..65535: {self.ports}")
         if not 0.0 < self.loss <= 1.0:
             raise ValueError(f"{self.name}: loss is a share in (0, 1]: {self.loss}")
         matches = [["-m", "multiport", "--dports", ",".join(map(str, self.ports)), "-m", "cgroup", "--path", cgroup]]
         matches += [["--sport", str(own), "--dport", str(port)] for own, port in held]
-        return [self._rule(match, cgroup) for match in matches]
+        return [self._rule(match, tag) for match in matches]
 
-    def _rule(self, match: list[str], cgroup: str) -> list[str]:
+    def _rule(self, match: list[str], tag: str) -> list[str]:
         rule = ["-o", "lo", "-p", "tcp", *match]
         if self.loss < 1.0:
             rule += ["-m", "statistic", "--mode", "random", "--probability", f"{self.loss:.4f}"]
-        return [*rule, "-m", "comment", "--comment", cgroup, "-j", "DROP"]  # whose rule it is, for ``left``
+        return [*rule, "-m", "comment", "--comment", tag, "-j", "DROP"]  # whose rule it is: ``heal``, ``left``
 
 
 @dataclass
@@ -89,7 +90,8 @@ class Faults:
     #: this test's cgroups: ``CGROUP_PREFIX/<session>/<process name>``
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     _root: Path = field(default_factory=cgroup2_root)
-    _rules: dict[str, list[list[str]]] = field(default_factory=dict)
+    #: each fault on, by its key: the tag its rules carry
+    _rules: dict[str, str] = field(default_factory=dict)
     _placed: dict[str, Path] = field(default_factory=dict)
 
     def place(self, name: str, pid: int) -> None:
@@ -108,13 +110,13 @@ class Faults:
         return self._add(Fault(name, tuple(ports), loss))
 
     def heal(self, fault: Fault) -> None:
-        for rule in self._rules.pop(self._key(fault), []):
-            _iptables("-D", CHAIN, *rule)
+        tag = self._rules.pop(self._key(fault), None)
+        if tag is not None:
+            _delete_tagged(tag)
 
     def heal_all(self) -> None:
         for key in list(self._rules):
-            for rule in self._rules.pop(key):
-                _iptables("-D", CHAIN, *rule)
+            _delete_tagged(self._rules.pop(key))
 
     def close(self) -> None:
         """Every rule removed, the chain too once it is empty, every process back at the root."""
@@ -145,13 +147,13 @@ class Faults:
         if folder is None:
             raise ValueError(f"{fault.name}: place the process first")
         pids = [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
-        rules = fault.rules(str(folder.relative_to(self._root)), held_connections(pids, fault.ports))
+        cgroup = str(folder.relative_to(self._root))
+        tag = f"{cgroup}#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
+        rules = fault.rules(cgroup, held_connections(pids, fault.ports), tag)
         _ensure_chain()
-        added: list[list[str]] = []
-        self._rules[self._key(fault)] = added
+        self._rules[self._key(fault)] = tag  # before the first rule: whatever is added, heal finds
         for rule in rules:
             _iptables("-A", CHAIN, *rule)
-            added.append(rule)
         return fault
 
     @staticmethod
@@ -181,6 +183,15 @@ def held_connections(pids: Sequence[int], ports: Sequence[int]) -> list[tuple[in
         if inode in inodes and port in ports and remote.startswith("0100007F"):  # 127.0.0.1
             held.append((int(local.split(":")[1], 16), port))
     return held
+
+
+def _delete_tagged(tag: str) -> None:
+    """Every rule of our chain with ``tag`` as its comment, deleted as iptables lists it: a rule
+    given back as it was added may not match (nf_tables keeps a probability rounded)."""
+    for line in _iptables("-S", CHAIN, check=False).stdout.splitlines():
+        words = shlex.split(line)
+        if words[:1] == ["-A"] and tag in words:
+            _iptables("-D", *words[1:])
 
 
 def _ensure_chain() -> None:
