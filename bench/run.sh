@@ -3,7 +3,7 @@
 # so all three implementations run there, on the same client library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh >/dev/null
+bash scripts/setup.sh --test >/dev/null
 if [ ! -x .venv-bench/bin/python ]; then
   "${PYTHON:-python3}" -m venv .venv-bench
 fi

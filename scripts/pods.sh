@@ -7,6 +7,6 @@
 #   bash scripts/pods.sh --incidents                       # the seed's incidents through the pods
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] || bash scripts/setup.sh
+[ -x .venv/bin/python ] || bash scripts/setup.sh --test
 bash scripts/image.sh
 exec .venv/bin/python scripts/pods.py "$@"

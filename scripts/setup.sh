@@ -1,24 +1,51 @@
 #!/usr/bin/env bash
-# Set up everything runonce needs on a fresh machine; safe to run again.
-#   - Java 17+ and Maven (Debian packages) if missing
-#   - a virtualenv in .venv with runonce installed (editable) and its test extras
-#   - the Kafka broker's jars, resolved from Maven Central into ~/.cache/runonce
+# Set up what runonce needs on a fresh machine; safe to run again, and twice at once.
+#   bash scripts/setup.sh          # what the main job needs (scripts/run.sh: the broker, a stream
+#                                  # worker, executors, the demo): nothing else
+#   bash scripts/setup.sh --test   # that, and everything the tests use (scripts/test.sh)
+#
+# The main job:
+#   - Java 17+ and Maven (Debian packages) if missing; the Kafka broker's jars, resolved from
+#     Maven Central into ~/.cache/runonce
+#   - PostgreSQL (Debian's package): the demo's refund row writes to a cluster of its own
+#   - a virtualenv in .venv with runonce installed (editable) with [all]
+# The tests, besides:
+#   - .venv with runonce[test] and tests/connector_plugin (a third party's connector)
+#   - iptables (Debian's package): the network fault injector's rules (runonce/testkit/faults.py)
+#   - Chromium (Debian's package), which the report and approvals page tests open their pages in
 #   - prometheus and promtool, unpacked from Debian's prometheus package into ~/.cache/runonce
-#   - Chromium (Debian's package), which the report test opens its page in
-#   - PostgreSQL (Debian's package), which the database connector's tests and the demo start
-#   - the vendors' own servers the connector tests run against, pinned, with `go install` into
-#     ~/.cache/runonce/bin: Stripe's stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH);
-#     and Helm, for the chart's tests
+#   - the vendors' own servers, pinned, with `go install` into ~/.cache/runonce/bin: Stripe's
+#     stripe-mock and Mailpit (an SMTP relay with STARTTLS and AUTH); Helm, for the chart's
+#     tests; Jaeger, the traces' store
 #   - a venv with the legacy 1.x MCP SDK in ~/.cache/runonce/venvs/mcp1 (an agent that has not moved to 2.x)
 #   - .venv-crewai: CrewAI and runonce (CrewAI pins mcp<2, so not in .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for_tests=0
+case "${1:-}" in
+  --test) for_tests=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup: unknown argument $1 (--test, or nothing)" >&2; exit 2 ;;
+esac
 
+cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
+mkdir -p "$cache"
+# One setup at a time on this machine: two clones share the cache (and apt's lock): the second
+# waits for the first, then finds what it built.
+exec 9>"$cache/.setup.lock"
+if ! flock -n 9; then
+  echo "setup: another setup is running on this machine (lock $cache/.setup.lock); waiting for it"
+  flock 9
+fi
+
+apt_updated=0
 apt_install() {  # WHY PACKAGE...: Debian packages, as root; else say what to install and stop
   local why=$1; shift
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing $* (Debian packages; $why)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    [ $apt_updated = 1 ] || { apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
   else
     echo "setup: missing $*: install them ($why), then run this again" >&2
     exit 2
@@ -29,12 +56,15 @@ need_apt=()
 # the JDK, not only the JRE: a test helper (tests/support/ClientQuota.java) runs as a source file
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
-[ ${#need_apt[@]} -eq 0 ] || apt_install "the Kafka broker runs on Java 17+ (a test helper compiles); Maven fetches its jars" "${need_apt[@]}"
-command -v chromium >/dev/null 2>&1 || apt_install "the report test opens its page in it" chromium
-# PostgreSQL: the postgres connector's tests and the demo's refund row start a cluster of their
+# PostgreSQL: the demo's refund row and the postgres connector's tests start a cluster of their
 # own with its initdb and pg_ctl (runonce/testkit/postgres.py)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
-  || apt_install "the database connector's tests run against it" postgresql
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+if [ $for_tests = 1 ]; then
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+  # the fault injector (runonce/testkit/faults.py) adds its rules with iptables
+  command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+fi
+[ ${#need_apt[@]} -eq 0 ] || apt_install "the broker runs on Java 17+ and Maven fetches its jars; the demo and the tests need the rest" "${need_apt[@]}"
 
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: Python >= 3.11 required" >&2; exit 2; }
@@ -42,21 +72,30 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import runonce.streams, hypothesis, pytest, runonce_followup' >/dev/null 2>&1 \
-   || [ pyproject.toml -nt .venv/.installed ]; then
-  echo "setup: installing runonce and its dependencies into .venv"
+# .venv/.installed names what was installed: 'all', or 'test' (which includes all)
+installed_as=$(cat .venv/.installed 2>/dev/null || true)
+if [ $for_tests = 1 ]; then want=test; check='import runonce.streams, hypothesis, pytest, runonce_followup'
+else want=all; check='import runonce.streams, rocksdict, psycopg, aiosmtpd'; fi
+if ! .venv/bin/python -c "$check" >/dev/null 2>&1 || [ pyproject.toml -nt .venv/.installed ] \
+   || { [ $want = test ] && [ "$installed_as" != test ]; }; then
+  echo "setup: installing runonce[$want] and its dependencies into .venv"
   # uv (from PyPI, into the venv) resolves and installs in ~10 s what pip took ~45 s for
   .venv/bin/python -m pip install -q --upgrade pip uv
-  # tests/connector_plugin: a third party's connector, found by its entry point (docs/connectors.md)
-  .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]' -e tests/connector_plugin
-  touch .venv/.installed
+  if [ $want = test ]; then
+    # tests/connector_plugin: a third party's connector, found by its entry point (docs/connectors.md)
+    .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]' -e tests/connector_plugin
+  else
+    .venv/bin/uv pip install -q --python .venv/bin/python -e '.[all]'
+  fi
+  echo "$want" > .venv/.installed
 fi
 .venv/bin/runonce broker fetch
+[ $for_tests = 1 ] || exit 0
+
 .venv/bin/runonce observe fetch
 
 # An agent on the legacy MCP SDK (1.x), in a venv of its own beside the 2.x one runonce runs on:
 # tests/integration/test_ways_in.py drives the gateway with it (tests/mcp1/client.py).
-cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
 mcp1="$cache/venvs/mcp1"
 if ! "$mcp1/bin/python" -c 'import mcp.client.streamable_http' >/dev/null 2>&1; then
   echo "setup: the 1.x MCP SDK (legacy agents' client) into $mcp1"
@@ -75,13 +114,11 @@ if ! .venv-crewai/bin/python -c 'import crewai, runonce.integrations.crewai' >/d
 fi
 
 # The vendors' own servers (tests/support/vendor_servers.py); Go from Debian if the machine has none.
-cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
 go_bin=$(command -v go || true)
 [ -n "$go_bin" ] || { [ -x /usr/local/go/bin/go ] && go_bin=/usr/local/go/bin/go; }
 have_go() {
   if [ -z "$go_bin" ]; then
-    echo "setup: installing golang-go (Debian package) for go install"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+    apt_install "go install builds the vendors' servers, Helm and Jaeger" golang-go
     go_bin=$(command -v go)
   fi
   mkdir -p "$cache/bin"

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phase() { echo "== $* ($(( SECONDS / 60 ))m$(( SECONDS % 60 ))s in) =="; }
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 phase "mypy --strict (the whole package)"
 .venv/bin/mypy
 phase "ruff: import order, unused imports, no reaching into another object's privates"
