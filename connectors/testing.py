@@ -65,7 +65,7 @@ class _Counted:
 
 @dataclasses.dataclass
 class _Committed:
-    """What the executor's results index would answer, as plain dicts (results.ResultLookups)."""
+    """What the executor's results index would answer, as plain dicts (batch.ResultLookups)."""
 
     by_action: dict[str, Result] = dataclasses.field(default_factory=dict)
     by_key: dict[str, str] = dataclasses.field(default_factory=dict)

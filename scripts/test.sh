@@ -23,6 +23,8 @@ phase "bench/run.sh small (2,000 actions, throughput only, every implementation)
 bash bench/run.sh --actions 2000 --latency-seconds 0 --out "$(mktemp -d)/RESULTS.md"
 phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"
 bash scripts/wheel_check.sh
+phase "each agent-facing extra alone in a clean venv: its imports, the user's own pytest, the replay test as docs/connectors.md writes it"
+bash scripts/extras_check.sh
 phase "the image (podman) and the Helm chart played as pods, short: a scale-out, two SIGKILLs, a rolled executor (scripts/pods.sh)"
 bash scripts/pods.sh --actions 300 --rate 30 --short
 phase "the seed's incidents through the pods: the table scripts/run.sh prints, the worker and every executor in a container"

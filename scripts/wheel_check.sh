@@ -12,13 +12,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-# Built from a copy of the files git knows (tracked or not ignored): a build/ left by an
-# earlier build would put modules moved or deleted since into the wheel.
-mkdir "$work/src"
-git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && printf '%s\n' "$f"; done \
-  | tar -T - -cf - | tar -xf - -C "$work/src"
-.venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
-wheel=$(ls "$work"/dist/runonce-*.whl)
+wheel=$(bash scripts/wheel.sh "$work/dist")
 [ -x .venv/bin/uv ] || .venv/bin/python -m pip install -q uv  # an older .venv, set up before uv
 uv="$PWD/.venv/bin/uv"
 echo "wheel: $(basename "$wheel"), $(.venv/bin/python -m zipfile -l "$wheel" | tail -n +2 | wc -l) files"

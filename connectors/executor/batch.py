@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Mapping
+from typing import AbstractSet, Any, Mapping, Protocol
 
-from runonce.connectors.executor.results import ResultLookups
 from runonce.connectors.executor.runner import ActionRunner, Lapsed
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.errors import InvalidInput
 from runonce.kafka.record import Record
 from runonce.wire.results import Result, Status
+
+
+class ResultLookups(Protocol):
+    """What planning a record asks of the results index (results.py keeps it in RocksDB; the replay
+    kit, connectors/testing.py, answers it from plain dicts, so it needs no RocksDB)."""
+
+    def result(self, action_id: str) -> Result | None: ...
+
+    def first_user(self, vendor_key: str) -> str | None: ...
 
 
 class Plan(enum.Enum):

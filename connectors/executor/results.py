@@ -33,6 +33,7 @@ from typing import Callable, Mapping, Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from runonce.connectors.executor.batch import ResultLookups
 from runonce.connectors.executor.result_store import Entry, ResultStore
 from runonce.errors import BrokerUnavailable, InvalidInput
 from runonce.kafka import clients, topics
@@ -40,15 +41,6 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import fetched, written_ends
 from runonce.wire.codec import Codec
 from runonce.wire.results import Result, result_of
-
-
-class ResultLookups(Protocol):
-    """What planning a record asks of the results index (batch.py); the replay kit answers it from
-    plain dicts."""
-
-    def result(self, action_id: str) -> Result | None: ...
-
-    def first_user(self, vendor_key: str) -> str | None: ...
 
 
 class Results(ResultLookups, Protocol):

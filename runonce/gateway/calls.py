@@ -20,8 +20,8 @@ from runonce.core.policy import KeyMode
 from runonce.core.tenant import DEFAULT_TENANT
 from runonce.errors import ResultTimeout
 from runonce.gateway.metrics import GatewayMetrics
-from runonce.gateway.tools import Refusal
 from runonce.sdk.client import ActionClient, ActionOutcome, Found, Handle, HeldFor
+from runonce.tools.specs import Refusal
 from runonce.wire.results import CallStatus
 
 log = logging.getLogger("runonce.gateway")

@@ -35,7 +35,7 @@ from runonce.core.decision import Reason
 from runonce.errors import InvalidInput, RunonceError
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Calls, Taken
-from runonce.gateway.tools import Refusal
+from runonce.tools.specs import Refusal
 from runonce.wire.results import CallStatus
 from runonce.wire.trace import TRACEPARENT, TRACESTATE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from runonce.core.policy import PolicyBook
-from runonce.gateway.tools import KEY_ARGUMENT, served_tools
+from runonce.tools.specs import KEY_ARGUMENT, served_tools
 from runonce.wire.results import CallStatus
 
 _ANSWER = {

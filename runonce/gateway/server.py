@@ -21,10 +21,11 @@ from starlette.requests import HTTPConnection
 from runonce.core.policy import PolicyBook
 from runonce.errors import RunonceError
 from runonce.gateway import tasks
-from runonce.gateway.answers import Answer, answer, call_tool_result, refused, timed_out, waiting_for_approval
 from runonce.gateway.auth import caller_of
 from runonce.gateway.calls import Caller, Calls
-from runonce.gateway.tools import KEY_ARGUMENT, served_tools
+from runonce.gateway.mcp_answers import call_tool_result
+from runonce.tools.answers import Answer, answer, refused, timed_out, waiting_for_approval
+from runonce.tools.specs import KEY_ARGUMENT, served_tools
 from runonce.wire.trace import TRACEPARENT, TRACESTATE
 
 log = logging.getLogger("runonce.gateway")

@@ -26,8 +26,9 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from runonce.core.decision import Reason
-from runonce.gateway.answers import answer, call_tool_result
+from runonce.gateway.mcp_answers import call_tool_result
 from runonce.sdk.client import ActionOutcome, HeldFor
+from runonce.tools.answers import answer
 from runonce.wire.results import CallStatus
 
 EXTENSION = "io.modelcontextprotocol/tasks"

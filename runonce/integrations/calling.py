@@ -1,5 +1,5 @@
 """What every framework adapter does with one tool call: submit it through the SDK, wait for
-the outcome, and put it in the words a model reads (``runonce.gateway.answers``) with the
+the outcome, and put it in the words a model reads (``runonce.tools.answers``) with the
 same facts as data."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from runonce.errors import ResultTimeout
-from runonce.gateway.answers import Answer, answer, waiting_for_approval
-from runonce.gateway.tools import KEY_ARGUMENT, ToolSpec, served_tools
 from runonce.sdk.client import ActionClient, Handle
+from runonce.tools.answers import Answer, answer, waiting_for_approval
+from runonce.tools.specs import KEY_ARGUMENT, ToolSpec, served_tools
 
 
 @dataclass(frozen=True, slots=True)

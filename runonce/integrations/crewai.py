@@ -30,10 +30,10 @@ from crewai.tools import BaseTool
 from pydantic import BaseModel, Field, PrivateAttr
 
 from runonce.errors import ConfigError
-from runonce.gateway.tools import KEY_ARGUMENT
 from runonce.integrations.calling import Served, served
 from runonce.integrations.keys import Derived, derive
 from runonce.sdk.client import ActionClient
+from runonce.tools.specs import KEY_ARGUMENT
 
 #: the place the hook found for the tool call about to run (read once by the tool)
 _PLACE: contextvars.ContextVar[Derived | None] = contextvars.ContextVar("runonce_crewai_place", default=None)

@@ -24,10 +24,10 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from runonce.errors import ConfigError
-from runonce.gateway.tools import KEY_ARGUMENT
 from runonce.integrations.calling import Served, served
 from runonce.integrations.keys import Derived, derive
 from runonce.sdk.client import ActionClient
+from runonce.tools.specs import KEY_ARGUMENT
 
 
 def place_of(tool_call: Mapping[str, Any], config: RunnableConfig, *, keeps_natural_ids: bool = False) -> Derived:

@@ -17,9 +17,9 @@ from typing import Any
 from agents import FunctionTool, RunContextWrapper
 
 from runonce.errors import ResultTimeout
-from runonce.gateway.answers import Answer
 from runonce.integrations.calling import Served, served
 from runonce.sdk.client import ActionClient
+from runonce.tools.answers import Answer
 
 _POLL_S = 0.5
 

@@ -21,10 +21,10 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 from runonce.errors import ConfigError
-from runonce.gateway.tools import KEY_ARGUMENT
 from runonce.integrations.calling import Served, served
 from runonce.integrations.keys import Derived, derive
 from runonce.sdk.client import ActionClient
+from runonce.tools.specs import KEY_ARGUMENT
 
 
 def place_of(ctx: RunContext[Any], *, hint: str | None = None, keeps_natural_ids: bool = False) -> Derived:

@@ -7,9 +7,9 @@ import jsonschema
 import pytest
 
 from runonce.core.policy import PolicyBook
-from runonce.gateway.answers import answer, timed_out
-from runonce.gateway.tools import served_tools
 from runonce.sdk.client import ActionOutcome
+from runonce.tools.answers import answer, timed_out
+from runonce.tools.specs import served_tools
 
 BOOK = PolicyBook.load()
 
@@ -64,8 +64,8 @@ def test_in_doubt_says_calling_again_will_not_help_and_a_timeout_says_it_is_safe
 
 
 def test_a_held_call_says_it_waits_for_a_person_and_that_calling_again_is_safe() -> None:
-    from runonce.gateway.answers import waiting_for_approval
     from runonce.sdk.client import HeldFor
+    from runonce.tools.answers import waiting_for_approval
 
     held = waiting_for_approval("charge_payment", "a7", HeldFor("amount_cents 75000 > 50000", 1_800_000_000_000))
     assert held.text.startswith("Waiting for approval (action a7): amount_cents 75000 > 50000.")

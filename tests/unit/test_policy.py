@@ -111,7 +111,7 @@ def test_an_approval_rule_says_why_an_action_needs_a_person() -> None:
 def test_a_policy_file_adds_to_and_overrides_the_shipped_policies(tmp_path) -> None:
     """Catches ``PolicyBook.load(path)`` back to replacing the shipped set (a user had to copy the
     shipped file out of the installed package to add one tool)."""
-    from runonce.gateway.tools import served_tools
+    from runonce.tools.specs import served_tools
 
     path = tmp_path / "policies.toml"
     path.write_text('[tools.open_ticket]\nkey = "require"\n\n[tools.send_email]\nkey = "none"\n')

@@ -11,11 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import mcp.types as types
-
 from runonce.core.decision import Reason
-from runonce.gateway.tools import Refusal
 from runonce.sdk.client import ActionOutcome, HeldFor
+from runonce.tools.specs import Refusal
 from runonce.wire.results import CallStatus
 
 _DROPS = {
@@ -33,12 +31,6 @@ class Answer:
     text: str
     facts: dict[str, Any]
     is_error: bool
-
-
-def call_tool_result(a: Answer) -> types.CallToolResult:
-    """The MCP result of a tool call: a plain call returns it, a completed task carries it."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=a.text)],
-                                structured_content=a.facts, is_error=a.is_error)
 
 
 def answer(tool: str, outcome: ActionOutcome) -> Answer:
