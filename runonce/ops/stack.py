@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -148,8 +149,12 @@ class Stack:
             env["RUNONCE_KAFKA_CONFIG"] = str(Broker(self.settings).client_properties)
         return env
 
-    def up(self, with_executors: bool = True, secure: bool = False, observe: bool = False) -> BrokerStatus:
-        """Start what is not running. ``secure`` (or a broker secured before) runs SASL + ACLs with
+    def up(self, with_executors: bool = True, secure: bool = False, observe: bool = False,
+           ready_timeout_s: float = 120.0) -> BrokerStatus:
+        """Start what is not running, and return when each process it started answers ready (its
+        ``/readyz``; the sandbox: its connectors file), as ``docker compose up --wait`` does; a
+        process that exits or is not ready within ``ready_timeout_s`` fails the call, named, and
+        what the call started is stopped. ``secure`` (or a broker secured before) runs SASL + ACLs with
         one principal per component; credentials are written to ``<home>/credentials``.
         ``observe`` starts a Prometheus scraping every component, with runonce's alert rules."""
         secure = secure or Broker(self.settings).secured
@@ -160,6 +165,7 @@ class Stack:
         started: list[str] = []
         try:
             self._start_services(status, admin, users, secure, with_executors, started)
+            self._await_ready(started, ready_timeout_s)
         except BaseException:
             # a stack half up is worse than none: stop what this call started, then say why
             self.progress(f"runonce up failed: stopping what it started ({', '.join(started) or 'nothing'}"
@@ -212,6 +218,43 @@ class Stack:
             started.append(svc.name)
             self.progress(f"{svc.name} started (pid {proc.pid}, log {self.logs / (svc.name + '.log')})")
 
+    def _await_ready(self, started: list[str], timeout_s: float) -> None:
+        """Each started process's ``/readyz`` answers 200 (the sandbox's readiness is its
+        connectors file, awaited before the executors start)."""
+        ports = self._kept_ports()
+        waiting = [name for name in started if name in ports]
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            for name in list(waiting):
+                pid = self._pid(name)
+                if pid is None or not pid_alive(pid):
+                    raise ConfigError(f"{name} exited before it was ready: {self._last_line(name)} "
+                                      f"(see {self.logs / (name + '.log')})")
+                if _answers_ready(ports[name]):
+                    waiting.remove(name)
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                raise ConfigError(f"not ready after {timeout_s:.0f} s: {', '.join(waiting)} (their /readyz on "
+                                  + ", ".join(f"127.0.0.1:{ports[n]}" for n in waiting)
+                                  + f"; logs in {self.logs})")
+            time.sleep(0.2)
+        if started:
+            self.progress(f"ready: {', '.join(started)}")
+        if "sandbox" in started:
+            try:  # every sandbox vendor is served on one URL (connectors/vendors/sandbox/local.py)
+                url = tomllib.loads(self.settings.connectors_path.read_text())["vendors"]["payments"]["base_url"]
+                self.progress(f"the sandbox vendors' side effects: {url}/_ledger (every request: {url}/_requests)")
+            except (OSError, KeyError, tomllib.TOMLDecodeError):
+                pass  # a sandbox of another shape: its log says where it listens
+
+    def _last_line(self, name: str) -> str:
+        try:
+            text = (self.logs / f"{name}.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return (text.strip().splitlines() or ["(empty log)"])[-1]
+
     def _await_connectors_file(self, timeout_s: float = 30.0) -> None:
         """The sandbox writes the connectors file once it listens; executors start after that. A
         sandbox that exits (a port taken) is said at once, with its log's last line."""
@@ -220,9 +263,8 @@ class Stack:
         while not self.settings.connectors_path.exists():
             pid = self._pid("sandbox")
             if pid is not None and not pid_alive(pid):
-                last = (log.read_text(errors="replace").strip().splitlines() or ["(empty)"])[-1]
                 raise ConfigError(f"the sandbox vendors exited before writing {self.settings.connectors_path}: "
-                                  f"{last} (see {log})")
+                                  f"{self._last_line('sandbox')} (see {log})")
             if time.monotonic() > deadline:
                 raise ConfigError(f"no connectors file at {self.settings.connectors_path} after {timeout_s:.0f} s: "
                                   f"see {log}")
@@ -260,6 +302,14 @@ class Stack:
             rows.append(("prometheus", f"running (pid {pid}), {prometheus.url}" if pid is not None else
                          f"stopped (runonce up --observe starts it; log {prometheus.log_file})"))
         return rows
+
+
+def _answers_ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except (OSError, ValueError):  # refused while it starts, 503 (HTTPError) while not ready
+        return False
 
 
 __all__ = ["Stack", "services"]

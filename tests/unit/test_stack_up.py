@@ -13,7 +13,10 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -108,3 +111,77 @@ def test_a_sandbox_that_died_is_said_at_once_with_its_last_line(tmp_path: Path) 
     (stack.logs / "sandbox.log").write_text("starting\nOSError: [Errno 98] Address already in use\n")
     with pytest.raises(ConfigError, match=r"exited before writing .*: OSError: \[Errno 98\] Address already in use"):
         stack._await_connectors_file(timeout_s=3600)  # noqa: SLF001  (the step up() runs before each executor)
+
+
+
+# A stand-in process serving /readyz on the port it is given: 503 until READY_AFTER_S have passed,
+# then 200 (a negative READY_AFTER_S: it prints a last line and exits at once).
+_PROBE = """
+import http.server, sys, time
+start, port, after = time.monotonic(), int(sys.argv[1]), float(sys.argv[2])
+if after < 0:
+    sys.exit(print("ValueError: RUNONCE_POLICY_FILE names no file"))
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if time.monotonic() - start >= after else 503)
+        self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+@contextmanager
+def _stack_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ready_after_s: float) -> Iterator[tuple[Stack, int]]:
+    """A Stack whose up() starts one process, ``worker``: the probe above on a free port (the
+    broker stands in). Yields the stack and the port; the process is killed after."""
+    from runonce.devbroker.broker import free_ports
+
+    stack = Stack(Settings.from_env({"RUNONCE_HOME": str(tmp_path)}))
+    (port,) = free_ports(1)
+    stack.pids.mkdir(parents=True, exist_ok=True)
+    stack.logs.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "metrics-ports.json").write_text(f'{{"worker": {port}}}')
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start_services(status: BrokerStatus, admin: Settings, users: dict[str, str], secure: bool,
+                       with_executors: bool, started: list[str]) -> None:
+        with open(stack.logs / "worker.log", "ab") as log:
+            procs.append(subprocess.Popen([sys.executable, "-c", _PROBE, str(port), str(ready_after_s)], stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+        (stack.pids / "worker.pid").write_text(str(procs[0].pid))
+        started.append("worker")
+
+    monkeypatch.setattr(stack_module, "Broker", _Broker)
+    monkeypatch.setattr(stack, "_start_services", start_services)
+    try:
+        yield stack, port
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=20)
+
+
+def test_up_returns_when_what_it_started_answers_ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches: up() returning once its processes are started, not once ready (17 of 18 probes
+    asked right after it returned were not 200)."""
+    with _stack_starting(tmp_path, monkeypatch, ready_after_s=3.0) as (stack, port):
+        stack.up()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+            assert answer.status == 200
+
+
+def test_up_names_a_process_that_exits_before_it_is_ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches: a process that died waited for until the timeout, or not named with its last line."""
+    with _stack_starting(tmp_path, monkeypatch, ready_after_s=-1) as (stack, _port):
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match="worker exited before it was ready: ValueError: RUNONCE_POLICY_FILE"):
+            stack.up(ready_timeout_s=600)
+        assert time.monotonic() - started < 60
+
+
+def test_up_names_a_process_not_ready_in_time_and_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches: up() returning with a process that never became ready."""
+    with _stack_starting(tmp_path, monkeypatch, ready_after_s=3600) as (stack, port):
+        with pytest.raises(ConfigError, match=rf"not ready after 2 s: worker \(their /readyz on 127.0.0.1:{port}"):
+            stack.up(ready_timeout_s=2)
+        assert not (stack.pids / "worker.pid").exists()
