@@ -26,7 +26,8 @@ from runonce.wire.results import CallStatus
 
 log = logging.getLogger("runonce.gateway")
 
-#: how often a call that may become a task looks whether its action is held yet
+#: how often a call that waits for its outcome looks whether its action is held: a held call is
+#: answered "held" at once (a person may take hours), never after the whole wait
 HELD_SLICE_S = 0.25
 
 
@@ -81,21 +82,16 @@ class Calls:
         return why
 
     async def take(self, caller: Caller, tool: str, params: Mapping[str, Any], key: str | None,
-                   wait_s: float, *, until_held: bool = False, trace: Mapping[str, str] | None = None) -> Taken:
-        """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome
-        (``until_held``: or until it is held for a person, which may take hours). ``trace``: the
+                   wait_s: float, *, trace: Mapping[str, str] | None = None) -> Taken:
+        """Publish the call as ``caller``'s action and wait up to ``wait_s`` for its outcome, or
+        until it is held for a person (which may take hours: said at once). ``trace``: the
         caller's W3C trace context (its HTTP headers, its MCP ``_meta``); none starts none.
         Raises what the SDK raises for a call it cannot take (InvalidAction, BrokerUnavailable)."""
         handle = await anyio.to_thread.run_sync(
             lambda: self.client.submit(tool, params, idempotency_key=key, agent_id=caller.agent_id,
                                        tenant=caller.tenant, trace=trace or {}))
         self._remember(handle, caller.tenant)
-        deadline = time.monotonic() + wait_s
-        while True:
-            left = deadline - time.monotonic()
-            taken = await self.wait(handle, min(left, HELD_SLICE_S) if until_held else left, caller.tenant)
-            if taken.outcome is not None or taken.held is not None or time.monotonic() >= deadline:
-                break
+        taken = await self.wait(handle, wait_s, caller.tenant)
         status = (taken.outcome.status if taken.outcome is not None
                   else CallStatus.HELD if taken.held is not None else CallStatus.PENDING)
         self.metrics.answered.labels(tool, status.value).inc()
@@ -107,6 +103,14 @@ class Calls:
         return found[0] if found is not None and found[1] == caller.tenant else None
 
     async def wait(self, handle: Handle, wait_s: float, tenant: str) -> Taken:
+        """Up to ``wait_s`` for the outcome; a held action is answered at once, held."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            taken = await self._wait_slice(handle, max(0.0, min(deadline - time.monotonic(), HELD_SLICE_S)), tenant)
+            if taken.outcome is not None or taken.held is not None or time.monotonic() >= deadline:
+                return taken
+
+    async def _wait_slice(self, handle: Handle, wait_s: float, tenant: str) -> Taken:
         try:
             outcome = await anyio.to_thread.run_sync(handle.result, wait_s)
         except ResultTimeout:

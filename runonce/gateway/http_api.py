@@ -64,10 +64,12 @@ _ADVICE = {
 
 
 class HttpApi:
-    def __init__(self, calls: Calls, *, default_wait_s: float, max_wait_s: float) -> None:
+    def __init__(self, calls: Calls, *, default_wait_s: float, max_wait_s: float, held_retry_after_s: int = 60) -> None:
         self.calls = calls
         self.default_wait_s = default_wait_s
         self.max_wait_s = max_wait_s
+        #: a held action's Retry-After: a person decides in minutes or hours, not in a second
+        self.held_retry_after_s = held_retry_after_s
 
     async def post_action(self, request: Request) -> Response:
         caller = caller_of(request)
@@ -109,7 +111,7 @@ class HttpApi:
             log.warning("agent %s, %s: not published: %s", caller.agent_id, tool, exc)
             return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"not published: {exc}; retrying with the same "
                                                           f"Idempotency-Key is safe", {"Retry-After": RETRY_AFTER_S})
-        return _answer(tool, taken)
+        return _answer(tool, taken, self.held_retry_after_s)
 
     async def get_action(self, request: Request) -> Response:
         caller = caller_of(request)
@@ -123,7 +125,7 @@ class HttpApi:
         wait_s = self._wait_s(request)
         if isinstance(wait_s, Response):
             return wait_s
-        return _answer(None, await self.calls.wait(handle, wait_s, caller.tenant))
+        return _answer(None, await self.calls.wait(handle, wait_s, caller.tenant), self.held_retry_after_s)
 
     def _wait_s(self, request: Request) -> float | Response:
         unknown = sorted(set(request.query_params) - {"wait"})
@@ -158,7 +160,7 @@ def body_of(tool: str | None, taken: Taken) -> tuple[HTTPStatus, dict[str, Any]]
     return HTTPStatus.OK, {**body, "advice": _ADVICE[outcome.status]}
 
 
-def _answer(tool: str | None, taken: Taken) -> Response:
+def _answer(tool: str | None, taken: Taken, held_retry_after_s: int) -> Response:
     status, body = body_of(tool, taken)
     if body["tool"] is None:
         body.pop("tool")
@@ -169,7 +171,7 @@ def _answer(tool: str | None, taken: Taken) -> Response:
             headers["Runonce-Repeat-Reason"] = taken.outcome.repeat_reason
     if taken.outcome is None:
         headers["Location"] = f"/v1/actions/{taken.action_id}"
-        headers["Retry-After"] = "1"
+        headers["Retry-After"] = str(held_retry_after_s if taken.held is not None else 1)
     return JSONResponse(body, status_code=status, headers=headers)
 
 

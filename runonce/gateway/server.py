@@ -59,7 +59,7 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
         key = arguments.pop(KEY_ARGUMENT, None)
         as_task = tasks.declared(ctx.protocol_version, ctx.meta)
         try:
-            taken = await calls.take(who, name, arguments, key, timeout_s, until_held=as_task, trace=_trace_of(ctx.meta))
+            taken = await calls.take(who, name, arguments, key, timeout_s, trace=_trace_of(ctx.meta))
         except RunonceError as exc:
             log.warning("tool call %s not taken: %s", name, exc)
             return call_tool_result(Answer(f"runonce could not take the call: {exc}", {"tool": name}, True))

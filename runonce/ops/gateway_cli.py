@@ -23,7 +23,7 @@ def _tokens_file(settings: Settings, args: argparse.Namespace) -> Path:
 
 def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     if args.http is not None:  # the older spelling of `runonce gateway serve --port`
-        args.port, args.max_wait_s = args.http, 60.0
+        args.port, args.max_wait_s, args.held_retry_after_s = args.http, 60.0, 60
         return cmd_gateway_serve(settings, args)
     import anyio
 
@@ -120,7 +120,8 @@ def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
                       outcomes=settings.outcomes_access()) as client:
         calls = Calls(client)
         app = create_app(server.create_gateway(calls, policies, timeout_s=args.timeout_s),
-                         HttpApi(calls, default_wait_s=args.timeout_s, max_wait_s=args.max_wait_s), policies, path)
+                         HttpApi(calls, default_wait_s=args.timeout_s, max_wait_s=args.max_wait_s,
+                                 held_retry_after_s=args.held_retry_after_s), policies, path)
         base = f"http://{args.host}:{args.port}"
         say(f"gateway on {base}: MCP at /mcp, HTTP API at /v1/actions/TOOL, {base}/openapi.json; "
              f"{len(holders)} agent token(s) in {path} (Kafka at {settings.kafka_access()})")
@@ -162,3 +163,6 @@ def add_commands(add: Adder) -> None:
     p.add_argument("--timeout-s", type=float, default=30.0,
                    help="serve: how long a call waits for its outcome by default (then 'pending'; retrying is safe)")
     p.add_argument("--max-wait-s", type=float, default=60.0, help="serve: the largest ?wait= a caller may ask")
+    p.add_argument("--held-retry-after-s", type=int, default=60,
+                   help="serve: the Retry-After of an action held for a person's approval (default 60: approvals "
+                        "take minutes, not a second); a held call is answered as soon as it is held")

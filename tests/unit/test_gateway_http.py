@@ -18,9 +18,9 @@ from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
 from runonce.gateway import server
 from runonce.gateway.app import create_app
-from runonce.gateway.calls import Calls
+from runonce.gateway.calls import HELD_SLICE_S, Calls
 from runonce.gateway.http_api import HttpApi
-from runonce.sdk.client import ActionOutcome
+from runonce.sdk.client import ActionOutcome, HeldFor
 from runonce.wire.results import CallStatus
 
 BOOK = PolicyBook.load()
@@ -146,3 +146,43 @@ def test_the_tokens_file_holds_a_sha256_no_one_can_turn_back_into_the_token(tmp_
     assert hashlib.sha256(token.encode()).hexdigest() in text
     assert token not in text and token.encode().hex() not in text and len(text.split(":")[1].strip()) == 64
     assert tokens.who(path, token) is not None and tokens.who(path, token + "x") is None
+
+
+class _HeldHandle(_Handle):
+    """An action held for a person from the start: every wait for its outcome times out; records
+    how long each wait was asked to be."""
+
+    def __init__(self, action_id: str) -> None:
+        super().__init__(action_id, None)
+        self.held = HeldFor("more than 10 blind copies", 1_900_000_000_000)
+        self.asked_s: list[float] = []
+
+    def result(self, timeout: float = 60.0) -> ActionOutcome:
+        self.asked_s.append(timeout)
+        raise ResultTimeout("held")
+
+
+def test_a_held_call_is_answered_held_at_once_with_a_retry_after_that_fits_approvals(tmp_path: Path) -> None:
+    """Catches: a held call waiting out the whole wait before it says "held" (30 s over HTTP and
+    MCP though the hold was known in under a second), and a held answer's Retry-After of 1 s for
+    a hold that can last a day. Over POST and over GET ?wait=."""
+    path = tmp_path / "gateway.tokens"
+    token = tokens.add(path, "dispatch-1", None)
+    handles: list[_HeldHandle] = []
+
+    class Holding(RecordingClient):
+        def submit(self, tool: str, params: Any, **kwargs: Any) -> _Handle:
+            handles.append(_HeldHandle(str(uuid.uuid4())))
+            return handles[-1]
+
+    calls = Calls(Holding())  # type: ignore[arg-type]
+    api = HttpApi(calls, default_wait_s=30, max_wait_s=600, held_retry_after_s=120)
+    http = TestClient(create_app(server.create_gateway(calls, BOOK), api, BOOK, path), raise_server_exceptions=False)
+    posted = http.post("/v1/actions/send_email?wait=600", json={"to": "j@example.com"}, headers=_auth(token))
+    assert posted.status_code == 202 and posted.json()["status"] == CallStatus.HELD, posted.text
+    assert posted.headers["Retry-After"] == "120"
+    got = http.get(f"/v1/actions/{handles[0].action_id}?wait=600", headers=_auth(token))
+    assert got.status_code == 202 and got.json()["status"] == CallStatus.HELD, got.text
+    assert got.headers["Retry-After"] == "120"
+    # one short look each, never the 600 s asked for: the hold was known at the first look
+    assert len(handles[0].asked_s) == 2 and max(handles[0].asked_s) <= HELD_SLICE_S, handles[0].asked_s
