@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from runonce.errors import ConfigError
 from runonce.ops.commands import Adder, say
@@ -26,10 +27,28 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+#: the approvals page's port unless ``--port`` names another
+DEFAULT_PAGE_PORT = 8470
+
+
+def _page_url_file(settings: Settings) -> Path:
+    return settings.home / "approvals-page.url"
+
+
+def _page_url(settings: Settings, args: argparse.Namespace) -> str:
+    """Where a sign-in link points: ``--host``/``--port`` when given, else the page this home
+    serves (or served last), else the default port."""
+    if args.port is None:
+        try:
+            return _page_url_file(settings).read_text().strip().rstrip("/")
+        except FileNotFoundError:
+            pass
+    return f"http://{args.host}:{args.port or DEFAULT_PAGE_PORT}"
+
+
 def cmd_approvals(settings: Settings, args: argparse.Namespace) -> int:
     import getpass
     import json
-    from pathlib import Path
 
     from runonce import tokens
     from runonce.approvals.client import Approvals
@@ -46,13 +65,14 @@ def cmd_approvals(settings: Settings, args: argparse.Namespace) -> int:
             return 0 if found else 1
         token = tokens.add(tokens_file, args.action_id)
         print(f"token for {args.action_id} (shown once; its hash is in {tokens_file}): {token}")
-        print(f"sign-in link: http://{args.host}:{args.port}/?token={token}")
+        print(f"sign-in link: {_page_url(settings, args)}/?token={token}")
         return 0
     access = settings.kafka_access()
     approver = args.approver or (access.username if access.secured else None) or getpass.getuser()
     with Approvals(access, approver) as approvals:
         if args.action == "serve":
-            page = ApprovalsPage(approvals, tokens_file, args.host, args.port)
+            page = ApprovalsPage(approvals, tokens_file, args.host, args.port or DEFAULT_PAGE_PORT)
+            _page_url_file(settings).write_text(page.url)  # the address `approvals token` links to
             say(f"approvals page on {page.url} (approvers sign in with `runonce approvals token NAME`'s link)")
             try:
                 page.serve_forever()
@@ -114,6 +134,7 @@ def add_commands(add: Adder) -> None:
     p.add_argument("--all", action="store_true", help="list: decided ones too")
     p.add_argument("--json", action="store_true", help="list: one JSON object per line")
     p.add_argument("--host", default="127.0.0.1", help="serve: address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8470, help="serve: port (default 8470)")
+    p.add_argument("--port", type=int, help=f"serve: port (default {DEFAULT_PAGE_PORT}); token: the port of the link "
+                                            "(default: the page this RUNONCE_HOME serves)")
     p.add_argument("--tokens", help="serve / token: the approvers' tokens file (default RUNONCE_HOME/approvers.tokens)")
     p.add_argument("--revoke", action="store_true", help="token NAME --revoke: the approver's link stops working")

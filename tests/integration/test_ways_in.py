@@ -777,12 +777,14 @@ def test_every_snippet_in_the_agents_page_runs(gateway: Gateway, stack: tuple[Ve
     page = Path(__file__).parents[2] / "docs" / "agents.md"
     found = snippets(page)
     assert [lang for lang, _ in found] == ["python", "bash", "js", "python", "python", "python", "python", "python"]
-    run_env = {**env, "RUNONCE_GATEWAY": gateway.url, "RUNONCE_TOKEN": gateway.tokens["ops-agent"]}
+    # the token the page makes: `runonce gateway token add billing-agent --tools charge_payment`
+    run_env = {**env, "RUNONCE_GATEWAY": gateway.url, "RUNONCE_TOKEN": gateway.tokens["billing-agent"]}
     for lang, code in found:
         ran = subprocess.run(_RUNNERS[lang], input=code, env=run_env, capture_output=True, text=True, timeout=120)
         assert ran.returncode == 0, f"{lang} snippet failed:\n{code}\n--- stderr\n{ran.stderr[-2000:]}"
         assert "succeeded" in ran.stdout, (code, ran.stdout)
     assert charges(vendors, "order-1001") == 1 and charges(vendors, "order-1002") == 1
+    assert charges(vendors, "order-1003") == 1
     assert len([e for e in vendors.ledger.effects("smtp") if e.detail["to"] == "ada@example.com"]) == 1
 
 

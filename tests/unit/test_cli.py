@@ -96,3 +96,19 @@ def test_gateway_serve_warns_of_a_tokens_tool_that_no_policy_names(tmp_path) -> 
     policies = tmp_path / "policies.toml"
     policies.write_text('[tools.open_ticket]\nkey = "require"\n')
     assert token_warnings(tokens.read(path), PolicyBook.load(policies)) == []
+
+
+def test_an_approvers_sign_in_link_points_at_the_page_this_home_serves(
+        tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches: a link on the default port (8470) whatever port the page serves (docs/policies.md
+    serves 8471): `approvals serve` records its address in RUNONCE_HOME, `token` links to it;
+    --port names another."""
+    monkeypatch.setenv("RUNONCE_HOME", str(tmp_path))
+    tokens = ["--tokens", str(tmp_path / "approvers.tokens")]
+    assert main(["approvals", "token", "alice", *tokens]) == 0
+    assert "sign-in link: http://127.0.0.1:8470/?token=" in capsys.readouterr().out  # no page served yet
+    (tmp_path / "approvals-page.url").write_text("http://127.0.0.1:8471\n")  # what `approvals serve --port 8471` writes
+    assert main(["approvals", "token", "bob", *tokens]) == 0
+    assert "sign-in link: http://127.0.0.1:8471/?token=" in capsys.readouterr().out
+    assert main(["approvals", "token", "carol", "--port", "9000", *tokens]) == 0
+    assert "sign-in link: http://127.0.0.1:9000/?token=" in capsys.readouterr().out
