@@ -67,9 +67,13 @@ class Span:
 
 
 class Jaeger:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, otlp_port: int | None = None, query_port: int | None = None) -> None:
+        """Free loopback ports, unless ``otlp_port`` / ``query_port`` name them (OTLP's and
+        Jaeger's usual 4318 and 16686, for a person's recipe)."""
         self.folder = folder
         self.otlp_port, self.query_port, query_grpc, self.health_port = free_ports(4)
+        self.otlp_port = otlp_port or self.otlp_port
+        self.query_port = query_port or self.query_port
         self._config = _CONFIG.format(otlp=self.otlp_port, query=self.query_port, query_grpc=query_grpc,
                                       health=self.health_port)
         self.query_url = f"http://127.0.0.1:{self.query_port}"
@@ -156,3 +160,32 @@ def _span(service: str, raw: dict[str, Any]) -> Span:
                 {a["key"]: _value(a["value"]) for a in raw.get("attributes", [])},
                 tuple((link["traceId"], link["spanId"]) for link in raw.get("links", [])),
                 (raw.get("status") or {}).get("code") == 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m runonce.testkit.jaeger``: the project's Jaeger in the foreground, in memory,
+    on loopback (docs/operating.md, "See runonce in your traces")."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m runonce.testkit.jaeger",
+                                     description="Jaeger v2 (built by scripts/setup.sh --test) on 127.0.0.1, "
+                                                 "traces in memory; Ctrl-C stops it.")
+    parser.add_argument("--otlp-port", type=int, default=4318, help="OTLP/HTTP in (default 4318)")
+    parser.add_argument("--query-port", type=int, default=16686, help="the query API (default 16686)")
+    args = parser.parse_args(argv)
+    jaeger = Jaeger(Path(tempfile.mkdtemp(prefix="runonce-jaeger-")), args.otlp_port, args.query_port).start()
+    print(f"Jaeger: send spans to OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:{jaeger.otlp_port}; "
+          f"read traces from {jaeger.query_url}/api/v3/traces/<trace id> (log {jaeger.folder / 'jaeger.log'})",
+          flush=True)
+    try:
+        assert jaeger.proc is not None
+        return jaeger.proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        jaeger.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
