@@ -62,9 +62,9 @@ class Work:
 @dataclass(frozen=True, slots=True)
 class Memory:
     """What an executor remembers of earlier actions when it plans one: committed results by
-    action id and the action that first used each vendor key (the index), and outcomes whose
-    result commit aborted, and actions whose intent committed but whose call never started
-    (the lease ended first: lease.py)."""
+    action id and the action that first used each vendor key (the index), outcomes whose result
+    commit aborted, and the actions whose intent this process committed and whose call never
+    started (for when their withdrawal did not commit either)."""
 
     committed: ResultLookups
     uncommitted: Mapping[str, Result]
@@ -85,8 +85,8 @@ def plan_call(call: ActionCall, memory: Memory) -> tuple[Plan, Result | None]:
         return Plan.BLOCKED, Result(status, original.vendor_ref, f"not executed: duplicate of action {first_user}", 0)
     if prior is not None and prior.status.final:
         return Plan.DONE, None
-    if prior is not None and call.action_id in memory.unstarted:
-        return Plan.PERFORM, None  # its intent is ours, and no one was called: nothing to reconcile
+    if prior is not None and (prior.withdrawn or call.action_id in memory.unstarted):
+        return Plan.PERFORM, None  # its executor knows no call started: nothing to reconcile
     if prior is not None:
         return Plan.RECONCILE, prior
     return Plan.PERFORM, None

@@ -40,8 +40,9 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import confluent_kafka
 from confluent_kafka import Message, TopicPartition
@@ -76,7 +77,7 @@ from runonce.telemetry.spans import spans as default_spans
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
 from runonce.wire.keys import request_key
-from runonce.wire.results import Result, Status, result_partition, result_record
+from runonce.wire.results import Result, Status, result_partition, result_record, withdrawn
 
 log = logging.getLogger("runonce.executor")
 
@@ -87,6 +88,8 @@ LOOKUP_TIMEOUT_S = 10.0
 PRUNE_EVERY_S = 600.0
 #: index entries one idle turn prunes at most (the rest at the next ones)
 INDEX_PRUNE_STEP = 20_000
+#: while a batch's calls run, how often the executor looks at its lease and for a stop
+WATCH_SLICE_S = 0.2
 
 
 def consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
@@ -203,7 +206,8 @@ class Executor(RunsItsLoop):
         #: (lease.py); a runner without one calls always
         self.lease = self.runner.lease
         #: actions whose intent committed but whose call never started (the lease ended first):
-        #: their redelivery to this process performs them; a next owner reconciles
+        #: their redelivery to this process performs them; a next owner learns it from the
+        #: withdrawn intent committed with the batch's results (or, if that commit failed, reconciles)
         self.unstarted: set[str] = set()
         self.metrics = metrics
         #: crash tests: told where the executor is (failpoints.py); none: every call a no-op
@@ -256,6 +260,13 @@ class Executor(RunsItsLoop):
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def batch_limit(self) -> int:
         return self.max_batch
+
+    def stopping(self) -> None:
+        """SIGTERM: no further vendor call starts. Calls in flight finish; the batch's results
+        commit with the intents whose call never started withdrawn, so the next owner performs
+        them at once instead of answering in doubt; then the loop ends."""
+        if self.lease is not None:
+            self.lease.stop()
 
     def close(self, failure: BaseException | None) -> None:
         if isinstance(failure, FatalError):
@@ -382,21 +393,26 @@ class Executor(RunsItsLoop):
                 self.lease.proven(proving)
             if new:
                 self.failpoints.passing(Point.BEFORE_CALL)
-        outcomes, lapsed = self._perform(calls)
+        outcomes, lapsed = self._perform(calls, self.offsets.with_pending(first))
         if new:
             self.failpoints.passing(Point.AFTER_CALL)
         for work in calls:  # the records whose call never started come again, and those after them
             if work.call is not None and work.call.action_id in lapsed:
                 after[work.tp] = min(after[work.tp], work.record.offset)
+        # our own intents whose call never started: withdrawn with the results, so any next owner
+        # performs them instead of reconciling (for SMTP: answering in doubt)
+        not_started = [w for w in calls if w.plan is Plan.PERFORM and w.call is not None
+                       and w.call.action_id in lapsed and not lapsed[w.call.action_id].attempted]
         if lapsed:
-            self.unstarted.update(action_id for action_id, was in lapsed.items() if not was.attempted)
-            log.warning("%s: the lease ended before %d vendor calls could start (cut off from the broker, or "
-                        "slower than its session timeout allows): they come again", self.who, len(lapsed))
+            self.unstarted.update(w.call.action_id for w in not_started if w.call is not None)
+            log.warning("%s: the lease ended before %d vendor calls could start (%s): %d withdrawn as never "
+                        "started; they come again", self.who, len(lapsed), self.lease.lapsed_why()
+                        if self.lease is not None else "?", len(not_started))
         for work in batch:
             if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.prior is not None and work.call is not None:
                 outcomes[work.call.action_id] = work.prior
         dead = [w for w in batch if w.plan is Plan.DEAD_LETTER]
-        if not outcomes and not dead:  # skips and redeliveries of final results
+        if not outcomes and not dead and not not_started:  # skips and redeliveries of final results
             self._count_committed(batch, outcomes)
             if lapsed:
                 self.rewind_to_committed()
@@ -404,7 +420,7 @@ class Executor(RunsItsLoop):
             self._advance(after)
             return True
         proving = self.lease.clock() if self.lease is not None else 0.0
-        if not self._commit_results(batch, outcomes, self.offsets.with_pending(after)):
+        if not self._commit_results(batch, outcomes, self.offsets.with_pending(after), not_started):
             return False
         if self.lease is not None:
             self.lease.proven(proving)
@@ -414,9 +430,13 @@ class Executor(RunsItsLoop):
             return False
         return True
 
-    def _perform(self, work: list[Work]) -> tuple[dict[str, Result], dict[str, Lapsed]]:
+    def _perform(self, work: list[Work], proving_offsets: dict[tuple[str, int], int]
+                 ) -> tuple[dict[str, Result], dict[str, Lapsed]]:
         """Each action's outcome (the runner's protocol), concurrently up to ``max_in_flight``;
-        apart, the actions whose call never started (the lease ended first)."""
+        apart, the actions whose call never started (the lease ended first). While calls run,
+        the lease is renewed by proving commits of ``proving_offsets`` (the batch's first
+        offsets, already committed), and a stop (SIGTERM) ends it: what has not started by then
+        never starts."""
         def one(w: Work) -> tuple[str, Result | Lapsed]:
             assert w.call is not None
             with self.spans.execute(w.record.headers, w.call.tool, w.call.action_id,
@@ -427,13 +447,39 @@ class Executor(RunsItsLoop):
                 else:
                     finish(outcome.status.value, outcome.attempts)
             return w.call.action_id, outcome
-        if len(work) <= 1 or self.max_in_flight <= 1:
+        if self.lease is None and (len(work) <= 1 or self.max_in_flight <= 1):
             done = [one(w) for w in work]
-        else:
+        elif work:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix=f"{self.connector.name}-call")
-            done = list(self._pool.map(one, work))
+            running = [self._pool.submit(one, w) for w in work]
+            pending = set(running)
+            while pending:
+                _, pending = futures_wait(pending, timeout=WATCH_SLICE_S)
+                if pending and self.lease is not None:
+                    self._keep_lease(proving_offsets)
+            done = [f.result() for f in running]
+        else:
+            done = []
         return ({a: o for a, o in done if isinstance(o, Result)}, {a: o for a, o in done if isinstance(o, Lapsed)})
+
+    def _keep_lease(self, proving_offsets: dict[tuple[str, int], int]) -> None:
+        """Between a batch's calls, half a lease spent: a proving commit renews it (a failure
+        leaves it to run out: the calls not started by then lapse)."""
+        assert self.lease is not None
+        if not self.lease.due():
+            return
+        proving = self.lease.clock()
+        try:
+            failure = self.checkpoint.commit([], proving_offsets)
+        except FatalError:
+            self.lease.ended("fenced: another process has these partitions")
+            raise
+        if failure is None:
+            self.offsets.committed()
+            self.lease.proven(proving)
+        else:
+            self.lease.why_ended = f"a proving commit failed: {failure}"
 
     def _advance(self, after: dict[tuple[str, int], int]) -> None:
         self.offsets.advance(after)
@@ -454,10 +500,10 @@ class Executor(RunsItsLoop):
         return self._commit([self._result_record(w, intent) for w in new], offsets, entries=entries)
 
     def _commit_results(self, batch: list[Work], outcomes: dict[str, Result],
-                        offsets: dict[tuple[str, int], int]) -> bool:
-        """Every outcome, dead letter and offset of the batch, together. An abort keeps the
-        outcomes for the redelivery (``uncommitted``): the effects happened, only their records
-        did not."""
+                        offsets: dict[tuple[str, int], int], not_started: Sequence[Work] = ()) -> bool:
+        """Every outcome, dead letter, withdrawn intent (``not_started``) and offset of the batch,
+        together. An abort keeps the outcomes for the redelivery (``uncommitted``): the effects
+        happened, only their records did not."""
         records: list[Out] = []
         for work in batch:
             if work.plan is Plan.DEAD_LETTER and work.error is not None:
@@ -466,9 +512,12 @@ class Executor(RunsItsLoop):
                 records.append(Out(topics.DLQ, r.key, r.value or b"", headers=tuple(headers)))
             elif work.call is not None and work.call.action_id in outcomes:
                 records.append(self._result_record(work, outcomes[work.call.action_id]))
+        never = withdrawn(self.lease.lapsed_why() if self.lease is not None else "no lease")
+        records += [self._result_record(w, never) for w in not_started]
         self.uncommitted.update(outcomes)
         entries = [(w.call.action_id, w.call.vendor_key, outcomes[w.call.action_id]) for w in batch
                    if w.call is not None and w.call.action_id in outcomes]
+        entries += [(w.call.action_id, w.call.vendor_key, never) for w in not_started if w.call is not None]
         if not self._commit(records, offsets, abort=bool(records) and self.failpoints.aborts(records[0].key),
                             entries=entries):
             return False

@@ -15,7 +15,22 @@ believes a state check's "absent" only from an answer given a lease, a request's
 the vendor's lag after it started (runner.py): by then any call a zombie could still start
 has landed.
 
-Assignment proves ownership too; a revocation ends it."""
+Assignment proves ownership too; a revocation ends it. While a batch's calls run, the
+executor renews the lease with a commit of the batch's first offsets (again with the group's
+metadata) every half lease: a healthy executor's lease never runs out however slow its vendor,
+and only one that cannot prove it owns its partitions (cut off, fenced, frozen) stops calling.
+A stop (SIGTERM) ends it for good: calls in flight finish, the rest never start.
+
+A call the lease did not cover never started: the executor says so durably, in its next
+transaction (a withdrawn intent, runonce/wire/results.py), and the next owner performs it.
+
+The clock counts a suspended machine (``CLOCK_BOOTTIME``, Linux): a monotonic clock that stops
+while a VM is frozen would let a lease outlive the freeze.
+
+The limit: a process paused *after* its lease check and before its request leaves, for longer
+than the next owner's zombie window, still sends late. Only a vendor that refuses the copy
+closes that (a vendor key, an atomic marker); a state check's window and SMTP do not
+(docs/operating.md, "A partition, not a crash")."""
 
 from __future__ import annotations
 
@@ -27,23 +42,52 @@ from typing import Callable
 SESSION_SHARE = 0.5
 
 
+def boot_clock() -> float:
+    """Seconds on a clock that goes on while the machine is suspended, where there is one."""
+    return time.clock_gettime(_BOOT_CLOCK)
+
+
+_BOOT_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 class Lease:
-    def __init__(self, length_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, length_s: float, clock: Callable[[], float] = boot_clock) -> None:
         self.length_s = length_s
         self.clock = clock
         self._until = -math.inf
+        self._stopped = False
+        #: why it last ended, for the log line of the calls it did not cover
+        self.why_ended = "never proven"
 
     @classmethod
-    def of_session(cls, session_timeout_ms: int, clock: Callable[[], float] = time.monotonic) -> Lease:
+    def of_session(cls, session_timeout_ms: int, clock: Callable[[], float] = boot_clock) -> Lease:
         return cls(session_timeout_ms / 1000 * SESSION_SHARE, clock)
 
     def proven(self, at: float) -> None:
         """Ownership was proven by something begun at ``at`` (by ``clock``) and confirmed since."""
-        self._until = max(self._until, at + self.length_s)
+        if not self._stopped:
+            self._until = max(self._until, at + self.length_s)
 
-    def ended(self) -> None:
+    def ended(self, why: str = "the partitions were revoked") -> None:
         self._until = -math.inf
+        self.why_ended = why
+
+    def stop(self) -> None:
+        """No call starts from now on, whatever a commit proves (the process is stopping)."""
+        self._stopped = True
+        self.ended("the executor is stopping")
 
     def holds(self) -> bool:
         return self.clock() < self._until
+
+    def due(self) -> bool:
+        """Half of it is spent: time for a proving commit, if a batch still has calls to start."""
+        return not self._stopped and self._until - self.clock() < self.length_s / 2
+
+    def lapsed_why(self) -> str:
+        """Why it does not hold now: what ended it, or no commit proved ownership in time."""
+        if self._until == -math.inf:
+            return self.why_ended
+        return (f"no commit proved ownership for {self.clock() - self._until + self.length_s:.1f} s "
+                f"(cut off from the broker, or the process was frozen)")
 

@@ -12,7 +12,7 @@ The loop owns what is the same for both; a ``Task`` keeps only its work per batc
 - idle: a consumer that lost its group coordinator for good leaves for a restart
   (group_stall.py), then the task's own idle work;
 - SIGTERM: not ready at once, stop after the current batch (its transaction committed or
-  aborted), then ``Task.close`` and the consumer's close;
+  aborted), then ``Task.close`` and the consumer's close; a ``Stoppable`` task is told at once;
 - health (health.py): each turn, each assignment restored, each revocation, as /healthz and
   /readyz answer them;
 - the transactional producer, its watchdog and the commit path (``checkpoint``).
@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import signal
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 
@@ -105,6 +105,16 @@ class Task(Protocol):
         ...
 
 
+@runtime_checkable
+class Stoppable(Protocol):
+    """A task that acts on a stop at once, mid-batch (the executor starts no further vendor
+    call), rather than only after its batch."""
+
+    def stopping(self) -> None:
+        """Called from the SIGTERM handler, on the main thread."""
+        ...
+
+
 class RunsItsLoop:
     """What a task that owns its loop (``self.loop``) offers its process and its tests."""
 
@@ -156,6 +166,8 @@ class ConsumerLoop:
         """Stop after the current batch; not ready from now on."""
         self.running = False
         self.health.stopping()
+        if isinstance(self.task, Stoppable):
+            self.task.stopping()
 
     def turn(self) -> int:
         """One batch, or one idle turn; returns the records committed."""

@@ -1,7 +1,15 @@
 """``actions.results`` as Python: an executor's status for an action and the record it writes.
 
 ``attempting`` is the intent an executor commits before it calls the vendor; the other three
-are final. The SDK reports ``dropped`` for an action runonce dropped (it has no result)."""
+are final. The SDK reports ``dropped`` for an action runonce dropped (it has no result).
+
+An intent is *withdrawn* when the executor that wrote it proves, in a later transaction of its
+own (while it still owns the partition), that its call never started: the lease ended first,
+or the executor was told to stop (connectors/executor/lease.py). Its next owner performs it
+instead of reconciling it. It is an ``attempting`` record whose ``error`` starts with
+``WITHDRAWN``: a new enum symbol would be a new schema, which every deployed reader would meet
+as an unknown fingerprint (single-object encoding, no registry); as it is, an older reader sees
+an intent, not a final status, and waits, which is what it should do."""
 
 from __future__ import annotations
 
@@ -55,6 +63,10 @@ def result_partition(approved_partition: int) -> int:
     return approved_partition
 
 
+#: the ``error`` of a withdrawn intent starts with this
+WITHDRAWN = "withdrawn: the call never started"
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     """What performing an action came to (one ``ActionResult`` record's content)."""
@@ -63,6 +75,16 @@ class Result:
     vendor_ref: str | None = None
     error: str | None = None
     attempts: int = 0
+
+    @property
+    def withdrawn(self) -> bool:
+        """An intent whose call its executor proved never started (the module's docstring)."""
+        return self.status is Status.ATTEMPTING and self.error is not None and self.error.startswith(WITHDRAWN)
+
+
+def withdrawn(why: str) -> Result:
+    """The record that withdraws an intent whose call never started."""
+    return Result(Status.ATTEMPTING, error=f"{WITHDRAWN} ({why})")
 
 
 def result_of(record: Mapping[str, Any]) -> Result:

@@ -5,6 +5,7 @@ transaction (back to the committed offsets, never a guess), and which commits ca
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,6 +294,109 @@ def test_a_call_the_lease_no_longer_covers_never_starts_and_its_record_comes_aga
     assert mailer.sent == ["a1", "a2"]
     last = _last_result(checkpoint)
     assert (last["action_id"], last["status"], last["offsets"]) == ("a2", "succeeded", {(T, 0): 5})
+
+
+def _results(checkpoint: FakeCheckpoint) -> list[dict[str, Any]]:
+    codec = Codec()
+    return [codec.decode(r.value, expect="ActionResult")[1] for records, _ in checkpoint.commits for r in records]
+
+
+def test_a_call_the_lease_did_not_cover_is_withdrawn_and_its_next_owner_sends_it() -> None:
+    """As above, the second email's call never starts. Its intent is withdrawn in the result
+    transaction (an ``attempting`` record that says so), and a *next owner* (another executor:
+    none of this one's memory, only what actions.results says) sends it. Catches: no withdrawn
+    record (the heir finds an intent without a result; SMTP cannot be asked: in_doubt, never
+    sent: 180-213 emails of a rolling restart), or no rewind after the lapse (this process reads on
+    past the record; only a restart would bring it back)."""
+    consumer = FakeConsumer([tp(0, 3)])
+    checkpoint = FakeCheckpoint()
+    mailer = SlowMailer()
+    ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: mailer.now[0]))
+    ex.max_in_flight = 1
+    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2"))]
+    ex.step()
+    assert mailer.sent == ["a1"]
+    withdrawn = [r for r in _results(checkpoint) if r["action_id"] == "a2"][-1]
+    assert withdrawn["status"] == "attempting" and withdrawn["error"].startswith("withdrawn: the call never started")
+    assert consumer.seeks == [(0, 3)], "the consumer did not go back to its committed offsets (the fake's: 3)"
+    heir_consumer = FakeConsumer([tp(0, 4)])
+    heir_checkpoint = FakeCheckpoint()
+    heir = executor(heir_consumer, heir_checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: mailer.now[0]))
+    heir.index = ex.index  # what actions.results holds, as the heir's restore reads it
+    heir_consumer.messages = [Msg(0, 4, approved("a2"))]
+    heir.step()
+    assert mailer.sent == ["a1", "a2"]
+    assert _last_result(heir_checkpoint)["status"] == "succeeded"
+
+
+@dataclass
+class RenewingCheckpoint(FakeCheckpoint):
+    """Tells each proving commit (offsets alone) to whoever waits for one."""
+
+    renewed: threading.Event = field(default_factory=threading.Event)
+
+    def commit(self, records: list[Any], offsets: dict[tuple[str, int], int], **kwargs: Any) -> Any:
+        answer = super().commit(records, offsets, **kwargs)
+        if not records:
+            self.renewed.set()
+        return answer
+
+
+def test_a_healthy_executors_lease_is_renewed_while_a_slow_batch_runs() -> None:
+    """Four emails, one at a time, each 3 s on the lease's clock against a 5 s lease: the batch
+    takes 12 s. Each send returns once a proving commit renewed the lease (or after 10 s of
+    waiting for one), so all four start and none lapses. Catches: no renewal while calls run
+    (the third starts at 6 s > 5 s: it lapses, as the email executor's did every 5.5 s)."""
+    consumer = FakeConsumer([tp(0, 3)])
+    checkpoint = RenewingCheckpoint()
+    now = [0.0]
+
+    @dataclass
+    class Slow(Mailer):
+        def perform(self, call: ActionCall) -> VendorResponse:
+            now[0] += 3.0
+            checkpoint.renewed.wait(10)
+            checkpoint.renewed.clear()
+            return super().perform(call)
+
+    mailer = Slow()
+    ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: now[0]))
+    ex.max_in_flight = 1
+    consumer.messages = [Msg(0, 3 + i, approved(f"a{i}")) for i in range(4)]
+    ex.step()
+    assert mailer.sent == ["a0", "a1", "a2", "a3"]
+    assert not [r for r in _results(checkpoint) if r["error"]], "a call lapsed"
+    assert _last_result(checkpoint)["offsets"] == {(T, 0): 7}
+
+
+def test_a_stop_starts_no_further_call_and_withdraws_the_rest() -> None:
+    """SIGTERM while the first of three emails is being sent (the loop's stop, as its handler
+    calls it): the first finishes and commits; the other two never start, are withdrawn, and
+    the offsets stop before them, so the next owner sends them. Catches: a stop that lets the
+    batch run on (the stopping process sends all three, past a grace period a kubelet keeps),
+    or that leaves them as intents (the heir: in doubt)."""
+    consumer = FakeConsumer([tp(0, 3)])
+    checkpoint = FakeCheckpoint()
+    ex: Executor
+
+    @dataclass
+    class Stopped(Mailer):
+        def perform(self, call: ActionCall) -> VendorResponse:
+            if call.action_id == "a0":
+                ex.loop.stop()
+            return super().perform(call)
+
+    mailer = Stopped()
+    ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: 0.0))
+    ex.max_in_flight = 1
+    consumer.messages = [Msg(0, 3 + i, approved(f"a{i}")) for i in range(3)]
+    ex.step()
+    assert mailer.sent == ["a0"]
+    last = {r["action_id"]: r for r in _results(checkpoint)[-3:]}
+    assert last["a0"]["status"] == "succeeded"
+    assert [last[a]["error"].startswith("withdrawn") for a in ("a1", "a2")] == [True, True]
+    assert "stopping" in last["a1"]["error"]
+    assert checkpoint.commits[-1][1] == {(T, 0): 4}
 
 
 def test_a_reconcile_after_the_lease_ended_proves_ownership_with_a_commit_first() -> None:
