@@ -12,6 +12,7 @@ from runonce.connectors.toolkit.base import ActionCall, Capability, VendorRespon
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, TransientVendorError
 from runonce.wire.results import Result, Status
 from tests.support.clock import Clock
+from tests.support.executor_fakes import CheckedVendor, KeyedVendor
 
 CALL = ActionCall("a1", "t", {}, "K")
 
@@ -225,3 +226,54 @@ def test_a_call_starts_only_while_the_lease_holds() -> None:
     assert runner.perform(CALL) == Lapsed(attempted=False) and c.calls == 0  # never proven
     lease.proven(now[0])
     assert runner.perform(CALL) == Lapsed(attempted=True) and c.calls == 1  # the retry fell after its end
+
+
+@pytest.mark.parametrize("vendor, effects", [(CheckedVendor(), 2), (KeyedVendor(), 1)], ids=["state_check", "vendor_key"])
+def test_the_leases_limit_a_pause_after_the_check_longer_than_the_zombie_window(
+        vendor: KeyedVendor, effects: int) -> None:
+    """What the lease cannot close (docs/operating.md, "The lease's limit"): a zombie whose lease
+    check passed, then paused before its request left (a GC pause, a frozen VM) for longer than
+    its heir's zombie window. Meanwhile the heir reconciles the intent: its state check finds
+    nothing after the window and performs; then the zombie's request lands. A state-check vendor
+    makes two effects; a vendor-key one answers the late copy as the first: one. Catches a change
+    that claims more than this (or a vendor key the sandbox no longer honours)."""
+    now = [0.0]
+
+    def advance(s: float) -> None:
+        now[0] += s
+
+    zombie_lease, heir_lease = Lease(4.0, clock=lambda: now[0]), Lease(4.0, clock=lambda: now[0])
+    zombie_lease.proven(0.0)
+    def heir_sleep(s: float) -> None:  # its executor renews its lease meanwhile (a proving commit)
+        advance(s)
+        heir_lease.proven(now[0])
+
+    heir = ActionRunner(vendor, RetryPolicy(base_backoff_s=0.1, lag_poll_s=0.5), sleep=heir_sleep,
+                        clock=lambda: now[0], lease=heir_lease)
+
+    @dataclass
+    class PausedAfterTheCheck:
+        """The zombie's connector: its request leaves only after the pause and the heir's reconcile."""
+
+        name, tools, capability = vendor.name, vendor.tools, vendor.capability
+        check_lag_s, timeout_s = 0.0, 1.0
+
+        def check(self, call: ActionCall) -> VendorResponse | None:
+            assert isinstance(vendor, CheckedVendor)
+            return vendor.check(call)
+
+        def perform(self, call: ActionCall) -> VendorResponse:
+            advance(heir.zombie_window_s + 10.0)  # paused past the window, the lease check behind it
+            heir_lease.proven(now[0])  # the heir owns the partition now
+            healed = heir.reconcile(call, 1)
+            assert (healed.status, healed.vendor_ref) == (Status.SUCCEEDED, heir_result_ref(vendor)), healed
+            return vendor.perform(call)
+
+    zombie = ActionRunner(PausedAfterTheCheck(), RetryPolicy(), sleep=advance, clock=lambda: now[0], lease=zombie_lease)
+    zombie.perform(CALL)
+    assert len(vendor.effects) == effects, vendor.effects
+
+
+def heir_result_ref(vendor: KeyedVendor) -> str:
+    """The reference the heir's reconcile answers with: the first (and, for it, only) effect."""
+    return "SUP-1" if isinstance(vendor, CheckedVendor) else "ch-0"
