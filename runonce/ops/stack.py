@@ -25,6 +25,7 @@ from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.topics import create_topics
 from runonce.ops.observe.prometheus import Prometheus, Target
+from runonce.ops.supervise import exits, exits_file
 from runonce.settings import Settings
 
 
@@ -208,9 +209,12 @@ class Stack:
                 self.settings.connectors_path.unlink(missing_ok=True)  # the sandbox writes it anew
             elif svc.name.startswith("executor-"):
                 self._await_connectors_file()
+            exits_file(self.pids, svc.name).unlink(missing_ok=True)  # this run's exits only
             with open(self.logs / f"{svc.name}.log", "ab") as log:
                 metrics = ("--metrics-port", str(ports[svc.name])) if svc.job else ()
-                proc = subprocess.Popen([sys.executable, "-m", "runonce", *svc.argv, *metrics], stdout=log,
+                # under a supervisor that starts it again when it exits for a restart (supervise.py)
+                proc = subprocess.Popen([sys.executable, "-m", "runonce.ops.supervise", svc.name, str(self.pids), "--",
+                                         sys.executable, "-m", "runonce", *svc.argv, *metrics], stdout=log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=self.env(svc, secure),
                                         start_new_session=True)
@@ -227,7 +231,7 @@ class Stack:
         while waiting:
             for name in list(waiting):
                 pid = self._pid(name)
-                if pid is None or not pid_alive(pid):
+                if pid is None or not pid_alive(pid) or exits(self.pids, name):
                     raise ConfigError(f"{name} exited before it was ready: {self._last_line(name)} "
                                       f"(see {self.logs / (name + '.log')})")
                 if _answers_ready(ports[name]):
@@ -293,6 +297,9 @@ class Stack:
             pid = self._pid(svc.name)
             state = "stopped" if pid is None else (f"running (pid {pid})" if pid_alive(pid)
                                                    else f"crashed (pid {pid}; see {self.logs / (svc.name + '.log')})")
+            codes = exits(self.pids, svc.name)
+            if codes and pid is not None and pid_alive(pid):
+                state += f", restarted {len(codes)} time(s) (last exit {codes[-1]})"
             if svc.name in ports and pid is not None and pid_alive(pid):
                 state += f", metrics http://127.0.0.1:{ports[svc.name]}/metrics"
             rows.append((svc.name, state))
