@@ -479,7 +479,7 @@ class Executor(RunsItsLoop):
             self.offsets.committed()
             self.lease.proven(proving)
         else:
-            self.lease.why_ended = f"a proving commit failed: {failure}"
+            self.lease.unproven(str(failure))
 
     def _advance(self, after: dict[tuple[str, int], int]) -> None:
         self.offsets.advance(after)

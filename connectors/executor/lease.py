@@ -58,6 +58,8 @@ class Lease:
         self._stopped = False
         #: why it last ended, for the log line of the calls it did not cover
         self.why_ended = "never proven"
+        #: why the last proving commit failed, if it did
+        self.last_failure: str | None = None
 
     @classmethod
     def of_session(cls, session_timeout_ms: int, clock: Callable[[], float] = boot_clock) -> Lease:
@@ -67,6 +69,11 @@ class Lease:
         """Ownership was proven by something begun at ``at`` (by ``clock``) and confirmed since."""
         if not self._stopped:
             self._until = max(self._until, at + self.length_s)
+            self.last_failure = None
+
+    def unproven(self, why: str) -> None:
+        """A proving commit failed: the lease runs out unless a later one succeeds."""
+        self.last_failure = why
 
     def ended(self, why: str = "the partitions were revoked") -> None:
         self._until = -math.inf
@@ -88,6 +95,7 @@ class Lease:
         """Why it does not hold now: what ended it, or no commit proved ownership in time."""
         if self._until == -math.inf:
             return self.why_ended
-        return (f"no commit proved ownership for {self.clock() - self._until + self.length_s:.1f} s "
-                f"(cut off from the broker, or the process was frozen)")
+        why = (f"the last proving commit failed: {self.last_failure}" if self.last_failure is not None
+               else "cut off from the broker, or the process was frozen")
+        return f"no commit proved ownership for {self.clock() - self._until + self.length_s:.1f} s ({why})"
 

@@ -1,0 +1,44 @@
+"""The lease's own bookkeeping (connectors/executor/lease.py): when it holds, when a renewal is
+due, and why it does not hold, as the executor's lease-ended log line says it. Catches: a stop
+that a later proving commit undoes (a stopping executor would start calls again), a renewal
+never due or always due, and a lapse logged without its cause (a slow batch, a freeze and a
+cut all read "cut off from the broker")."""
+
+from __future__ import annotations
+
+from runonce.connectors.executor.lease import Lease
+
+
+def test_holds_from_a_proof_for_its_length_and_is_due_for_renewal_at_half() -> None:
+    now = [100.0]
+    lease = Lease(5.0, clock=lambda: now[0])
+    assert not lease.holds() and lease.lapsed_why() == "never proven"
+    lease.proven(100.0)
+    assert lease.holds() and not lease.due()
+    now[0] = 102.6
+    assert lease.holds() and lease.due()
+    now[0] = 105.0
+    assert not lease.holds()
+
+
+def test_a_stop_is_for_good() -> None:
+    now = [0.0]
+    lease = Lease(5.0, clock=lambda: now[0])
+    lease.proven(0.0)
+    lease.stop()
+    lease.proven(0.0)  # a commit that proves ownership after the stop
+    assert not lease.holds() and not lease.due()
+    assert lease.lapsed_why() == "the executor is stopping"
+
+
+def test_a_lapse_says_why() -> None:
+    now = [0.0]
+    lease = Lease(5.0, clock=lambda: now[0])
+    lease.proven(0.0)
+    now[0] = 7.5
+    assert lease.lapsed_why() == ("no commit proved ownership for 7.5 s (cut off from the broker, or the process "
+                                  "was frozen)")
+    lease.unproven("ABORTABLE")
+    assert lease.lapsed_why().endswith("(the last proving commit failed: ABORTABLE)")
+    lease.ended()
+    assert lease.lapsed_why() == "the partitions were revoked"
