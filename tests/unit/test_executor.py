@@ -273,13 +273,9 @@ class SlowMailer(Mailer):
         return super().perform(call)
 
 
-def test_a_call_the_lease_no_longer_covers_never_starts_and_its_record_comes_again() -> None:
-    """Two emails in one batch, one call at a time; the first takes longer than the lease (5 s
-    from the intents' commit). The second is not sent: its result is not committed, the
-    offsets stop before it, and its redelivery to this process sends it (an intent whose call
-    never started is not in doubt). Catches: the lease check gone (both sent in the first
-    batch), the offsets committed past the unsent record, the unstarted memory gone (the
-    redelivery reconciles: SMTP cannot tell, so it would be in_doubt, never sent)."""
+def _second_call_lapses() -> tuple[FakeConsumer, FakeCheckpoint, SlowMailer, Executor]:
+    """Two emails in one batch, one call at a time, the first 10 s on the lease's clock against
+    a 5 s lease: after the batch, only the first is sent."""
     consumer = FakeConsumer([tp(0, 3)])
     checkpoint = FakeCheckpoint()
     mailer = SlowMailer()
@@ -288,6 +284,17 @@ def test_a_call_the_lease_no_longer_covers_never_starts_and_its_record_comes_aga
     consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2"))]
     ex.step()
     assert mailer.sent == ["a1"]
+    return consumer, checkpoint, mailer, ex
+
+
+def test_a_call_the_lease_no_longer_covers_never_starts_and_its_record_comes_again() -> None:
+    """Two emails in one batch, one call at a time; the first takes longer than the lease (5 s
+    from the intents' commit). The second is not sent: its result is not committed, the
+    offsets stop before it, and its redelivery to this process sends it (an intent whose call
+    never started is not in doubt). Catches: the lease check gone (both sent in the first
+    batch), the offsets committed past the unsent record, the unstarted memory gone (the
+    redelivery reconciles: SMTP cannot tell, so it would be in_doubt, never sent)."""
+    consumer, checkpoint, mailer, ex = _second_call_lapses()
     assert _last_result(checkpoint)["offsets"] == {(T, 0): 4}  # a2's record comes again
     consumer.messages = [Msg(0, 4, approved("a2"))]
     ex.step()
@@ -308,14 +315,7 @@ def test_a_call_the_lease_did_not_cover_is_withdrawn_and_its_next_owner_sends_it
     record (the heir finds an intent without a result; SMTP cannot be asked: in_doubt, never
     sent: 180-213 emails of a rolling restart), or no rewind after the lapse (this process reads on
     past the record; only a restart would bring it back)."""
-    consumer = FakeConsumer([tp(0, 3)])
-    checkpoint = FakeCheckpoint()
-    mailer = SlowMailer()
-    ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: mailer.now[0]))
-    ex.max_in_flight = 1
-    consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2"))]
-    ex.step()
-    assert mailer.sent == ["a1"]
+    consumer, checkpoint, mailer, ex = _second_call_lapses()
     withdrawn = [r for r in _results(checkpoint) if r["action_id"] == "a2"][-1]
     assert withdrawn["status"] == "attempting" and withdrawn["error"].startswith("withdrawn: the call never started")
     assert consumer.seeks == [(0, 3)], "the consumer did not go back to its committed offsets (the fake's: 3)"
