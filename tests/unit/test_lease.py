@@ -42,3 +42,13 @@ def test_a_lapse_says_why() -> None:
     assert lease.lapsed_why().endswith("(the last proving commit failed: ABORTABLE)")
     lease.ended()
     assert lease.lapsed_why() == "the partitions were revoked"
+
+
+def test_a_lease_ends_before_the_group_could_give_its_partitions_away() -> None:
+    """The broker keeps a member a session timeout past its last heartbeat; the lease must end
+    before then, with a heartbeat interval (a third of a session by librdkafka's default) and a
+    request's flight to spare. Catches a lease as long as the session (``SESSION_SHARE`` 1.0:
+    a zombie calls while its heir reconciles)."""
+    for session_ms in (6_000, 10_000, 45_000):
+        lease = Lease.of_session(session_ms)
+        assert lease.length_s + session_ms / 1000 / 3 < session_ms / 1000, (session_ms, lease.length_s)
