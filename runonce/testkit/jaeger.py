@@ -166,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m runonce.testkit.jaeger``: the project's Jaeger in the foreground, in memory,
     on loopback (docs/operating.md, "See runonce in your traces")."""
     import argparse
+    import signal
+    import sys
     import tempfile
 
     parser = argparse.ArgumentParser(prog="python -m runonce.testkit.jaeger",
@@ -174,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--otlp-port", type=int, default=4318, help="OTLP/HTTP in (default 4318)")
     parser.add_argument("--query-port", type=int, default=16686, help="the query API (default 16686)")
     args = parser.parse_args(argv)
+    # `kill %1` of the recipe's background job: stop Jaeger too (it runs in a session of its own)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     jaeger = Jaeger(Path(tempfile.mkdtemp(prefix="runonce-jaeger-")), args.otlp_port, args.query_port).start()
     print(f"Jaeger: send spans to OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:{jaeger.otlp_port}; "
           f"read traces from {jaeger.query_url}/api/v3/traces/<trace id> (log {jaeger.folder / 'jaeger.log'})",
