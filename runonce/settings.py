@@ -99,6 +99,9 @@ class Settings:
                                     default_said="the local broker's address file")
     kafka_version: str = setting(DEFAULT_KAFKA_VERSION, "RUNONCE_KAFKA_VERSION", "the Apache Kafka release the "
                                                                                  "local broker runs", Reader.BROKER)
+    broker_host: str = setting("127.0.0.1", "RUNONCE_BROKER_HOST", "the address the local broker's client "
+                               "listeners bind and advertise (its controller stays on 127.0.0.1): the pods' "
+                               "bridge address for a cluster on this machine (scripts/kube.sh)", Reader.BROKER)
     broker_heap_mb: int = setting(512, "RUNONCE_BROKER_HEAP_MB", "the local broker's JVM heap", Reader.BROKER,
                                   bounds=(128, 4096))
     partitions: int = setting(6, "RUNONCE_PARTITIONS", "partitions of every runonce topic: they bound the "

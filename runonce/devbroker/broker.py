@@ -1,4 +1,4 @@
-"""A single-node KRaft Apache Kafka broker on 127.0.0.1, built from Maven Central jars.
+"""A single-node KRaft Apache Kafka broker on 127.0.0.1 (or ``RUNONCE_BROKER_HOST``), built from Maven Central jars.
 
 No Docker and no tarball: ``fetch`` resolves ``org.apache.kafka:kafka_2.13`` with
 Maven (``pom.xml`` beside this file) into a cache shared by every checkout, ``start``
@@ -261,13 +261,14 @@ class Broker:
             ports = (int(saved["broker"]), int(saved["controller"]), int(saved["mtls"]))
             # Only the ports the node binds: an open broker has no mTLS listener, and its unused
             # port may meanwhile be any client's ephemeral port, which must not move the broker.
-            for port in ports if self.secured else ports[:2]:
+            hosts = (self.settings.broker_host, "127.0.0.1", self.settings.broker_host)  # the controller: loopback
+            for port, host in list(zip(ports, hosts))[:3 if self.secured else 2]:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                     # As the JVM binds: connections of a killed broker linger in TIME_WAIT for a
                     # minute, and without this the probe would call the port taken and move the
                     # broker to new ports that no running client knows.
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    sock.bind(("127.0.0.1", port))
+                    sock.bind((host, port))
             return ports
         except (FileNotFoundError, ValueError, KeyError, OSError):
             broker_port, controller_port, mtls_port = free_ports(3)
@@ -287,7 +288,7 @@ class Broker:
 
     def mtls_bootstrap(self) -> str:
         """The address of the secured broker's mTLS listener (a client certificate is the principal)."""
-        return f"127.0.0.1:{json.loads(self._ports_file.read_text())['mtls']}"
+        return f"{self.settings.broker_host}:{json.loads(self._ports_file.read_text())['mtls']}"
 
     @property
     def users_file(self) -> Path:
@@ -319,16 +320,17 @@ class Broker:
         """The node's server.properties (broker and controller in one process); writes the secured
         broker's users, certificates and client.properties beside it."""
         props = dict(SERVER_DEFAULTS)
+        host = self.settings.broker_host
         props.update({
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+            "listeners": f"PLAINTEXT://{host}:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{broker_port}",
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
             "log.dirs": str((self.dir / "data").resolve()),
         })
         users = self.users()
         if users:
-            pki = ensure_pki(self.dir / "tls", list(users))
-            props.update(secured_properties(users, broker_port, controller_port, mtls_port, pki))
+            pki = ensure_pki(self.dir / "tls", list(users), host)
+            props.update(secured_properties(users, host, broker_port, controller_port, mtls_port, pki))
             if self.settings.broker_oidc_jwks_url:
                 props.update(oidc_properties(self.settings.broker_oidc_jwks_url, self.settings.broker_oidc_issuer or "",
                                              self.settings.broker_oidc_audience))
@@ -367,8 +369,9 @@ class Broker:
             self._format(props, _cluster_id(), scram_arguments({SUPER_USER: users[SUPER_USER]}) if users else [])
         elif current.state is BrokerState.CRASHED:
             self._retire_dead_incarnation(self.properties(broker_port, controller_port, mtls_port), controller_port)
-        self.progress(f"starting Kafka {self.settings.kafka_version} on 127.0.0.1:{broker_port} ...")
-        self.settings.bootstrap_file.write_text(f"127.0.0.1:{broker_port}\n")
+        host = self.settings.broker_host
+        self.progress(f"starting Kafka {self.settings.kafka_version} on {host}:{broker_port} ...")
+        self.settings.bootstrap_file.write_text(f"{host}:{broker_port}\n")
         pid = self._spawn(props, self.settings.broker_heap_mb)
         status = self._wait_ready(pid, timeout_s)
         if users:

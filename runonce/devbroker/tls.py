@@ -1,5 +1,5 @@
 """The local broker's private CA, made with openssl the first time a secured broker starts:
-the CA, the broker's certificate (127.0.0.1 and localhost), and one client certificate per
+the CA, the broker's certificate (127.0.0.1, localhost and ``RUNONCE_BROKER_HOST``), and one client certificate per
 principal (``CN=<name>``, mapped to ``User:<name>`` by the mTLS listener's
 ``ssl.principal.mapping.rules``). Keys are PKCS#8 PEM, readable only by their owner; Kafka
 reads PEM key stores and trust stores directly (``ssl.keystore.type=PEM``).
@@ -65,9 +65,9 @@ def _issue(pki: Pki, name: str, key: Path, cert: Path, subject: str, extensions:
     ext.unlink()
 
 
-def ensure_pki(folder: Path, principals: list[str]) -> Pki:
-    """The CA and the broker's certificate once; a client certificate for each principal that
-    has none yet."""
+def ensure_pki(folder: Path, principals: list[str], host: str = "127.0.0.1") -> Pki:
+    """The CA once; the broker's certificate once per address it serves on (``host`` besides
+    127.0.0.1 and localhost); a client certificate for each principal that has none yet."""
     pki = Pki(folder)
     (folder / "clients").mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -76,12 +76,15 @@ def ensure_pki(folder: Path, principals: list[str]) -> Pki:
         _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=runonce local CA", "-days", DAYS,
                  "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", str(pki.ca), cwd=folder)
-    if not pki.broker_keystore.exists():
+    names = "IP:127.0.0.1,DNS:localhost" + ("" if host in ("127.0.0.1", "localhost") else f",IP:{host}")
+    served = folder / "broker.names"
+    if not pki.broker_keystore.exists() or not served.exists() or served.read_text() != names:
         key, cert = folder / "broker.key", folder / "broker.pem"
         _issue(pki, "broker", key, cert, "/CN=localhost",
-               "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+               f"subjectAltName={names}\nextendedKeyUsage=serverAuth,clientAuth\n")
         pki.broker_keystore.write_text(key.read_text() + cert.read_text() + pki.ca.read_text())
         os.chmod(pki.broker_keystore, 0o600)
+        served.write_text(names)
     for name in principals:
         if not pki.client_cert(name).exists():
             _issue(pki, f"client-{name}", pki.client_key(name), pki.client_cert(name), f"/CN={name}",

@@ -112,7 +112,7 @@ def oidc_properties(jwks_url: str, issuer: str, audience: str) -> dict[str, str]
     }
 
 
-def secured_properties(users: dict[str, str], broker_port: int, controller_port: int, mtls_port: int,
+def secured_properties(users: dict[str, str], host: str, broker_port: int, controller_port: int, mtls_port: int,
                        pki: Pki) -> dict[str, str]:
     """SASL_SSL with SCRAM-SHA-512 for clients and the broker itself; an SSL listener that requires
     a client certificate, its CN the principal; the controller's listener SASL/PLAIN for admin
@@ -122,9 +122,9 @@ def secured_properties(users: dict[str, str], broker_port: int, controller_port:
                        f'username="{SUPER_USER}" password="{users[SUPER_USER]}" '
                        f'user_{SUPER_USER}="{users[SUPER_USER]}";')
     return {
-        "listeners": (f"SASL_SSL://127.0.0.1:{broker_port},SSL://127.0.0.1:{mtls_port},"
+        "listeners": (f"SASL_SSL://{host}:{broker_port},SSL://{host}:{mtls_port},"
                       f"CONTROLLER://127.0.0.1:{controller_port}"),
-        "advertised.listeners": f"SASL_SSL://127.0.0.1:{broker_port},SSL://127.0.0.1:{mtls_port}",
+        "advertised.listeners": f"SASL_SSL://{host}:{broker_port},SSL://{host}:{mtls_port}",
         "inter.broker.listener.name": "SASL_SSL",
         "listener.security.protocol.map": "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": SCRAM,

@@ -1,6 +1,6 @@
 """The gateway's HTTP app: MCP at ``/mcp`` and the HTTP API at ``/v1/actions`` behind one
 bearer-token check; ``/openapi.json``, ``/metrics`` (Prometheus), ``/healthz`` and
-``/readyz`` (a Kubernetes probe's: ready when an action can be published) for anyone (they
+``/readyz`` (a Kubernetes probe's: ready while it serves, the broker away or not) for anyone (they
 describe, they perform nothing).
 
 Authentication is the mcp package's: ``BearerAuthBackend`` turns a token into a user,
@@ -50,10 +50,13 @@ def create_app(mcp_server: Server[Any], api: HttpApi, policies: PolicyBook, toke
         return PlainTextResponse("gateway: serving\n")
 
     async def readyz(_: Request) -> Response:
-        # ready when an action can be published: the broker answers with actions.requested
+        # Ready whenever it serves, the broker reachable or not: without the broker a call is
+        # answered 503 with Retry-After, which agents retry; an unready gateway would leave its
+        # Service and be refused instead (every replica at once, in a broker outage). The
+        # body says the broker's state.
         why = await anyio.to_thread.run_sync(api.calls.client.unreachable)
         if why is not None:
-            return PlainTextResponse(f"gateway: cannot publish: {why}\n", status_code=503)
+            return PlainTextResponse(f"gateway: ready; calls answer 503 until the broker is back: {why}\n")
         return PlainTextResponse("gateway: ready\n")
 
     def guarded(app: Any) -> Any:

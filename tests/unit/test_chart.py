@@ -102,7 +102,7 @@ def test_a_vendor_named_with_an_underscore_runs_under_a_kubernetes_name_but_keep
     assert container["args"][:3] == ["executor", "--vendor", "orders_db"]
     two = {"orders_db": table, "orders-db": table}
     done = run("template", "r1", values={**VALUES, "connectors": {"vendors": two}, "executors": {}}, tmp=tmp_path)
-    assert done.returncode != 0 and 'both name their executor "orders-db"' in done.stderr, done.stderr
+    assert done.returncode != 0 and "both name their executor \"r1-runonce-executor-orders-db\"" in done.stderr, done.stderr
 
 
 def test_the_worker_is_a_stateful_static_member_probed_on_its_metrics_port(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_users_file_round_trip_and_errors(tmp_path: Path) -> None:
 
 
 def test_secured_broker_properties_cover_every_listener_and_deny_by_default() -> None:
-    props = secured_properties({"admin": "a", "agent": "b"}, 9092, 9093, 9094, Pki(Path("/tls")))
+    props = secured_properties({"admin": "a", "agent": "b"}, "127.0.0.1", 9092, 9093, 9094, Pki(Path("/tls")))
     # clients only over TLS: SCRAM on one listener, a client certificate on the other
     assert props["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SASL_PLAINTEXT"
     assert props["advertised.listeners"] == "SASL_SSL://127.0.0.1:9092,SSL://127.0.0.1:9094"
