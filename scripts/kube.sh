@@ -176,6 +176,10 @@ state = "/run/runonce-kube/containerd"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = "$PAUSE_IMAGE"
 [plugins."io.containerd.cri.v1.runtime"]
+  # the kubelet asks -998 for a pod's sandbox and below 0 for Guaranteed pods; lowering it takes
+  # CAP_SYS_RESOURCE, which this machine's root lacks (runc: "failed to update oom_score_adj:
+  # Permission denied"): containers get containerd's own score instead, never less
+  restrict_oom_score_adj = true
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$state/cni"
@@ -300,9 +304,10 @@ load() {  # IMAGE...: from podman's store into containerd's k8s.io namespace
   local image file
   for image in "$@"; do
     file=$(mktemp --suffix .tar)
-    CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman save --quiet --format oci-archive -o "$file" "$image"
-    "$bin/ctr" --address /run/runonce-kube/containerd.sock -n k8s.io images import --quiet \
-      --index-name "$image" "$file" >/dev/null
+    rm -f "$file"
+    # a docker-archive names its image (RepoTags), as ctr names what it imports
+    CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman save --quiet --format docker-archive -o "$file" "$image"
+    "$bin/ctr" --address /run/runonce-kube/containerd.sock -n k8s.io images import "$file" >/dev/null
     rm -f "$file"
     say "loaded $image into the node's containerd"
   done
@@ -311,7 +316,7 @@ load() {  # IMAGE...: from podman's store into containerd's k8s.io namespace
 up() {
   need_root
   packages
-  bash "$here/scripts/kube/build.sh"
+  [ "${RUNONCE_KUBE_BUILD:-1}" = 0 ] || bash "$here/scripts/kube/build.sh"
   local ip start=$SECONDS
   ip=$(node_ip)
   [ -n "$ip" ] || die "this machine has no IPv4 address with a route: the apiserver advertises one"
@@ -332,6 +337,7 @@ up() {
     --kubelet-client-key "$state/pki/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority "$state/pki/ca.crt" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --kubelet-preferred-address-types InternalIP \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$state/pki/sa.pub" --service-account-signing-key-file "$state/pki/sa.key" \
     --allow-privileged=true --profiling=false --v 1
@@ -354,7 +360,7 @@ up() {
   start kubelet "$bin/kubelet" --config "$state/etc/kubelet.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
     --root-dir "$state/kubelet" --hostname-override "$NODE" --node-ip "$ip" --v 1
   start kube-proxy "$bin/kube-proxy" --config "$state/etc/kube-proxy.yaml" --v 1
-  start coredns "$bin/coredns" -conf "$state/etc/Corefile"
+  [ ! -x "$bin/coredns" ] || start coredns "$bin/coredns" -conf "$state/etc/Corefile"
   wait_for "kubelet" 120 kubectl wait --for condition=Ready "node/$NODE" --timeout 2s
   release_volumes
   say "up in $((SECONDS - start)) s: node $NODE Ready; API https://127.0.0.1:$API_PORT; pods reach the node at $POD_GATEWAY"
@@ -406,7 +412,7 @@ status() {
   local name pid
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy coredns; do
     pid=$(pid_of "$name" || true)
-    printf '%-24s %s\n' "$name" "${pid:+running (pid $pid)}${pid:-stopped}"
+    if [ -n "$pid" ]; then printf '%-24s running (pid %s)\n' "$name" "$pid"; else printf '%-24s stopped\n' "$name"; fi
   done
   [ -z "$(pid_of kube-apiserver || true)" ] || kubectl get nodes -o wide 2>&1 || true
 }

@@ -16,6 +16,9 @@ COREDNS_VERSION=v1.14.7
 cache=${RUNONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runonce}
 root="$cache/kube" bin="$cache/kube/bin"
 mkdir -p "$bin" "$root/src"
+# one build at a time on this machine (two clones share the cache)
+exec 9>"$root/.build.lock"
+flock 9
 go_bin=$(command -v go || echo /usr/local/go/bin/go)
 [ -x "$go_bin" ] || { echo "kube build: Go is missing (bash scripts/setup.sh --test installs it)" >&2; exit 2; }
 export GOFLAGS=-trimpath CGO_ENABLED=0

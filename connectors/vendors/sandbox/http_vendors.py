@@ -43,6 +43,8 @@ import hmac
 import json
 import re
 import secrets
+import socket
+import ssl
 import threading
 import time
 import uuid
@@ -464,6 +466,19 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
+class _TlsServer(_Server):
+    """HTTPS: each connection's handshake in its own handler thread (a client that never
+    completes one holds only its thread, not the accept loop)."""
+
+    def __init__(self, tls: ssl.SSLContext, address: tuple[str, int], handler: type[_Handler]) -> None:
+        self.tls = tls
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = self.socket.accept()
+        return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+
+
 class VendorServer:
     """The HTTP vendors on 127.0.0.1:<port> (0 picks a free one), served from a thread."""
 
@@ -471,14 +486,15 @@ class VendorServer:
                  email_api_key: str = "re_runonce_sandbox", slack_token: str = "xoxb-runonce-sandbox",
                  webhook_secret: str | None = None, jira_token: str = "jira-sandbox-token",
                  salesforce_token: str = "00Dsandbox!runonce", google_token: str = "ya29.sandbox-static",
-                 kubernetes_token: str = "sandbox-cluster-token") -> None:
+                 kubernetes_token: str = "sandbox-cluster-token", tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.state = VendorState({"/v1/": stripe_key, "/emails": email_api_key}, slack_token,
                                  webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode(),
                                  f"/services/T0SANDBOX/B0SANDBOX/{secrets.token_hex(12)}",
                                  ("agent@runonce.local", jira_token), salesforce_token, google_token,
                                  kubernetes_token)
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = _Server((host, port), handler)
+        self.httpd = _Server((host, port), handler) if tls is None else _TlsServer(tls, (host, port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -486,7 +502,8 @@ class VendorServer:
     def url(self) -> str:
         host = self.httpd.server_address[0]
         host = host.decode() if isinstance(host, bytes) else host
-        return f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.httpd.server_address[1]}"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.httpd.server_address[1]}"
 
     @property
     def ledger(self) -> Ledger:

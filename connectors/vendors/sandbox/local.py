@@ -13,6 +13,7 @@ from typing import Mapping
 
 import trustme
 
+from runonce.connectors.toolkit.tls import is_loopback
 from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.ledger import Ledger
@@ -71,7 +72,9 @@ class LocalVendors:
         self.vendors = VendorServer(http_port, host, stripe_key=self.stripe_key, email_api_key=self.email_api_key,
                                     slack_token=self.slack_token, webhook_secret=self.webhook_secret,
                                     jira_token=self.jira_token, salesforce_token=self.salesforce_token,
-                                    google_token=self.google_token, kubernetes_token=self.kubernetes_token)
+                                    google_token=self.google_token, kubernetes_token=self.kubernetes_token,
+                                    # off this machine's loopback the connectors take https alone
+                                    tls=None if is_loopback(self.advertise) else server_tls)
         self.google_account = ServiceAccountKey(f"{self.http_url}/token")
         self.vendors.state.google.account = self.google_account
         self.google_key_file = folder / "secrets" / "google_service_account.json"
@@ -80,6 +83,7 @@ class LocalVendors:
         write_private(self.kubeconfig, "\n".join([
             "apiVersion: v1", "kind: Config", "current-context: sandbox",
             "clusters:", "- name: sandbox", "  cluster:", f"    server: {self.http_url}",
+            *([] if self.vendors.tls is None else [f"    certificate-authority: {self.ca_file}"]),
             "users:", "- name: runonce-executor", "  user:", f"    tokenFile: {self.kubernetes_token_file.name}",
             "contexts:", "- name: sandbox", "  context:", "    cluster: sandbox", "    user: runonce-executor",
             "    namespace: default", ""]))
@@ -93,7 +97,8 @@ class LocalVendors:
 
     @property
     def http_url(self) -> str:
-        return f"http://{self.advertise}:{self.vendors.httpd.server_address[1]}"
+        scheme = "http" if self.vendors.tls is None else "https"
+        return f"{scheme}://{self.advertise}:{self.vendors.httpd.server_address[1]}"
 
     def start(self) -> LocalVendors:
         self.vendors.start()
@@ -125,6 +130,10 @@ class LocalVendors:
                  f'token = {{ file = "{self.salesforce_token_file}" }}', "",
                  "[vendors.calendar]", 'kind = "google-calendar"', f'base_url = "{url}"',
                  f'service_account_key = {{ file = "{self.google_key_file}" }}', ""]
+        if self.vendors.tls is not None:  # every HTTP vendor trusts the sandbox's CA
+            for name in ("payments", "webhook", "slack", "jira", "salesforce", "calendar"):
+                at = lines.index(f"[vendors.{name}]") + 1
+                lines[at:at] = [f'ca_file = "{self.ca_file}"']
         for name, fields in (extra or {}).items():
             at = lines.index(f"[vendors.{name}]") + 1
             lines[at:at] = [f"{key} = {value}" for key, value in fields.items()]
