@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +87,11 @@ def timed(what: str, started: float) -> float:
 
 def start_broker(folder: Path) -> tuple[Settings, Broker, dict[str, str]]:
     """The secured dev broker on the pods' bridge address, every principal of acls.toml a user."""
+    if (folder / "users.properties").exists():  # an earlier run's broker: stopped, forgotten
+        Broker(Settings.from_env({"RUNONCE_HOME": str(folder), "RUNONCE_BROKER_HOST": POD_GATEWAY,
+                                  "RUNONCE_CACHE_DIR": str(CACHE)})).stop()
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     users_file = folder / "users.properties"
     grants = acls.load()
     users = write_users(users_file, acls.principals(grants))
@@ -169,6 +176,8 @@ def main() -> int:
     parser.add_argument("--timeout", default="6m", help="helm install --wait's --timeout")
     parser.add_argument("--uninstall", action="store_true", help="uninstall and stop the broker at the end")
     args = parser.parse_args()
+    # SIGTERM (kill, a CI timeout) ends as Ctrl-C does: the broker and the sandbox stop
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     folder = CACHE / "kube" / "run"
     folder.mkdir(parents=True, exist_ok=True)
     ns, release = args.namespace, args.release
@@ -218,6 +227,9 @@ def main() -> int:
             return 1
         timed("all", started)
         return 0
+    except KeyboardInterrupt:
+        args.uninstall = True
+        return 130
     finally:
         if args.uninstall:
             helm("uninstall", release, "-n", ns, "--wait")

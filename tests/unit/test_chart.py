@@ -60,7 +60,7 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
 
 
 def test_helm_lints_the_chart(tmp_path: Path) -> None:
-    done = run("lint", tmp=tmp_path)
+    done = run("lint", "--strict", tmp=tmp_path)
     assert done.returncode == 0 and "0 chart(s) failed" in done.stdout, done.stdout + done.stderr
 
 
