@@ -402,9 +402,20 @@ down() {
     rm -f "$state/pids/$name"
   done
   # kube-proxy's rules and the pods' mounts go with the cluster
-  iptables-save 2>/dev/null | grep -q KUBE- && { "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; }
-  grep -o " $state/kubelet/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  grep -o " /run/runonce-kube/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  if iptables-save 2>/dev/null | grep -q KUBE-; then "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
+  local table chain
+  for table in filter nat mangle; do  # the kubelet's own chains (its firewall, its canaries)
+    iptables -t "$table" -D INPUT -j KUBE-FIREWALL 2>/dev/null || true
+    iptables -t "$table" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null || true
+    for chain in $(iptables -t "$table" -S 2>/dev/null | sed -n 's/^-N \(KUBE-[A-Z-]*\)$/\1/p'); do
+      iptables -t "$table" -F "$chain" 2>/dev/null || true
+      iptables -t "$table" -X "$chain" 2>/dev/null || true
+    done
+  done
+  local m
+  for m in $( { grep -o " $state/kubelet/[^ ]*" /proc/mounts; grep -o " /run/runonce-kube/[^ ]*" /proc/mounts; } | sort -r || true); do
+    umount -l "$m" 2>/dev/null || true
+  done
   say "down"
 }
 
