@@ -111,3 +111,19 @@ def test_host_names_a_replica_and_bad_names_are_refused(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError):
         instance_name("../other", "worker")
 
+
+
+def test_compose_runs_each_part_hardened_after_the_topics_exist() -> None:
+    """As the chart runs its pods: a read-only root, every capability dropped, no privilege
+    escalation; the worker, the executors and the gateway start once the topics Job's twin has
+    finished, and the worker is a static member. Catches a service that drops any of these."""
+    services = COMPOSE["services"]
+    parts = {name: s for name, s in services.items() if runonce_commands({"services": {name: s}}).get(name)
+             in ("worker", "executor", "gateway", "topics")}
+    assert "gateway" in parts and "worker" in parts
+    for name, service in parts.items():
+        assert service.get("read_only") is True and service.get("cap_drop") == ["ALL"], name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+        if name != "topics":
+            assert service["depends_on"]["topics"]["condition"] == "service_completed_successfully", name
+    assert services["worker"]["environment"]["RUNONCE_STATIC_MEMBERSHIP"] == "true"
