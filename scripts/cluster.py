@@ -87,16 +87,15 @@ def timed(what: str, started: float) -> float:
 
 def start_broker(folder: Path) -> tuple[Settings, Broker, dict[str, str]]:
     """The secured dev broker on the pods' bridge address, every principal of acls.toml a user."""
+    settings = Settings.from_env({"RUNONCE_HOME": str(folder), "RUNONCE_BROKER_HOST": POD_GATEWAY,
+                                  "RUNONCE_CACHE_DIR": str(CACHE)})
     if (folder / "users.properties").exists():  # an earlier run's broker: stopped, forgotten
-        Broker(Settings.from_env({"RUNONCE_HOME": str(folder), "RUNONCE_BROKER_HOST": POD_GATEWAY,
-                                  "RUNONCE_CACHE_DIR": str(CACHE)})).stop()
+        Broker(settings).stop()
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     users_file = folder / "users.properties"
     grants = acls.load()
     users = write_users(users_file, acls.principals(grants))
-    settings = Settings.from_env({"RUNONCE_HOME": str(folder), "RUNONCE_BROKER_HOST": POD_GATEWAY,
-                                  "RUNONCE_CACHE_DIR": str(CACHE)})
     settings = settings.with_(broker_users_file=users_file, sasl_username="admin", sasl_password=users["admin"])
     broker = Broker(settings, progress=say)
     status = broker.start()

@@ -294,7 +294,6 @@ EOF
 release_volumes() {  # a PersistentVolume whose claim is gone (an uninstall): emptied and offered again
   local pv
   for pv in $(kubectl get pv -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{"\n"}{end}'); do
-    rm -rf "${state:?}/volumes/${pv#runonce-local-}" 2>/dev/null || true
     find "$state/volumes/pv-${pv#runonce-local-}" -mindepth 1 -delete 2>/dev/null || true
     kubectl patch pv "$pv" --type json -p '[{"op":"remove","path":"/spec/claimRef"}]' >/dev/null
   done

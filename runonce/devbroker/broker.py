@@ -261,14 +261,15 @@ class Broker:
             ports = (int(saved["broker"]), int(saved["controller"]), int(saved["mtls"]))
             # Only the ports the node binds: an open broker has no mTLS listener, and its unused
             # port may meanwhile be any client's ephemeral port, which must not move the broker.
-            hosts = (self.settings.broker_host, "127.0.0.1", self.settings.broker_host)  # the controller: loopback
-            for port, host in list(zip(ports, hosts))[:3 if self.secured else 2]:
+            host = self.settings.broker_host
+            binds = [(host, ports[0]), ("127.0.0.1", ports[1])] + ([(host, ports[2])] if self.secured else [])
+            for address in binds:  # the controller stays on loopback
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                     # As the JVM binds: connections of a killed broker linger in TIME_WAIT for a
                     # minute, and without this the probe would call the port taken and move the
                     # broker to new ports that no running client knows.
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    sock.bind((host, port))
+                    sock.bind(address)
             return ports
         except (FileNotFoundError, ValueError, KeyError, OSError):
             broker_port, controller_port, mtls_port = free_ports(3)

@@ -67,8 +67,9 @@ GO
       timed "go mod tidy (k8s.io/kubernetes $K8S_VERSION)" "$go_bin" mod tidy
     )
   fi
-  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}"
-  ldflags="${ldflags%.*}"   # gitMinor: 34
+  minor=${K8S_VERSION#v1.}   # v1.34.2 -> 34
+  minor=${minor%%.*}
+  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
   for part in "${need_k8s[@]}"; do
     (cd "$src" && timed "$part" "$go_bin" build -ldflags "$ldflags" -o "$bin/$part" "k8s.io/kubernetes/cmd/$part")
     mark "$part" "k8s.io/kubernetes@$K8S_VERSION"

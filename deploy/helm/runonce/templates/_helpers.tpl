@@ -50,6 +50,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- toJson (dict "username" $user "passwordSecret" $secret "passwordKey" ($own.passwordKey | default $all.passwordKey)) -}}
 {{- end -}}
 
+{{/* the gateway's reader principal, when it has one of its own: (dict "root" $ "who" "gateway");
+else a principal with no username (the gateway reads as it writes) */}}
+{{- define "runonce.reader" -}}
+{{- $p := include "runonce.principal" . | fromJson -}}
+{{- $r := include "runonce.principal" (dict "root" .root "who" "gatewayReader") | fromJson -}}
+{{- if and (eq .who "gateway") $r.username (ne $r.username $p.username) -}}{{ toJson $r }}
+{{- else -}}{{ toJson (dict "username" "" "passwordSecret" "" "passwordKey" "") }}{{- end -}}
+{{- end -}}
+
 {{/* the environment of every runonce container: (dict "root" $ "who" "worker") */}}
 {{- define "runonce.env" -}}
 {{- $root := .root -}}
@@ -74,15 +83,13 @@ app.kubernetes.io/component: {{ .component }}
   value: /etc/runonce/sasl/password
 {{- end }}
 {{- end }}
-{{- if eq .who "gateway" }}
-{{- $r := include "runonce.principal" (dict "root" $root "who" "gatewayReader") | fromJson -}}
-{{- if and $r.username (ne $r.username $p.username) }}
+{{- $r := include "runonce.reader" . | fromJson -}}
+{{- if $r.username }}
 - name: RUNONCE_READER_SASL_USERNAME
   value: {{ $r.username | quote }}
 {{- if $r.passwordSecret }}
 - name: RUNONCE_READER_SASL_PASSWORD_FILE
   value: /etc/runonce/sasl-reader/password
-{{- end }}
 {{- end }}
 {{- end }}
 {{- if and $root.Values.policies (ne .who "topics") }}
@@ -107,11 +114,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- if $p.passwordSecret }}
 - {name: sasl, mountPath: /etc/runonce/sasl, readOnly: true}
 {{- end }}
-{{- if eq .who "gateway" }}
-{{- $r := include "runonce.principal" (dict "root" $root "who" "gatewayReader") | fromJson -}}
-{{- if and $r.username (ne $r.username $p.username) $r.passwordSecret }}
+{{- if (include "runonce.reader" . | fromJson).passwordSecret }}
 - {name: sasl-reader, mountPath: /etc/runonce/sasl-reader, readOnly: true}
-{{- end }}
 {{- end }}
 {{- if ne .who "topics" }}
 - {name: config, mountPath: /etc/runonce/config, readOnly: true}
@@ -135,13 +139,12 @@ app.kubernetes.io/component: {{ .component }}
     secretName: {{ $p.passwordSecret | quote }}
     items: [{key: {{ $p.passwordKey | quote }}, path: password}]
 {{- end }}
-{{- if eq .who "gateway" }}
-{{- $r := include "runonce.principal" (dict "root" $root "who" "gatewayReader") | fromJson -}}
-{{- if and $r.username (ne $r.username $p.username) $r.passwordSecret }}
+{{- with (include "runonce.reader" . | fromJson) }}
+{{- if .passwordSecret }}
 - name: sasl-reader
   secret:
-    secretName: {{ $r.passwordSecret | quote }}
-    items: [{key: {{ $r.passwordKey | quote }}, path: password}]
+    secretName: {{ .passwordSecret | quote }}
+    items: [{key: {{ .passwordKey | quote }}, path: password}]
 {{- end }}
 {{- end }}
 {{- if ne .who "topics" }}
