@@ -1,5 +1,6 @@
-"""Network faults for tests, on this machine's loopback only: one named process cut off from
-some ports (a broker, a vendor), or its packets to them lost at random, then healed.
+"""Network faults for tests, on this machine only: one named process cut off from some ports
+(a broker, a vendor) on loopback, or its packets to them lost at random, then healed; or a
+network of this machine (the pods' bridge of scripts/kube.sh) cut off from this machine's ports.
 
 How: the process is moved into a cgroup of its own (cgroup v2), and an iptables rule in a
 chain of ours drops what that cgroup sends on ``lo`` to the given ports. A socket belongs to
@@ -13,6 +14,12 @@ Why not ``tc netem``: this machine's kernel has no netem qdisc (tried). Why not 
 Kafka client connects to the address the broker advertises, not to a proxy it was given, and
 the one-process cut is the zombie Kafka's fencing exists for.
 
+A pod's packets never pass this machine's OUTPUT chain (they come from another network
+namespace, through a bridge), so a cut of pods is by their source network, in a chain jumped to
+from INPUT: what the network sends to the ports is dropped, connections already held included.
+Only a private network may be named (RFC 1918 and the like): a rule never names a foreign
+address.
+
 ``Faults`` undoes everything it did on ``close`` (rules, chain, cgroups; the processes go
 back to the root cgroup). ``leftovers`` says what any ``Faults`` left on the machine: the
 test session checks it is nothing. Every target is a loopback port: no rule names an address
@@ -20,6 +27,7 @@ outside this machine."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shlex
 import subprocess
@@ -30,6 +38,8 @@ from typing import Sequence
 
 #: our chain in the filter table, jumped to from OUTPUT while any fault is on
 CHAIN = "RUNONCE-FAULTS"
+#: our chain for cuts of a network (``NetworkCut``), jumped to from INPUT
+IN_CHAIN = "RUNONCE-FAULTS-IN"
 #: our cgroups live under this one, below the cgroup v2 mount
 CGROUP_PREFIX = "runonce-faults"
 
@@ -83,6 +93,25 @@ class Fault:
         return [*rule, "-m", "comment", "--comment", tag, "-j", "DROP"]  # whose rule it is: ``heal``, ``left``
 
 
+@dataclass(frozen=True, slots=True)
+class NetworkCut:
+    """One rule: what ``source`` (a private network of this machine) sends to this machine's
+    ``ports`` from outside this machine is dropped."""
+
+    source: str
+    ports: tuple[int, ...]
+
+    def rule(self, tag: str) -> list[str]:
+        if not self.ports or not all(0 < p < 65536 for p in self.ports):
+            raise ValueError(f"{self.source}: ports must be given, each 1..65535: {self.ports}")
+        network = ipaddress.ip_network(self.source)  # ValueError names what is wrong with it
+        if not network.is_private or network.prefixlen < 8:
+            raise ValueError(f"{self.source}: only a private network of this machine may be cut")
+        # ! -i lo: this machine's own connections to an address of that network stay up
+        return ["!", "-i", "lo", "-s", str(network), "-p", "tcp", "-m", "multiport", "--dports", ",".join(map(str, self.ports)),
+                "-m", "comment", "--comment", tag, "-j", "DROP"]
+
+
 @dataclass
 class Faults:
     """The faults of one test: ``place`` a process, ``cut`` or ``lose`` its packets, ``heal``."""
@@ -109,7 +138,17 @@ class Faults:
         """Drop ``loss`` of the packets ``name`` sends to ``ports`` until ``heal``."""
         return self._add(Fault(name, tuple(ports), loss))
 
-    def heal(self, fault: Fault) -> None:
+    def cut_from(self, source: str, ports: Sequence[int]) -> NetworkCut:
+        """Drop everything the network ``source`` sends to this machine's ``ports`` until ``heal``."""
+        cut = NetworkCut(source, tuple(ports))
+        tag = f"{CGROUP_PREFIX}/{self.session}/net#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
+        rule = cut.rule(tag)
+        _ensure_chain(IN_CHAIN, "INPUT")
+        self._rules[self._key(cut)] = tag
+        _iptables("-A", IN_CHAIN, *rule)
+        return cut
+
+    def heal(self, fault: Fault | NetworkCut) -> None:
         tag = self._rules.pop(self._key(fault), None)
         if tag is not None:
             _delete_tagged(tag)
@@ -121,7 +160,8 @@ class Faults:
     def close(self) -> None:
         """Every rule removed, the chain too once it is empty, every process back at the root."""
         self.heal_all()
-        _drop_chain_if_empty()
+        _drop_chain_if_empty(CHAIN, "OUTPUT")
+        _drop_chain_if_empty(IN_CHAIN, "INPUT")
         for folder in self._placed.values():
             _release(folder, self._root)
         self._placed.clear()
@@ -150,14 +190,16 @@ class Faults:
         cgroup = str(folder.relative_to(self._root))
         tag = f"{cgroup}#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
         rules = fault.rules(cgroup, held_connections(pids, fault.ports), tag)
-        _ensure_chain()
+        _ensure_chain(CHAIN, "OUTPUT")
         self._rules[self._key(fault)] = tag  # before the first rule: whatever is added, heal finds
         for rule in rules:
             _iptables("-A", CHAIN, *rule)
         return fault
 
     @staticmethod
-    def _key(fault: Fault) -> str:
+    def _key(fault: Fault | NetworkCut) -> str:
+        if isinstance(fault, NetworkCut):
+            return f"net {fault.source}:{fault.ports}"
         return f"{fault.name}:{fault.ports}:{fault.loss}"
 
 
@@ -186,30 +228,31 @@ def held_connections(pids: Sequence[int], ports: Sequence[int]) -> list[tuple[in
 
 
 def _delete_tagged(tag: str) -> None:
-    """Every rule of our chain with ``tag`` as its comment, deleted as iptables lists it: a rule
+    """Every rule of our chains with ``tag`` as its comment, deleted as iptables lists it: a rule
     given back as it was added may not match (nf_tables keeps a probability rounded)."""
-    for line in _iptables("-S", CHAIN, check=False).stdout.splitlines():
-        words = shlex.split(line)
-        if words[:1] == ["-A"] and tag in words:
-            _iptables("-D", *words[1:])
+    for chain in (CHAIN, IN_CHAIN):
+        for line in _iptables("-S", chain, check=False).stdout.splitlines():
+            words = shlex.split(line)
+            if words[:1] == ["-A"] and tag in words:
+                _iptables("-D", *words[1:])
 
 
-def _ensure_chain() -> None:
-    if _iptables("-S", CHAIN, check=False).returncode != 0:
-        _iptables("-N", CHAIN)
-    if _iptables("-C", "OUTPUT", "-j", CHAIN, check=False).returncode != 0:
-        _iptables("-I", "OUTPUT", "1", "-j", CHAIN)
+def _ensure_chain(chain: str, jump_from: str) -> None:
+    if _iptables("-S", chain, check=False).returncode != 0:
+        _iptables("-N", chain)
+    if _iptables("-C", jump_from, "-j", chain, check=False).returncode != 0:
+        _iptables("-I", jump_from, "1", "-j", chain)
 
 
-def _drop_chain_if_empty() -> None:
-    listed = _iptables("-S", CHAIN, check=False)
+def _drop_chain_if_empty(chain: str, jump_from: str) -> None:
+    listed = _iptables("-S", chain, check=False)
     if listed.returncode != 0:
         return
     if any(line.startswith("-A ") for line in listed.stdout.splitlines()):
         return  # another test's faults are still on
-    while _iptables("-C", "OUTPUT", "-j", CHAIN, check=False).returncode == 0:
-        _iptables("-D", "OUTPUT", "-j", CHAIN)
-    _iptables("-X", CHAIN)
+    while _iptables("-C", jump_from, "-j", chain, check=False).returncode == 0:
+        _iptables("-D", jump_from, "-j", chain)
+    _iptables("-X", chain)
 
 
 def _release(folder: Path, root: Path) -> None:

@@ -16,12 +16,14 @@ import pytest
 from runonce.testkit import faults as network_faults
 from runonce.testkit.faults import Faults
 
-#: a child that connects to the port it is given every 0.1 s and says how each try went
+#: a child that connects to the port it is given (on the address given second, else loopback)
+#: every 0.1 s and says how each try went
 _DIALER = """
 import socket, sys, time
+host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
 while True:
     try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.3).close()
+        socket.create_connection((host, int(sys.argv[1])), timeout=0.3).close()
         print("ok", flush=True)
     except OSError as exc:
         print(type(exc).__name__, flush=True)
@@ -58,9 +60,11 @@ def _echo(listener: socket.socket) -> None:
 
 
 @contextlib.contextmanager
-def _child(script: str, port: int) -> Iterator[subprocess.Popen[str]]:
-    """``script`` run with ``port``; killed at the end, whatever happened."""
-    child = subprocess.Popen([sys.executable, "-c", script, str(port)], stdout=subprocess.PIPE, text=True)
+def _child(script: str, port: int, *args: str, netns: str | None = None) -> Iterator[subprocess.Popen[str]]:
+    """``script`` run with ``port`` (in network namespace ``netns``); killed at the end, whatever happened."""
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    child = subprocess.Popen([*inside, sys.executable, "-c", script, str(port), *args], stdout=subprocess.PIPE,
+                             text=True)
     try:
         yield child
     finally:
@@ -69,9 +73,9 @@ def _child(script: str, port: int) -> Iterator[subprocess.Popen[str]]:
 
 
 @contextlib.contextmanager
-def _listening(echo: bool = False) -> Iterator[int]:
-    """A loopback port for the children to reach (answering each byte with itself, ``echo``)."""
-    listener = socket.create_server(("127.0.0.1", 0))
+def _listening(echo: bool = False, host: str = "127.0.0.1") -> Iterator[int]:
+    """A port on ``host`` for the children to reach (answering each byte with itself, ``echo``)."""
+    listener = socket.create_server((host, 0))
     listener.listen(64)
     if echo:
         threading.Thread(target=_echo, args=(listener,), daemon=True).start()
@@ -144,3 +148,55 @@ def test_a_connection_held_from_before_the_cut_is_cut_too() -> None:
             during = _tries(child, 1.5)
     assert during and "ok" not in during, during
     assert faults.left() == []
+
+
+#: a network of its own for the test, as scripts/kube.sh's pods have: this machine at .1, the
+#: namespace at .2 (documentation's TEST-NET would do, but a cut must name a private network)
+_NETNS, _HOST_IP, _NS_IP, _NETWORK = "runonce-faults-test", "10.250.77.1", "10.250.77.2", "10.250.77.0/30"
+
+
+@contextlib.contextmanager
+def _network_namespace() -> Iterator[str]:
+    """A network namespace joined to this machine by a veth pair, as a pod is by its bridge."""
+    def ip(*args: str, check: bool = True) -> None:
+        subprocess.run(["ip", *args], check=check, capture_output=True)
+
+    ip("netns", "del", _NETNS, check=False)  # an earlier run's, stopped midway
+    ip("link", "del", "rf-test-h", check=False)
+    ip("netns", "add", _NETNS)
+    try:
+        ip("link", "add", "rf-test-h", "type", "veth", "peer", "name", "rf-test-n")
+        ip("link", "set", "rf-test-n", "netns", _NETNS)
+        ip("addr", "add", f"{_HOST_IP}/30", "dev", "rf-test-h")
+        ip("link", "set", "rf-test-h", "up")
+        ip("netns", "exec", _NETNS, "ip", "addr", "add", f"{_NS_IP}/30", "dev", "rf-test-n")
+        ip("netns", "exec", _NETNS, "ip", "link", "set", "rf-test-n", "up")
+        yield _NETNS
+    finally:
+        ip("link", "del", "rf-test-h", check=False)
+        ip("netns", "del", _NETNS, check=False)
+
+
+def test_a_network_cut_drops_what_the_pods_network_sends_and_heals() -> None:
+    """A pod's packets never pass this machine's OUTPUT chain: the cut of the pods' network
+    (scripts/cluster.py's broker cut) drops what a network namespace sends to a port here, and
+    only that, until healed. Catches the rule put in OUTPUT or matched on ``lo`` (the namespace
+    keeps connecting), a rule that cuts this machine's own connections to that network's address
+    (the oracle reading the broker the pods are cut from), a heal that leaves it (it never connects
+    again), a close that leaves the chain, and a public network accepted as a target."""
+    with _network_namespace() as netns, _listening(host=_HOST_IP) as port, \
+            _child(_DIALER, port, _HOST_IP, netns=netns) as child:
+        assert "ok" in _tries(child, 1.0)
+        with Faults() as faults:
+            cut = faults.cut_from(_NETWORK, [port])
+            _tries(child, 0.5)
+            during = _tries(child, 1.5)
+            socket.create_connection((_HOST_IP, port), timeout=1).close()  # this machine itself is not cut
+            faults.heal(cut)
+            _tries(child, 0.5)
+            after = _tries(child, 1.0)
+            with pytest.raises(ValueError, match="private network"):
+                faults.cut_from("8.8.8.0/24", [port])
+    assert during and set(during) == {"TimeoutError"}, during
+    assert "ok" in after, after
+    assert faults.left() == [] and network_faults.leftovers() == []
