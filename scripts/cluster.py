@@ -3,6 +3,8 @@ team installs it:
 
     bash scripts/cluster.sh                  # up the cluster, install, check, leave it running
     bash scripts/cluster.sh --uninstall      # and uninstall at the end
+    bash scripts/cluster.sh --storm --cut --uninstall   # and the proofs below (the full storm)
+    bash scripts/cluster.sh --storm --short --cut --uninstall   # one of each step, shorter
 
 What it does, each step as a platform team would:
 - the dev broker secured (SASL_SSL + SCRAM, deny by default, runonce/kafka/acls.toml's grants),
@@ -18,6 +20,22 @@ What it does, each step as a platform team would:
   namespace (``runonce`` in the image, as an agent's container would be), answered ``succeeded``,
   and the sandbox's ledger showing the charge once.
 
+With ``--storm``: a burst of the workload's actions (testkit/workload.py: families of repeats,
+natural ids, retries) published as the agent principal, and meanwhile what a platform team and
+a node do to the release: ``kubectl scale`` of the stream worker 1 -> 3, ``kubectl delete pod
+--grace-period=0 --force`` of a worker and of the payments executor (the StatefulSet makes the
+pod again at once, beside a container that may still run: a zombie its fencing must stop),
+``kubectl rollout restart`` of the executors, and a ``helm upgrade`` that changes a value (a pod
+annotation: every pod rolls) and keeps the scale (``worker.replicas=3``). The kubelet's own probes decide readiness. Then the oracle on every
+record and the sandbox's ledgers on every effect (runonce/testkit/storm.py, as scripts/pods.py
+judges): 0 lost, 0 decided two ways, 0 re-emitted, effects equal to the successes.
+
+With ``--cut``: agents in a pod of the namespace charge through the gateway's Service while
+the pods' network is cut from the broker for 40 s (runonce/testkit/faults.py ``cut_from``):
+every answer in the cut a 503 with Retry-After, never a refused connection (the gateway pods
+stay ready: the Service's endpoints are sampled throughout), and after the heal every charge
+succeeded, made once.
+
 Prints what each step took; exits 1 naming the step that failed (with the pods' state and the
 last events of the namespace)."""
 
@@ -30,8 +48,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+import uuid
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +64,24 @@ from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.devbroker.users import client_config, write_users  # noqa: E402
 from runonce.kafka import acls  # noqa: E402
+from runonce.kafka.access import KafkaAccess  # noqa: E402
+from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
+from runonce.testkit.faults import Faults  # noqa: E402
+from runonce.testkit.storm import judge  # noqa: E402
+from runonce.testkit.workload import generate, in_order, send_paced  # noqa: E402
 
 CACHE = Path(os.environ.get("RUNONCE_CACHE_DIR", Path.home() / ".cache" / "runonce"))
 KUBE = Path(os.environ.get("RUNONCE_KUBE_DIR", CACHE / "kube" / "cluster"))
 BIN = CACHE / "kube" / "bin"
 POD_GATEWAY = "10.244.0.1"  # scripts/kube.sh: the pods' bridge, where they reach the node
+POD_NETWORK = "10.244.0.0/24"  # scripts/kube.sh: the pods' addresses
 #: the chart's components and the principal of runonce/kafka/acls.toml each connects as
 PRINCIPALS = {"worker": "stream", "executors": "executor", "gateway": "agent", "gatewayReader": "agent-reader",
               "topics": "admin"}
-VENDORS = ("payments", "smtp")
+#: the sandbox vendors the workload reaches, and the tool each performs (as scripts/pods.py's)
+VENDORS = {"payments": "charge_payment", "smtp": "send_email", "jira": "create_jira_ticket",
+           "salesforce": "update_salesforce_field"}
 
 
 def say(message: str) -> None:
@@ -141,31 +171,332 @@ def show_state(namespace: str) -> None:
     print(kubectl("get", "events", "-n", namespace, "--sort-by", ".lastTimestamp", check=False)[-4000:])
 
 
-def agent_call(namespace: str, release: str, token: str, key: str) -> dict[str, Any]:
-    """An agent's call from a pod of the namespace, through the gateway's Service by its cluster
-    DNS name: POST /v1/actions/charge_payment, waiting for the outcome."""
-    url = f"http://{release}-runonce-gateway.{namespace}.svc.cluster.local:8765/v1/actions/charge_payment?wait=30"
-    body = json.dumps({"amount": 4200, "currency": "usd", "customer": "cus_k8s"})
-    script = ("import json, sys, urllib.request\n"
-              f"req = urllib.request.Request({url!r}, data={body!r}.encode(), method='POST', headers={{\n"
-              f"  'Authorization': 'Bearer ' + sys.argv[1], 'Content-Type': 'application/json', 'Idempotency-Key': {key!r}}})\n"
-              "print(urllib.request.urlopen(req, timeout=60).read().decode())\n")
-    name = f"agent-{key[-8:]}"
+@dataclass
+class Release:
+    """What the install made: the release in its namespace, and what reaches it from outside."""
+
+    name: str
+    namespace: str
+    admin: Settings
+    users: dict[str, str]
+    sandbox: LocalVendors
+    #: the gateway token of agent ``billing-agent`` (tool charge_payment)
+    token: str
+    values_file: Path
+
+    def access(self, principal: str) -> KafkaAccess:
+        """The secured broker as one of acls.toml's principals."""
+        return self.admin.with_(sasl_username=principal, sasl_password=self.users[principal]).kafka_access()
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.name}-runonce-gateway.{self.namespace}.svc.cluster.local:8765"
+
+    def set_of(self, component: str) -> str:
+        """The StatefulSet of a component (its ``app.kubernetes.io/component`` label)."""
+        found = json.loads(kubectl("get", "statefulsets", "-n", self.namespace, "-o", "json",
+                                   "-l", f"app.kubernetes.io/component={component}"))["items"]
+        if len(found) != 1:
+            raise RuntimeError(f"{component}: {len(found)} StatefulSets")
+        return str(found[0]["metadata"]["name"])
+
+
+def run_pod(namespace: str, name: str, argv: list[str], timeout_s: float = 180) -> str:
+    """A pod of the namespace running ``argv`` in the image (as an agent's container would be),
+    admitted by the restricted namespace; its output once it succeeded."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{"name": "agent", "image": "localhost/runonce:0.1.0", "imagePullPolicy": "Never",
-                                    "command": ["python3", "-c", script, token],
+                                    "command": argv,
                                     "securityContext": {"allowPrivilegeEscalation": False,
                                                         "capabilities": {"drop": ["ALL"]}}}]}}
     kubectl("apply", "-f", "-", input_text=json.dumps(pod))
-    kubectl("wait", "-n", namespace, f"pod/{name}", "--for", "jsonpath={.status.phase}=Succeeded", "--timeout", "120s",
-            timeout_s=130)
-    answer = kubectl("logs", "-n", namespace, name).strip().splitlines()[-1]
-    kubectl("delete", "-n", namespace, f"pod/{name}", "--wait=false")
-    parsed: dict[str, Any] = json.loads(answer)
+    try:
+        kubectl("wait", "-n", namespace, f"pod/{name}", "--for", "jsonpath={.status.phase}=Succeeded",
+                "--timeout", f"{int(timeout_s)}s", timeout_s=timeout_s + 10)
+        return kubectl("logs", "-n", namespace, name)
+    finally:
+        kubectl("delete", "-n", namespace, f"pod/{name}", "--wait=false", check=False)
+
+
+def agent_call(release: Release, key: str) -> dict[str, Any]:
+    """An agent's call from a pod of the namespace, through the gateway's Service by its cluster
+    DNS name: POST /v1/actions/charge_payment, waiting for the outcome."""
+    url = f"{release.gateway_url}/v1/actions/charge_payment?wait=30"
+    body = json.dumps({"amount": 4200, "currency": "usd", "customer": "cus_k8s"})
+    script = ("import json, sys, urllib.request\n"
+              f"req = urllib.request.Request({url!r}, data={body!r}.encode(), method='POST', headers={{\n"
+              f"  'Authorization': 'Bearer ' + sys.argv[1], 'Content-Type': 'application/json', 'Idempotency-Key': {key!r}}})\n"
+              "print(urllib.request.urlopen(req, timeout=60).read().decode())\n")
+    answer = run_pod(release.namespace, f"agent-{key[-8:]}", ["python3", "-c", script, release.token])
+    parsed: dict[str, Any] = json.loads(answer.strip().splitlines()[-1])
     return parsed
+
+
+def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Broker, users: dict[str, str],
+            sandbox: LocalVendors) -> Release:
+    """What a platform team makes before the install (docs/deploy.md), then ``helm install --wait``."""
+    ns, name = args.namespace, args.release
+    kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
+    helm("uninstall", name, "-n", ns)
+    kubectl("create", "namespace", ns)
+    kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/enforce-version=latest")
+    secret(ns, "runonce-kafka", {"client.properties": "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                                                      "ssl.ca.location=/etc/runonce/kafka-tls/ca.pem\n"})
+    secret(ns, "runonce-kafka-tls", {"ca.pem": broker.pki.ca.read_text()})
+    for principal in PRINCIPALS.values():
+        secret(ns, f"runonce-kafka-{principal}", {"password": users[principal]})
+    tokens = folder / "gateway.tokens"
+    tokens.unlink(missing_ok=True)
+    token = subprocess.run([str(ROOT / ".venv" / "bin" / "runonce"), "gateway", "token", "add", "billing-agent",
+                            "--tools", "charge_payment", "--tokens", str(tokens)],
+                           capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1].split()[-1]
+    secret(ns, "runonce-gateway-tokens", {"gateway.tokens": tokens.read_text()})
+    values_file = folder / "values.json"
+    values_file.write_text(json.dumps(values(admin.bootstrap_servers(), vendor_values(ns, sandbox)), indent=2))
+    at = time.monotonic()
+    done = helm("install", name, str(ROOT / "deploy" / "helm" / "runonce"), "-n", ns, "-f", str(values_file),
+                "--wait", "--timeout", args.timeout)
+    if done.returncode != 0:
+        show_state(ns)
+        raise Failed(f"helm install --wait failed: {done.stderr.strip()}")
+    timed("helm install --wait (restricted namespace, SASL_SSL, a principal per component)", at)
+    print(kubectl("get", "pods", "-n", ns, "-o", "wide"))
+    return Release(name, ns, admin, users, sandbox, token, values_file)
+
+
+class Failed(Exception):
+    """A step did not do what it should: said, with the namespace's state, and exit 1."""
+
+
+def check_call(release: Release) -> None:
+    at = time.monotonic()
+    key = f"k8s-{int(time.time())}"
+    before = len(release.sandbox.ledger.effects("payments"))
+    answer = agent_call(release, key)
+    timed(f"an agent's call through {release.gateway_url}: {answer.get('status')}", at)
+    charges = release.sandbox.ledger.effects("payments")[before:]
+    say(f"the sandbox charged {len(charges)} time(s) for it")
+    if answer.get("status") != "succeeded" or len(charges) != 1:
+        raise Failed(f"expected succeeded and one charge: {answer}, {charges}")
+
+
+# -- the storm -----------------------------------------------------------------------------
+def pod_json(namespace: str, pod: str) -> dict[str, Any] | None:
+    got = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", str(KUBE / "admin.kubeconfig"), "get", "pod", pod,
+                          "-n", namespace, "-o", "json"], capture_output=True, text=True, timeout=60)
+    parsed: dict[str, Any] | None = json.loads(got.stdout) if got.returncode == 0 else None
+    return parsed
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def await_replaced(namespace: str, pod: str, old_uid: str, since: float, timeout_s: float = 300) -> float:
+    """Seconds from ``since`` until pod ``pod`` is a new one (another uid) that the kubelet's
+    readiness probe has passed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = pod_json(namespace, pod)
+        if now is not None and now["metadata"]["uid"] != old_uid and is_ready(now):
+            return time.monotonic() - since
+        time.sleep(0.5)
+    raise Failed(f"{pod} was not made again and ready within {timeout_s:.0f} s")
+
+
+def await_ready_replicas(namespace: str, statefulset: str, replicas: int, since: float, timeout_s: float = 300) -> float:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = json.loads(kubectl("get", "statefulset", statefulset, "-n", namespace, "-o", "json"))["status"]
+        if status.get("readyReplicas", 0) >= replicas and status.get("updatedReplicas", 0) >= replicas:
+            return time.monotonic() - since
+        time.sleep(0.5)
+    raise Failed(f"{statefulset}: {replicas} ready replicas not reached within {timeout_s:.0f} s")
+
+
+def storm(release: Release, args: argparse.Namespace) -> None:
+    """The burst, and meanwhile scale, force-delete, rollout restart and helm upgrade."""
+    started = time.monotonic()
+    ns = release.namespace
+    run_id = f"k8s-{uuid.uuid4().hex[:6]}"
+    families = generate(args.actions, seed=11, run_id=run_id)
+    items = in_order(families)
+    sent = threading.Event()
+    burst_error: list[BaseException] = []
+
+    def burst() -> None:
+        try:
+            with Submitter(release.access("agent"), agent_id="cluster") as submitter:
+                send_paced(submitter.send, items, args.rate)
+        except BaseException as exc:  # noqa: BLE001 (said after the burst)
+            burst_error.append(exc)
+        finally:
+            sent.set()
+
+    worker = release.set_of("worker")
+    executors = {vendor: release.set_of(f"executor-{vendor}") for vendor in VENDORS}
+    burst_s = len(items) / args.rate
+    earlier = len(release.sandbox.ledger.effects())  # the install's check call made one
+    threading.Thread(target=burst, daemon=True).start()
+    burst_at = time.monotonic()
+    steps: list[str] = []
+    ready_s: dict[str, list[float]] = {}
+
+    def step(what: str, at: float) -> None:
+        took = time.monotonic() - at
+        steps.append(f"{what} at {at - burst_at:.0f} s of the burst, {took:.1f} s")
+        say(steps[-1])
+
+    time.sleep(burst_s * 0.1)
+    at = time.monotonic()
+    kubectl("scale", f"statefulset/{worker}", "-n", ns, "--replicas", "3")
+    ready_s["worker scaled 1 -> 3"] = [await_ready_replicas(ns, worker, 3, at)]
+    step("kubectl scale worker 1 -> 3, all ready", at)
+
+    doomed = [f"{worker}-1", f"{executors['payments']}-0"]
+    uids = {pod: (pod_json(ns, pod) or {}).get("metadata", {}).get("uid", "") for pod in doomed}
+    at = time.monotonic()
+    kubectl("delete", "pod", *doomed, "-n", ns, "--grace-period=0", "--force", "--wait=false")
+    ready_s["kubectl delete pod --force to ready"] = [await_replaced(ns, pod, uids[pod], at) for pod in doomed]
+    step(f"kubectl delete pod --grace-period=0 --force {' '.join(doomed)}, both ready again", at)
+
+    rolled = [executors["smtp"]] if args.short else list(executors.values())
+    for statefulset in rolled:
+        at = time.monotonic()
+        kubectl("rollout", "restart", f"statefulset/{statefulset}", "-n", ns)
+        kubectl("rollout", "status", f"statefulset/{statefulset}", "-n", ns, "--timeout", "600s", timeout_s=620)
+        ready_s.setdefault("rollout restart, done", []).append(time.monotonic() - at)
+        step(f"kubectl rollout restart {statefulset}", at)
+
+    # the scale written into the values, as a platform team makes a kubectl scale last: Helm 4
+    # applies server-side, and an upgrade carrying another worker.replicas than kubectl's is
+    # refused (a conflict on .spec.replicas; docs/deploy.md)
+    at = time.monotonic()
+    done = helm("upgrade", release.name, str(ROOT / "deploy" / "helm" / "runonce"), "-n", ns, "-f",
+                str(release.values_file), "--set", "worker.replicas=3", "--set-string",
+                f"podAnnotations.runonce-storm={run_id}", "--wait", "--timeout", "15m")
+    if done.returncode != 0:
+        raise Failed(f"helm upgrade --wait failed: {done.stderr.strip()}")
+    ready_s["helm upgrade (every pod rolled), done"] = [time.monotonic() - at]
+    step("helm upgrade --set worker.replicas=3 --set-string podAnnotations.runonce-storm=... (every pod rolls)", at)
+
+    sent.wait(burst_s * 3 + 120)
+    if burst_error:
+        raise Failed(f"the burst failed: {burst_error[0]!r}")
+    say(f"burst sent ({len(items)} actions in {burst_s:.0f} s); waiting for every decision and every result")
+    killed_vendors = {"payments"}  # whose executor was force-deleted (a vendor answer may be lost)
+    judgement = judge(release.access("admin"), families, items, VENDORS,
+                      lambda: Counter((e.vendor, e.key) for e in release.sandbox.ledger.effects()[earlier:]
+                                      if e.vendor in VENDORS),
+                      lambda _, tool: tool == VENDORS["smtp"] and "smtp" in killed_vendors)
+    restarts = {p["metadata"]["name"]: sum(c.get("restartCount", 0) for c in p["status"].get("containerStatuses", []))
+                for p in json.loads(kubectl("get", "pods", "-n", ns, "-o", "json"))["items"]}
+    rows = {**judgement.rows, "steps": "; ".join(steps),
+            **{f"time to ready: {what}": ", ".join(f"{s:.1f} s" for s in times) for what, times in ready_s.items()},
+            "containers restarted by the kubelet": str({k: v for k, v in restarts.items() if v}),
+            "took": f"{time.monotonic() - started:.0f} s"}
+    print(json.dumps(rows, indent=2))
+    if not judgement.ok:
+        raise Failed(f"the storm: {judgement.wrong}")
+
+
+# -- the broker cut ------------------------------------------------------------------------
+#: agents in a pod: each charges with its own key from ``start_at`` until a final answer,
+#: honouring each 503's Retry-After, and every answer is printed (wall-clock times: the pod
+#: and this script share the node's clock)
+AGENTS = """
+import json, sys, threading, time
+from runonce.testkit.agents import http
+url, token, start_at, count, run = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+answers, lock = [], threading.Lock()
+def agent(i):
+    key = f"{run}-{i}"
+    while time.time() < start_at:
+        time.sleep(0.05)
+    while time.time() < start_at + 200:
+        began = time.time()
+        try:
+            status, headers, body = http("POST", url + "/v1/actions/charge_payment?wait=20", token,
+                                         {"card": "tok", "amount_cents": 3000 + i}, {"Idempotency-Key": key})
+        except OSError as exc:
+            with lock:
+                answers.append([key, began, time.time(), 0, None, f"{type(exc).__name__}: {exc}"])
+            time.sleep(1)
+            continue
+        final = body.get("status") if status == 200 and isinstance(body, dict) else None
+        with lock:
+            answers.append([key, began, time.time(), status, headers.get("retry-after"), final])
+        if status == 200:
+            return
+        if status == 503:
+            time.sleep(float(headers.get("retry-after") or 1))
+        elif status != 202:
+            return
+threads = [threading.Thread(target=agent, args=(i,)) for i in range(count)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(answers))
+"""
+
+
+def ready_endpoints(release: Release) -> int:
+    """The gateway Service's ready endpoints, as the kubelet's probes left them."""
+    slices = json.loads(kubectl("get", "endpointslices", "-n", release.namespace, "-o", "json", "-l",
+                                f"kubernetes.io/service-name={release.name}-runonce-gateway"))["items"]
+    return sum(1 for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready"))
+
+
+def broker_cut(release: Release, args: argparse.Namespace, cut_s: float = 40.0) -> None:
+    """Agents charge through the gateway's Service while the pods' network is cut from the broker."""
+    port = int(release.admin.bootstrap_servers().rsplit(":", 1)[1])
+    run = f"cut-{uuid.uuid4().hex[:6]}"
+    count = 6
+    start_at = time.time() + 25  # the pod is up by then; the cut begins 3 s before
+    output: list[str] = []
+    agents = threading.Thread(target=lambda: output.append(run_pod(
+        release.namespace, run, ["python3", "-c", AGENTS, release.gateway_url, release.token, f"{start_at:.3f}",
+                                 str(count), run], timeout_s=360)), daemon=True)
+    agents.start()
+    time.sleep(max(0.0, start_at - 3 - time.time()))
+    endpoints: list[int] = []
+    with Faults() as faults:
+        cut = faults.cut_from(POD_NETWORK, [port])
+        cut_at = time.time()
+        say(f"the pods' network {POD_NETWORK} cut from the broker's port {port} for {cut_s:.0f} s")
+        while time.time() < cut_at + cut_s:
+            endpoints.append(ready_endpoints(release))
+            time.sleep(2)
+        faults.heal(cut)
+        heal_at = time.time()
+    say("healed")
+    agents.join(400)
+    if not output:
+        raise Failed("the agents' pod gave no answers")
+    answers = json.loads(output[0].strip().splitlines()[-1])
+    seen = Counter(a[3] for a in answers)
+    during = [(a[3], a[4]) for a in answers if a[1] >= cut_at and a[2] <= heal_at]
+    refused = [a[5] for a in answers if a[3] == 0]
+    finals = {a[0]: a[5] for a in answers if a[3] == 200}
+    made = {f"{run}-{i}": sum(1 for e in release.sandbox.ledger.effects("payments") if e.key.endswith(f"/{run}-{i}"))
+            for i in range(count)}
+    rows = {"agents": str(count), "cut": f"{heal_at - cut_at:.0f} s", "answers": str(dict(seen)),
+            "answers in the cut": str(dict(Counter(during))), "connections refused or failed": str(refused[:3]),
+            "gateway endpoints ready while cut (samples)": str(Counter(endpoints)),
+            "final answers": str(Counter(finals.values())), "charges per key": str(Counter(made.values()))}
+    print(json.dumps(rows, indent=2))
+    gateways = json.loads(release.values_file.read_text())["gateway"]["replicas"]
+    ok = (bool(during) and all(status == 503 and retry_after for status, retry_after in during) and not refused
+          and set(seen) <= {200, 202, 503} and set(endpoints) == {gateways}
+          and len(finals) == count and set(finals.values()) == {"succeeded"} and set(made.values()) == {1})
+    if not ok:
+        raise Failed("the broker cut: an answer in the cut other than 503 + Retry-After, a refused connection, "
+                     "a gateway out of its Service, or a charge not made exactly once")
 
 
 def main() -> int:
@@ -174,70 +505,45 @@ def main() -> int:
     parser.add_argument("--namespace", default="runonce")
     parser.add_argument("--timeout", default="6m", help="helm install --wait's --timeout")
     parser.add_argument("--uninstall", action="store_true", help="uninstall and stop the broker at the end")
+    parser.add_argument("--storm", action="store_true", help="the storm (scale, force-delete, roll, upgrade)")
+    parser.add_argument("--actions", type=int, default=3000, help="the storm's actions")
+    parser.add_argument("--rate", type=float, default=20.0, help="the storm's actions per second")
+    parser.add_argument("--short", action="store_true", help="the storm rolls one executor, not each")
+    parser.add_argument("--cut", action="store_true", help="the broker cut while agents call the gateway's Service")
     args = parser.parse_args()
     # SIGTERM (kill, a CI timeout) ends as Ctrl-C does: the broker and the sandbox stop
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     folder = CACHE / "kube" / "run"
     folder.mkdir(parents=True, exist_ok=True)
-    ns, release = args.namespace, args.release
     started = time.monotonic()
     admin, broker, users = start_broker(folder / "broker")
     sandbox = LocalVendors(folder / "sandbox", host=POD_GATEWAY).start()
     try:
         timed(f"the secured broker on {admin.bootstrap_servers()} and the sandbox on {POD_GATEWAY}", started)
-        kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
-        helm("uninstall", release, "-n", ns)
-        kubectl("create", "namespace", ns)
-        kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
-                "pod-security.kubernetes.io/enforce-version=latest")
-        # what a platform team makes before the install (docs/deploy.md)
-        secret(ns, "runonce-kafka", {"client.properties": "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
-                                                          "ssl.ca.location=/etc/runonce/kafka-tls/ca.pem\n"})
-        secret(ns, "runonce-kafka-tls", {"ca.pem": broker.pki.ca.read_text()})
-        for principal in PRINCIPALS.values():
-            secret(ns, f"runonce-kafka-{principal}", {"password": users[principal]})
-        tokens = folder / "gateway.tokens"
-        tokens.unlink(missing_ok=True)
-        token = subprocess.run([str(ROOT / ".venv" / "bin" / "runonce"), "gateway", "token", "add", "billing-agent",
-                                "--tools", "charge_payment", "--tokens", str(tokens)],
-                               capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1].split()[-1]
-        secret(ns, "runonce-gateway-tokens", {"gateway.tokens": tokens.read_text()})
-        chart_values = values(admin.bootstrap_servers(), vendor_values(ns, sandbox))
-        (folder / "values.json").write_text(json.dumps(chart_values, indent=2))
-        at = time.monotonic()
-        done = helm("install", release, str(ROOT / "deploy" / "helm" / "runonce"), "-n", ns, "-f",
-                    str(folder / "values.json"), "--wait", "--timeout", args.timeout)
-        if done.returncode != 0:
-            say(f"helm install --wait failed: {done.stderr.strip()}")
-            show_state(ns)
-            return 1
-        timed("helm install --wait (restricted namespace, SASL_SSL, a principal per component)", at)
-        print(kubectl("get", "pods", "-n", ns, "-o", "wide"))
-        at = time.monotonic()
-        key = f"k8s-{int(time.time())}"
-        before = [e for e in sandbox.ledger.effects() if e.vendor == "payments"]
-        answer = agent_call(ns, release, token, key)
-        timed(f"an agent's call through {release}-runonce-gateway.{ns}.svc.cluster.local: {answer.get('status')}", at)
-        charges = [e for e in sandbox.ledger.effects() if e.vendor == "payments"][len(before):]
-        say(f"the sandbox charged {len(charges)} time(s) for it")
-        if answer.get("status") != "succeeded" or len(charges) != 1:
-            say(f"expected succeeded and one charge: {answer}, {charges}")
-            show_state(ns)
-            return 1
+        release = install(args, folder, admin, broker, users, sandbox)
+        check_call(release)
+        if args.storm:
+            storm(release, args)
+        if args.cut:
+            broker_cut(release, args)
         timed("all", started)
         return 0
+    except Failed as failed:
+        say(f"FAILED: {failed}")
+        show_state(args.namespace)
+        return 1
     except KeyboardInterrupt:
         args.uninstall = True
         return 130
     finally:
         if args.uninstall:
-            helm("uninstall", release, "-n", ns, "--wait")
-            kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
+            helm("uninstall", args.release, "-n", args.namespace, "--wait")
+            kubectl("delete", "namespace", args.namespace, "--ignore-not-found", "--wait=false")
             sandbox.stop()
             broker.stop()
         else:
-            say(f"left running: the release {release} in {ns}, the broker, the sandbox (this process holds it: "
-                "Ctrl-C stops it)")
+            say(f"left running: the release {args.release} in {args.namespace}, the broker, the sandbox (this "
+                "process holds it: Ctrl-C stops it)")
             try:
                 while True:
                     time.sleep(3600)

@@ -50,14 +50,11 @@ sys.path.insert(0, str(ROOT))
 
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
-from runonce.kafka import topics  # noqa: E402
-from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.oracle import verify  # noqa: E402
-from runonce.testkit.workload import check_families, generate, in_order, send_paced  # noqa: E402
-from runonce.wire.codec import Codec  # noqa: E402
-from runonce.wire.results import Status  # noqa: E402
+from runonce.testkit.storm import judge  # noqa: E402
+from runonce.testkit.workload import generate, in_order, send_paced  # noqa: E402
 
 #: the sandbox vendors the workload reaches, and the tool each performs
 VENDORS = {"payments": "charge_payment", "smtp": "send_email", "jira": "create_jira_ticket",
@@ -283,19 +280,6 @@ def incidents(folder: Path, settings: Settings) -> int:
     return 1 if surprises or report.lost or report.conflicts else 0
 
 
-def final_results(bootstrap: str, action_ids: set[str], timeout_s: float) -> dict[str, str]:
-    """Each action's final status on actions.results, waiting up to ``timeout_s`` for all."""
-    codec, found, deadline = Codec(), {}, time.monotonic() + timeout_s
-    while True:
-        for record in read_all(bootstrap, topics.RESULTS):
-            _, result = codec.decode(record.value or b"", expect="ActionResult")
-            if result["action_id"] in action_ids and Status(result["status"]).final:
-                found[result["action_id"]] = result["status"]
-        if len(found) >= len(action_ids) or time.monotonic() > deadline:
-            return found
-        time.sleep(2)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--incidents", action="store_true",
@@ -398,49 +382,20 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
             raise burst_error[0]
         say(f"burst sent ({len(items)} actions); waiting for every decision and every result")
 
-        deadline = time.monotonic() + 300
-        while True:
-            report = verify(bootstrap)
-            if report.requested >= len(items) and not report.lost or time.monotonic() > deadline:
-                break
-            time.sleep(3)
-        tool_of = {rec["action_id"]: rec["tool"] for rec, _ in items}
-        approved = {a for a, (outcome, _) in report.outcome_by_action.items() if outcome == "APPROVED"
-                    and tool_of.get(a) in VENDORS.values()}
-        results = final_results(bootstrap, approved, 300)
-        by_status = Counter(results.values())
-        effects = Counter((e.vendor, e.key) for e in sandbox.ledger.effects() if e.vendor in VENDORS)
-        twice = {k: n for k, n in effects.items() if n > 1}
         # An in_doubt is explained only by a vendor answer lost for good: an executor SIGKILLed
         # mid-call, of a vendor that can neither deduplicate nor be asked (smtp). A rolling
         # restart (SIGTERM) or a SIGKILLed executor of another kind explains none.
         killed_vendors = {pod.component.removeprefix("executor-") for pod in killed}
-        unexplained = sorted(a for a, status in results.items() if status == "in_doubt"
-                             and not (tool_of[a] == VENDORS["smtp"] and "smtp" in killed_vendors))
-        problems = check_families(families, report.outcome_by_action)
-        rows = [
-            ("actions", str(len(items))), ("decided", str(report.approved + report.dropped)),
-            ("lost", str(len(report.lost))), ("decided two ways", str(len(report.conflicts))),
-            ("re-emitted decisions", f"{report.re_emitted} {sorted(report.re_emitted_by_action)[:5]}"), ("families wrong", str(len(problems))),
-            ("approved (for the 4 vendors)", str(len(approved))),
-            ("results: succeeded / failed / in doubt / none", f"{by_status['succeeded']} / {by_status['failed']} / "
-                                                             f"{by_status['in_doubt']} / {len(approved) - len(results)}"),
-            ("effects at the vendors", str(sum(effects.values()))), ("performed twice", str(len(twice))),
-            ("in doubt, no lost vendor answer explains it", str(len(unexplained))),
-            ("steps", "; ".join(steps)),
-            *((f"time to ready: {what}", ", ".join(f"{s:.1f} s" for s in times)) for what, times in ready_s.items()),
-            ("took", f"{time.monotonic() - started:.0f} s"),
-        ]
-        print(json.dumps(dict(rows), indent=2))
-        # the chart runs the transactional runtime: exactly once, so no decision is written twice
-        ok = (not report.lost and not report.conflicts and not report.re_emitted and not twice and not problems
-              and by_status["succeeded"] <= sum(effects.values()) <= by_status["succeeded"] + by_status["in_doubt"]
-              and len(results) == len(approved) and not unexplained)
-        if not ok:
-            say(f"NOT AS EXPECTED: lost {report.lost[:5]}, two ways {report.conflicts[:5]}, re-emitted "
-                f"{sorted(report.re_emitted_by_action)[:5]}, twice {list(twice)[:5]}, "
-                f"families {problems[:3]}, in doubt unexplained {unexplained[:5]}")
-        return 0 if ok else 1
+        judgement = judge(bootstrap, families, items, VENDORS,
+                          lambda: Counter((e.vendor, e.key) for e in sandbox.ledger.effects() if e.vendor in VENDORS),
+                          lambda _, tool: tool == VENDORS["smtp"] and "smtp" in killed_vendors)
+        rows = {**judgement.rows, "steps": "; ".join(steps),
+                **{f"time to ready: {what}": ", ".join(f"{s:.1f} s" for s in times) for what, times in ready_s.items()},
+                "took": f"{time.monotonic() - started:.0f} s"}
+        print(json.dumps(rows, indent=2))
+        if not judgement.ok:
+            say(f"NOT AS EXPECTED: {judgement.wrong}")
+        return 0 if judgement.ok else 1
     finally:
         if not args.keep:
             down(pods)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -30,17 +30,37 @@ from runonce.gateway.http_api import HttpApi
 from runonce.gateway.openapi import document
 
 
+class BrokerWatch:
+    """The broker's reachability as last seen, asked in the background every ``every_s``:
+    ``/readyz`` answers from it at once. Asking Kafka takes seconds while it is away, and a
+    kubelet's probe gives up after one second by default: a probe that asked would fail, and
+    every replica would leave its Service in a broker outage (agents refused, not answered 503)."""
+
+    def __init__(self, ask: Callable[[], str | None], every_s: float = 5.0) -> None:
+        self._ask, self._every_s = ask, every_s
+        #: why a publish cannot go out now (None: it can), as last asked
+        self.unreachable: str | None = "the broker not asked yet"
+
+    async def run(self) -> None:
+        while True:
+            self.unreachable = await anyio.to_thread.run_sync(self._ask, abandon_on_cancel=True)
+            await anyio.sleep(self._every_s)
+
+
 def create_app(mcp_server: Server[Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
     from prometheus_client import make_asgi_app
 
     # stateless (MCP 2026-07-28): no session to keep, so any replica answers any call
     manager = StreamableHTTPSessionManager(app=mcp_server, stateless=True)
     spec = document(policies)
+    broker = BrokerWatch(api.calls.client.unreachable)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
+        async with anyio.create_task_group() as watching, manager.run():
+            watching.start_soon(broker.run)
             yield
+            watching.cancel_scope.cancel()
 
     async def openapi(_: Request) -> Response:
         return JSONResponse(spec)
@@ -53,8 +73,8 @@ def create_app(mcp_server: Server[Any], api: HttpApi, policies: PolicyBook, toke
         # Ready whenever it serves, the broker reachable or not: without the broker a call is
         # answered 503 with Retry-After, which agents retry; an unready gateway would leave its
         # Service and be refused instead (every replica at once, in a broker outage). The
-        # body says the broker's state.
-        why = await anyio.to_thread.run_sync(api.calls.client.unreachable)
+        # body says the broker's state as last seen (BrokerWatch: never asked on the probe's time).
+        why = broker.unreachable
         if why is not None:
             return PlainTextResponse(f"gateway: ready; calls answer 503 until the broker is back: {why}\n")
         return PlainTextResponse("gateway: ready\n")

@@ -6,6 +6,8 @@ status."""
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,14 @@ class RecordingClient:
         self.policies = BOOK
         self.submitted: list[dict[str, Any]] = []
         self.raises: RunonceError | None = None
+        #: the broker's answer to a reachability question is held until this is set (a broker away)
+        self.broker_answers = threading.Event()
+        self.broker_answered = 0
+
+    def unreachable(self, timeout_s: float = 2.0) -> str | None:
+        self.broker_answers.wait(10)
+        self.broker_answered += 1
+        return "Kafka did not answer within 2 s"
 
     def submit(self, tool: str, params: Any, **kwargs: Any) -> _Handle:
         if self.raises is not None:
@@ -186,3 +196,25 @@ def test_a_held_call_is_answered_held_at_once_with_a_retry_after_that_fits_appro
     assert got.headers["Retry-After"] == "120"
     # one short look each, never the 600 s asked for: the hold was known at the first look
     assert len(handles[0].asked_s) == 2 and max(handles[0].asked_s) <= HELD_SLICE_S, handles[0].asked_s
+
+
+def test_readiness_answers_at_once_while_the_broker_takes_its_time(tmp_path: Path) -> None:
+    """A kubelet's probe gives up after 1 s by default; asking Kafka takes seconds while it is
+    away. /readyz answers 200 while the question is still out, and names the broker's state once
+    it is known. Catches /readyz asking the broker on the probe's time (found on the real
+    cluster: every gateway left its Service in a broker cut, agents were refused): the answer
+    comes only after the broker's, 10 s here."""
+    path = tmp_path / "gateway.tokens"
+    client = RecordingClient()
+    calls = Calls(client)  # type: ignore[arg-type]
+    app = create_app(server.create_gateway(calls, BOOK), HttpApi(calls, default_wait_s=0.1, max_wait_s=5), BOOK, path)
+    with TestClient(app) as http:  # the lifespan runs: the broker watch with it
+        first = http.get("/readyz")
+        answered_before = client.broker_answered
+        client.broker_answers.set()
+        deadline = time.monotonic() + 10
+        while "503 until the broker is back" not in (later := http.get("/readyz")).text:
+            assert time.monotonic() < deadline, later.text
+            time.sleep(0.05)
+    assert first.status_code == 200 and answered_before == 0, (first.text, answered_before)
+    assert later.status_code == 200 and "Kafka did not answer" in later.text, later.text
