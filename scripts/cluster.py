@@ -109,6 +109,11 @@ def secret(namespace: str, name: str, files: dict[str, str]) -> None:
     kubectl("apply", "-f", "-", input_text=json.dumps(manifest))
 
 
+def release_volumes() -> None:
+    """The local volumes whose claims are gone, emptied and offered again (scripts/kube.sh)."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "kube.sh"), "volumes"], check=True, timeout=300)
+
+
 def timed(what: str, started: float) -> float:
     took = time.monotonic() - started
     say(f"{what} in {took:.1f} s")
@@ -241,6 +246,7 @@ def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Bro
     ns, name = args.namespace, args.release
     kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
     helm("uninstall", name, "-n", ns)
+    release_volumes()  # an earlier install's: its claims went with its namespace
     kubectl("create", "namespace", ns)
     kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
             "pod-security.kubernetes.io/enforce-version=latest")
@@ -538,7 +544,8 @@ def main() -> int:
     finally:
         if args.uninstall:
             helm("uninstall", args.release, "-n", args.namespace, "--wait")
-            kubectl("delete", "namespace", args.namespace, "--ignore-not-found", "--wait=false")
+            kubectl("delete", "namespace", args.namespace, "--ignore-not-found", "--wait", timeout_s=300, check=False)
+            release_volumes()
             sandbox.stop()
             broker.stop()
         else:

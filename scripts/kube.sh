@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A single-node Kubernetes on this machine, every part built or installed by the project's own
 # files (scripts/kube/build.sh: the Go module proxy; Debian's packages: runc, the CNI plugins,
-# conntrack), for the chart's real install (docs/deploy.md, tests/cluster/):
+# conntrack), for the chart's real install (docs/deploy.md, scripts/cluster.sh):
 #   bash scripts/kube.sh up        # build once (~8 min), start (~20 s); prints the KUBECONFIG
 #   bash scripts/kube.sh down      # stop every part; the cluster's data stays
 #   bash scripts/kube.sh reset     # down, then forget the cluster (etcd, volumes, containers)
 #   bash scripts/kube.sh status    # which parts run, the node's readiness
 #   bash scripts/kube.sh load IMAGE...   # podman's images into the node's containerd (no registry)
+#   bash scripts/kube.sh volumes   # the volumes of deleted claims emptied and offered again
 #   bash scripts/kube.sh env       # the export line for KUBECONFIG and PATH (kubectl, helm)
 #
 # The parts, each its own process under $state/pids, its log in $state/logs: etcd; kube-apiserver
@@ -15,7 +16,7 @@
 # CNI bridge; the kubelet; kube-proxy (iptables); CoreDNS on the node, serving the pods' bridge
 # address as the cluster's DNS (cluster.local). Volumes: local PersistentVolumes in $state/volumes,
 # a default StorageClass that binds them. The pods' bridge ($BRIDGE, $POD_GATEWAY) is also
-# where the pods reach the node: the dev broker listens there (scripts/kube/broker.sh).
+# where the pods reach the node: the dev broker listens there (scripts/cluster.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -437,7 +438,8 @@ case "${1:-}" in
   reset) down; rm -rf "${state:?}"; ip link del "$BRIDGE" 2>/dev/null || true; say "reset: $state removed" ;;
   status) status ;;
   load) shift; load "$@" ;;
+  volumes) release_volumes; say "volumes: $(kubectl get pv --no-headers | awk '$5 == "Available"' | wc -l) available" ;;
   env) env_line ;;
   -h|--help|"") sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; [ -n "${1:-}" ] ;;
-  *) die "unknown command $1 (up, down, reset, status, load IMAGE..., env)" ;;
+  *) die "unknown command $1 (up, down, reset, status, load IMAGE..., volumes, env)" ;;
 esac
