@@ -263,6 +263,7 @@ def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Bro
     secret(ns, "runonce-gateway-tokens", {"gateway.tokens": tokens.read_text()})
     values_file = folder / "values.json"
     values_file.write_text(json.dumps(values(admin.bootstrap_servers(), vendor_values(ns, sandbox)), indent=2))
+    validate(name, ns, values_file)
     at = time.monotonic()
     done = helm("install", name, str(ROOT / "deploy" / "helm" / "runonce"), "-n", ns, "-f", str(values_file),
                 "--wait", "--timeout", args.timeout)
@@ -272,6 +273,23 @@ def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Bro
     timed("helm install --wait (restricted namespace, SASL_SSL, a principal per component)", at)
     print(kubectl("get", "pods", "-n", ns, "-o", "wide"))
     return Release(name, ns, admin, users, sandbox, token, values_file)
+
+
+def validate(name: str, namespace: str, values_file: Path) -> None:
+    """The rendered manifests validated by the API server (``kubectl apply --dry-run=server``):
+    schemas, admission, the namespace's Pod Security level. A warning fails it too: PodSecurity
+    only warns of a StatefulSet's template it would refuse as a pod."""
+    at = time.monotonic()
+    rendered = helm("template", name, str(ROOT / "deploy" / "helm" / "runonce"), "-n", namespace, "-f",
+                    str(values_file))
+    if rendered.returncode != 0:
+        raise Failed(f"helm template: {rendered.stderr.strip()}")
+    checked = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", str(KUBE / "admin.kubeconfig"), "apply", "-n",
+                              namespace, "--dry-run=server", "-f", "-"], input=rendered.stdout, capture_output=True,
+                             text=True, timeout=120)
+    if checked.returncode != 0 or "Warning" in checked.stderr:
+        raise Failed(f"kubectl apply --dry-run=server: {checked.stderr.strip()}")
+    timed(f"{len(checked.stdout.splitlines())} rendered objects validated by the API server (--dry-run=server)", at)
 
 
 class Failed(Exception):

@@ -85,6 +85,29 @@ def load(path: Path | None = None) -> list[Grant]:
     return grants
 
 
+def holders(path: Path | None = None) -> dict[str, str]:
+    """Who connects as each principal: the file's ``[holders]`` table, every principal of its
+    grants named (a principal nobody is said to hold is an error, as a holder without grants)."""
+    path = path or default_file()
+    grants = load(path)
+    table = tomllib.loads(path.read_text(encoding="utf-8")).get("holders", {})
+    named = principals(grants)
+    missing, extra = sorted(set(named) - set(table)), sorted(set(table) - set(named))
+    if missing or extra:
+        raise ConfigError(f"ACL file {path}: [holders] must name each principal of the grants "
+                          f"(missing {missing}, without grants {extra})")
+    return {name: str(table[name]) for name in named}
+
+
+def show(grants: list[Grant], held_by: dict[str, str]) -> str:
+    """The grants by principal, each under who connects as it: what ``runonce acl show`` prints."""
+    lines: list[str] = []
+    for name in principals(grants):
+        lines.append(f"{name}: {held_by[name]}")
+        lines += [f"  {g.describe()}" for g in grants if g.principal == name]
+    return "\n".join(lines)
+
+
 def principals(grants: list[Grant]) -> list[str]:
     return list(dict.fromkeys(g.principal for g in grants))
 

@@ -91,6 +91,9 @@ def cmd_acl(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.kafka import acls
 
     grants = acls.load(Path(args.file) if args.file else None)
+    if args.action == "show":  # from the file alone: no broker needed
+        print(acls.show(grants, acls.holders(Path(args.file) if args.file else None)))
+        return 0
     if args.action == "users":
         if not args.out:
             say("acl users needs --out FILE")
@@ -155,8 +158,9 @@ def add_commands(add: Adder) -> None:
     p.add_argument("--partitions", type=int, default=None, help="partitions per topic (default 6)")
     p = add("acl", cmd_acl, "Least-privilege ACLs from one file (default: runonce/kafka/acls.toml) on a "
                             "secured broker; run as the admin principal (RUNONCE_SASL_USERNAME=admin).")
-    p.add_argument("action", choices=["apply", "list", "users"],
-                   help="apply: grant the file's rules; list: show the rules the broker holds for its "
+    p.add_argument("action", choices=["show", "apply", "list", "users"],
+                   help="show: each principal, who connects as it and what it is granted (from the file, no "
+                        "broker); apply: grant the file's rules; list: the rules the broker holds for its "
                         "principals; users: write a broker users file with random passwords (--out)")
     p.add_argument("--file", help="ACL file (TOML, [[grant]] tables)")
     p.add_argument("--prune", action="store_true", help="apply: also delete the principals' rules not in the file")

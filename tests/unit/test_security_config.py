@@ -67,6 +67,29 @@ def test_the_shipped_acl_file_is_least_privilege() -> None:
     assert not any("ALTER" in g.operations or "CREATE" in g.operations for g in grants)
 
 
+def test_acl_show_names_who_holds_each_principal_and_its_grants(capsys: pytest.CaptureFixture[str]) -> None:
+    """``runonce acl show``: from the file alone (no broker), each principal under who connects
+    as it, the chart's component keys among them. Catches a principal printed without its
+    holder or its grants, and a chart component no principal is said to serve."""
+    from runonce.ops.cli import main
+
+    assert main(["acl", "show"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("agent: agents' SDKs"), out
+    for grant in acls.load():
+        assert f"  {grant.describe()}" in out
+    for component in ("worker", "executors", "gateway", "gatewayReader"):
+        assert f"kafka.sasl.{component})" in out, component
+
+
+def test_a_principal_nobody_holds_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "acls.toml"
+    path.write_text('[holders]\na = "x"\n[[grant]]\nprincipal="a"\nresource="topic"\nname="t"\noperations=["READ"]\n'
+                    '[[grant]]\nprincipal="b"\nresource="topic"\nname="t"\noperations=["READ"]\n')
+    with pytest.raises(ConfigError, match=r"missing \['b'\]"):
+        acls.holders(path)
+
+
 @pytest.mark.parametrize("body, message", [
     ('[[grant]]\nprincipal="a"\nresource="cluster"\nname="x"\noperations=["READ"]\n', "resource must be"),
     ('[[grant]]\nprincipal="a"\nresource="topic"\nname="x"\noperations=["ALL"]\n', "operations must be"),
