@@ -65,11 +65,9 @@ from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.devbroker.users import client_config, write_users  # noqa: E402
 from runonce.kafka import acls  # noqa: E402
 from runonce.kafka.access import KafkaAccess  # noqa: E402
-from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.faults import Faults  # noqa: E402
-from runonce.testkit.storm import judge  # noqa: E402
-from runonce.testkit.workload import generate, in_order, send_paced  # noqa: E402
+from runonce.testkit.storm import Burst, judge  # noqa: E402
 
 CACHE = Path(os.environ.get("RUNONCE_CACHE_DIR", Path.home() / ".cache" / "runonce"))
 KUBE = Path(os.environ.get("RUNONCE_KUBE_DIR", CACHE / "kube" / "cluster"))
@@ -347,25 +345,11 @@ def storm(release: Release, args: argparse.Namespace) -> None:
     started = time.monotonic()
     ns = release.namespace
     run_id = f"k8s-{uuid.uuid4().hex[:6]}"
-    families = generate(args.actions, seed=11, run_id=run_id)
-    items = in_order(families)
-    sent = threading.Event()
-    burst_error: list[BaseException] = []
-
-    def burst() -> None:
-        try:
-            with Submitter(release.access("agent"), agent_id="cluster") as submitter:
-                send_paced(submitter.send, items, args.rate)
-        except BaseException as exc:  # noqa: BLE001 (said after the burst)
-            burst_error.append(exc)
-        finally:
-            sent.set()
-
+    burst = Burst(release.access("agent"), args.actions, args.rate, run_id, "cluster")
     worker = release.set_of("worker")
     executors = {vendor: release.set_of(f"executor-{vendor}") for vendor in VENDORS}
-    burst_s = len(items) / args.rate
     earlier = len(release.sandbox.ledger.effects())  # the install's check call made one
-    threading.Thread(target=burst, daemon=True).start()
+    burst.start()
     burst_at = time.monotonic()
     steps: list[str] = []
     ready_s: dict[str, list[float]] = {}
@@ -375,7 +359,7 @@ def storm(release: Release, args: argparse.Namespace) -> None:
         steps.append(f"{what} at {at - burst_at:.0f} s of the burst, {took:.1f} s")
         say(steps[-1])
 
-    time.sleep(burst_s * 0.1)
+    time.sleep(burst.seconds * 0.1)
     at = time.monotonic()
     kubectl("scale", f"statefulset/{worker}", "-n", ns, "--replicas", "3")
     ready_s["worker scaled 1 -> 3"] = [await_ready_replicas(ns, worker, 3, at)]
@@ -408,12 +392,13 @@ def storm(release: Release, args: argparse.Namespace) -> None:
     ready_s["helm upgrade (every pod rolled), done"] = [time.monotonic() - at]
     step("helm upgrade --set worker.replicas=3 --set-string podAnnotations.runonce-storm=... (every pod rolls)", at)
 
-    sent.wait(burst_s * 3 + 120)
-    if burst_error:
-        raise Failed(f"the burst failed: {burst_error[0]!r}")
-    say(f"burst sent ({len(items)} actions in {burst_s:.0f} s); waiting for every decision and every result")
+    try:
+        burst.wait(burst.seconds * 3 + 120)
+    except Exception as exc:  # noqa: BLE001 (said as the step that failed)
+        raise Failed(f"the burst failed: {exc!r}") from exc
+    say(f"burst sent ({len(burst.items)} actions in {burst.seconds:.0f} s); waiting for every decision and every result")
     killed_vendors = {"payments"}  # whose executor was force-deleted (a vendor answer may be lost)
-    judgement = judge(release.access("admin"), families, items, VENDORS,
+    judgement = judge(release.access("admin"), burst.families, burst.items, VENDORS,
                       lambda: Counter((e.vendor, e.key) for e in release.sandbox.ledger.effects()[earlier:]
                                       if e.vendor in VENDORS),
                       lambda _, tool: tool == VENDORS["smtp"] and "smtp" in killed_vendors)

@@ -33,7 +33,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import tomllib
 import urllib.error
@@ -50,11 +49,9 @@ sys.path.insert(0, str(ROOT))
 
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
-from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.oracle import verify  # noqa: E402
-from runonce.testkit.storm import judge  # noqa: E402
-from runonce.testkit.workload import generate, in_order, send_paced  # noqa: E402
+from runonce.testkit.storm import Burst, judge  # noqa: E402
 
 #: the sandbox vendors the workload reaches, and the tool each performs
 VENDORS = {"payments": "charge_payment", "smtp": "send_email", "jira": "create_jira_ticket",
@@ -328,32 +325,17 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
             ready_s.setdefault("first start", []).append(pods[name].await_ready(played_at[name]))
         say(f"1 worker and {len(executors)} executors ready")
 
-        families = generate(args.actions, seed=11, run_id=run_id)
-        items = in_order(families)
-        sent = threading.Event()
-        burst_error: list[BaseException] = []
-
-        def burst() -> None:
-            try:
-                with Submitter(bootstrap, agent_id="pods") as sub:
-                    send_paced(sub.send, items, args.rate)
-            except BaseException as exc:  # noqa: BLE001 (said after the burst)
-                burst_error.append(exc)
-            finally:
-                sent.set()
-
-        burst_s = len(items) / args.rate
-        threading.Thread(target=burst, daemon=True).start()
+        burst = Burst(bootstrap, args.actions, args.rate, run_id, "pods").start()
         burst_at = time.monotonic()
         steps: list[str] = []
-        time.sleep(burst_s * 0.15)
+        time.sleep(burst.seconds * 0.15)
         for name in workers[1:]:  # scale 1 -> 3
             played_at[name] = time.monotonic()
             play(pods[name], config, folder)
         steps.append(f"worker scaled 1 -> {len(workers)} at {time.monotonic() - burst_at:.0f} s of the burst")
         for name in workers[1:]:
             ready_s.setdefault("scaled worker", []).append(pods[name].await_ready(played_at[name]))
-        time.sleep(max(0.0, burst_s * 0.4 - (time.monotonic() - burst_at)))
+        time.sleep(max(0.0, burst.seconds * 0.4 - (time.monotonic() - burst_at)))
         killed = [pods[workers[1]], pods[executors[0]]]
         for pod in killed:
             podman("kill", "--signal", "KILL", pod.container)
@@ -377,16 +359,14 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
             ready_s.setdefault("rolled executor", []).append(pod.await_ready(restarted_at))
             steps.append(f"rolled {name} at {time.monotonic() - burst_at:.0f} s: SIGTERM to exit {stop_s:.1f} s, "
                          f"exit code {exited}")
-        sent.wait(burst_s * 3 + 120)
-        if burst_error:
-            raise burst_error[0]
-        say(f"burst sent ({len(items)} actions); waiting for every decision and every result")
+        burst.wait(burst.seconds * 3 + 120)
+        say(f"burst sent ({len(burst.items)} actions); waiting for every decision and every result")
 
         # An in_doubt is explained only by a vendor answer lost for good: an executor SIGKILLed
         # mid-call, of a vendor that can neither deduplicate nor be asked (smtp). A rolling
         # restart (SIGTERM) or a SIGKILLed executor of another kind explains none.
         killed_vendors = {pod.component.removeprefix("executor-") for pod in killed}
-        judgement = judge(bootstrap, families, items, VENDORS,
+        judgement = judge(bootstrap, burst.families, burst.items, VENDORS,
                           lambda: Counter((e.vendor, e.key) for e in sandbox.ledger.effects() if e.vendor in VENDORS),
                           lambda _, tool: tool == VENDORS["smtp"] and "smtp" in killed_vendors)
         rows = {**judgement.rows, "steps": "; ".join(steps),

@@ -4,6 +4,7 @@ ledgers on every effect; one judgement, so both storms pass and fail on the same
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -12,10 +13,44 @@ from typing import Any, Callable, Mapping, Sequence
 from runonce.kafka import topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
+from runonce.sdk.submit import Submitter
 from runonce.testkit.oracle import Report, verify
-from runonce.testkit.workload import Family, check_families
+from runonce.testkit.workload import Family, check_families, generate, in_order, send_paced
 from runonce.wire.codec import Codec
 from runonce.wire.results import Status
+
+
+class Burst:
+    """The workload's actions (families of repeats, natural ids, retries) published at ``rate``
+    a second from a thread of its own, while the storm does its steps."""
+
+    def __init__(self, target: KafkaTarget, actions: int, rate: float, run_id: str, agent_id: str) -> None:
+        self.families = generate(actions, seed=11, run_id=run_id)
+        self.items = in_order(self.families)
+        self.seconds = len(self.items) / rate
+        self._target, self._rate, self._agent_id = target, rate, agent_id
+        self._sent = threading.Event()
+        self._error: list[BaseException] = []
+
+    def start(self) -> Burst:
+        threading.Thread(target=self._send, name="burst", daemon=True).start()
+        return self
+
+    def wait(self, timeout_s: float) -> None:
+        """Until every action is sent; the burst's own error raised here."""
+        if not self._sent.wait(timeout_s):
+            raise TimeoutError(f"the burst had not sent its {len(self.items)} actions within {timeout_s:.0f} s")
+        if self._error:
+            raise self._error[0]
+
+    def _send(self) -> None:
+        try:
+            with Submitter(self._target, agent_id=self._agent_id) as submitter:
+                send_paced(submitter.send, self.items, self._rate)
+        except BaseException as exc:  # noqa: BLE001 (raised by wait)
+            self._error.append(exc)
+        finally:
+            self._sent.set()
 
 
 def settled(bootstrap: KafkaTarget, requested: int, timeout_s: float) -> Report:
