@@ -145,7 +145,9 @@ class Checkpoint:
         ends: dict[tuple[str, int], int] = {}
 
         def delivered(err: KafkaError | None, msg: Any) -> None:
-            if err is None:
+            # offset None: delivered where librdkafka does not know (a retry the broker had
+            # already written, after a leader's loss); an end is what is known, never more
+            if err is None and msg.offset() is not None:
                 key = (msg.topic(), msg.partition())
                 ends[key] = max(ends.get(key, 0), msg.offset() + 1)
 

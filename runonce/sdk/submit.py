@@ -102,8 +102,14 @@ class Submitter:
         if err is not None:
             self._errors.append(err)
             return
+        offset = msg.offset()
+        if offset is None:
+            # delivered, where unknown: confluent-kafka gives None for an offset librdkafka does
+            # not know, as for a retry the broker had already written (DUPLICATE_SEQUENCE_NUMBER
+            # after a leader's loss); the action is found by its id instead of its position
+            return
         with self._lock:
-            self._positions[action_id] = (int(msg.partition()), int(msg.offset()))
+            self._positions[action_id] = (int(msg.partition()), int(offset))
             while len(self._positions) > MAX_POSITIONS:  # positions nobody asked for
                 self._positions.popitem(last=False)
 

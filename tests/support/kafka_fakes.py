@@ -14,7 +14,8 @@ class Msg:
 
     _topic: str
     _partition: int
-    _offset: int
+    #: None as confluent-kafka gives it for an offset librdkafka does not know
+    _offset: int | None
     _key: bytes | None = None
     _value: bytes | None = None
     _timestamp_ms: int = 0
@@ -30,7 +31,7 @@ class Msg:
     def partition(self) -> int:
         return self._partition
 
-    def offset(self) -> int:
+    def offset(self) -> int | None:
         return self._offset
 
     def key(self) -> bytes | None:
@@ -54,6 +55,8 @@ class FakeProducer:
     fail: dict[str, list[BaseException]] = field(default_factory=dict)
     undelivered: int = 0
     full_queue: int = 0
+    #: how many of the first deliveries report no offset (a retry the broker had already written)
+    unknown_offsets: int = 0
     _reports: list[Any] = field(default_factory=list)
     _next: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -76,7 +79,9 @@ class FakeProducer:
         offset = self._next.get((topic, partition), 0)
         self._next[(topic, partition)] = offset + 1
         if on_delivery is not None:
-            self._reports.append((on_delivery, Msg(topic, partition, offset)))
+            known = self.unknown_offsets <= 0
+            self.unknown_offsets -= 1
+            self._reports.append((on_delivery, Msg(topic, partition, offset if known else None)))
 
     def poll(self, timeout: float) -> int:
         self.calls.append("poll")

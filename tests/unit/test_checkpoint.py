@@ -38,6 +38,18 @@ def test_the_steps_in_order_and_the_after_commit_step_gets_each_partitions_end()
     assert ends == [{("actions.approved", 0): 1, ("changelog", 2): 2}]
 
 
+def test_a_delivery_without_an_offset_commits_and_reports_the_ends_known() -> None:
+    """A retry the broker had already written (DUPLICATE_SEQUENCE_NUMBER after a leader's loss)
+    is delivered with no offset. Catches the delivery report that adds 1 to None: a TypeError in
+    librdkafka's callback, raised out of the flush of a transaction that did commit."""
+    producer = FakeProducer(unknown_offsets=1)
+    ckpt, _ = checkpoint(producer)
+    ends: list[dict[tuple[str, int], int]] = []
+    assert ckpt.commit(RECORDS, OFFSETS, flush=True, after_commit=ends.append) is None
+    assert producer.calls[-1] == "commit"
+    assert ends == [{("changelog", 2): 2}]
+
+
 class TimedProducer(FakeProducer):
     """Each call moves ``clock`` on by its own cost, so each step's time is known."""
 
