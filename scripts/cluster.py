@@ -461,7 +461,7 @@ def ready_endpoints(release: Release) -> int:
     return sum(1 for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready"))
 
 
-def broker_cut(release: Release, args: argparse.Namespace, cut_s: float = 40.0) -> None:
+def broker_cut(release: Release, cut_s: float = 40.0) -> None:
     """Agents charge through the gateway's Service while the pods' network is cut from the broker."""
     port = int(release.admin.bootstrap_servers().rsplit(":", 1)[1])
     run = f"cut-{uuid.uuid4().hex[:6]}"
@@ -534,7 +534,7 @@ def main() -> int:
         if args.storm:
             storm(release, args)
         if args.cut:
-            broker_cut(release, args)
+            broker_cut(release)
         timed("all", started)
         return 0
     except Failed as failed:
