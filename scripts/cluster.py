@@ -308,9 +308,9 @@ def check_call(release: Release) -> None:
 
 # -- the storm -----------------------------------------------------------------------------
 def pod_json(namespace: str, pod: str) -> dict[str, Any] | None:
-    got = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", str(KUBE / "admin.kubeconfig"), "get", "pod", pod,
-                          "-n", namespace, "-o", "json"], capture_output=True, text=True, timeout=60)
-    parsed: dict[str, Any] | None = json.loads(got.stdout) if got.returncode == 0 else None
+    """The pod as the API server has it, or None while there is none of that name."""
+    got = kubectl("get", "pod", pod, "-n", namespace, "-o", "json", "--ignore-not-found", timeout_s=60)
+    parsed: dict[str, Any] | None = json.loads(got) if got.strip() else None
     return parsed
 
 

@@ -22,8 +22,8 @@ address.
 
 ``Faults`` undoes everything it did on ``close`` (rules, chain, cgroups; the processes go
 back to the root cgroup). ``leftovers`` says what any ``Faults`` left on the machine: the
-test session checks it is nothing. Every target is a loopback port: no rule names an address
-outside this machine."""
+test session checks it is nothing. Every target is a port of this machine: no rule names an
+address outside it."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from typing import Sequence
 CHAIN = "RUNONCE-FAULTS"
 #: our chain for cuts of a network (``NetworkCut``), jumped to from INPUT
 IN_CHAIN = "RUNONCE-FAULTS-IN"
+#: each chain of ours, and the built-in chain that jumps to it
+JUMPED_FROM = {CHAIN: "OUTPUT", IN_CHAIN: "INPUT"}
 #: our cgroups live under this one, below the cgroup v2 mount
 CGROUP_PREFIX = "runonce-faults"
 
@@ -143,7 +145,7 @@ class Faults:
         cut = NetworkCut(source, tuple(ports))
         tag = f"{CGROUP_PREFIX}/{self.session}/net#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
         rule = cut.rule(tag)
-        _ensure_chain(IN_CHAIN, "INPUT")
+        _ensure_chain(IN_CHAIN)
         self._rules[self._key(cut)] = tag
         _iptables("-A", IN_CHAIN, *rule)
         return cut
@@ -160,8 +162,8 @@ class Faults:
     def close(self) -> None:
         """Every rule removed, the chain too once it is empty, every process back at the root."""
         self.heal_all()
-        _drop_chain_if_empty(CHAIN, "OUTPUT")
-        _drop_chain_if_empty(IN_CHAIN, "INPUT")
+        for chain in JUMPED_FROM:
+            _drop_chain_if_empty(chain)
         for folder in self._placed.values():
             _release(folder, self._root)
         self._placed.clear()
@@ -190,7 +192,7 @@ class Faults:
         cgroup = str(folder.relative_to(self._root))
         tag = f"{cgroup}#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
         rules = fault.rules(cgroup, held_connections(pids, fault.ports), tag)
-        _ensure_chain(CHAIN, "OUTPUT")
+        _ensure_chain(CHAIN)
         self._rules[self._key(fault)] = tag  # before the first rule: whatever is added, heal finds
         for rule in rules:
             _iptables("-A", CHAIN, *rule)
@@ -230,21 +232,23 @@ def held_connections(pids: Sequence[int], ports: Sequence[int]) -> list[tuple[in
 def _delete_tagged(tag: str) -> None:
     """Every rule of our chains with ``tag`` as its comment, deleted as iptables lists it: a rule
     given back as it was added may not match (nf_tables keeps a probability rounded)."""
-    for chain in (CHAIN, IN_CHAIN):
+    for chain in JUMPED_FROM:
         for line in _iptables("-S", chain, check=False).stdout.splitlines():
             words = shlex.split(line)
             if words[:1] == ["-A"] and tag in words:
                 _iptables("-D", *words[1:])
 
 
-def _ensure_chain(chain: str, jump_from: str) -> None:
+def _ensure_chain(chain: str) -> None:
+    jump_from = JUMPED_FROM[chain]
     if _iptables("-S", chain, check=False).returncode != 0:
         _iptables("-N", chain)
     if _iptables("-C", jump_from, "-j", chain, check=False).returncode != 0:
         _iptables("-I", jump_from, "1", "-j", chain)
 
 
-def _drop_chain_if_empty(chain: str, jump_from: str) -> None:
+def _drop_chain_if_empty(chain: str) -> None:
+    jump_from = JUMPED_FROM[chain]
     listed = _iptables("-S", chain, check=False)
     if listed.returncode != 0:
         return
