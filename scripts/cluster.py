@@ -5,6 +5,7 @@ team installs it:
     bash scripts/cluster.sh --uninstall      # and uninstall at the end
     bash scripts/cluster.sh --storm --cut --uninstall   # and the proofs below (the full storm)
     bash scripts/cluster.sh --storm --short --cut --uninstall   # one of each step, shorter
+    bash scripts/cluster.sh --incidents --uninstall   # the seed's incidents through the gateway's Service
 
 What it does, each step as a platform team would:
 - the dev broker secured (SASL_SSL + SCRAM, deny by default, runonce/kafka/acls.toml's grants),
@@ -19,6 +20,12 @@ What it does, each step as a platform team would:
 - then an agent's call through the gateway's Service by its cluster DNS name, from a pod of the
   namespace (``runonce`` in the image, as an agent's container would be), answered ``succeeded``,
   and the sandbox's ledger showing the charge once.
+
+With ``--incidents``: the seed's incidents, the table ``scripts/run.sh`` prints, with the agents
+in a pod of the namespace calling the gateway's HTTP API by its Service's cluster DNS name, the
+chart's stream worker deciding and an executor pod for every sandbox vendor performing (and for
+the refund, a PostgreSQL on the node's bridge address, TLS verified, as the connector asks off
+the machine); each effect counted on the sandbox's ledgers and the refunds table.
 
 With ``--storm``: a burst of the workload's actions (testkit/workload.py: families of repeats,
 natural ids, retries) published as the agent principal, and meanwhile what a platform team and
@@ -57,6 +64,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -65,8 +74,11 @@ from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.devbroker.users import client_config, write_users  # noqa: E402
 from runonce.kafka import acls  # noqa: E402
 from runonce.kafka.access import KafkaAccess  # noqa: E402
+from runonce.ops.demo import Stage  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.faults import Faults  # noqa: E402
+from runonce.testkit.postgres import LocalPostgres  # noqa: E402
+from runonce.testkit.scenarios import Incident  # noqa: E402
 from runonce.testkit.storm import Burst, judge  # noqa: E402
 
 CACHE = Path(os.environ.get("RUNONCE_CACHE_DIR", Path.home() / ".cache" / "runonce"))
@@ -137,22 +149,45 @@ def start_broker(folder: Path) -> tuple[Settings, Broker, dict[str, str]]:
     return admin, broker, users
 
 
-def vendor_values(namespace: str, sandbox: LocalVendors) -> dict[str, Any]:
-    """The sandbox's connectors as the chart's values: each file it names becomes a key of the
-    vendor's Secret, read at /var/run/secrets/runonce/VENDOR/KEY."""
-    every = tomllib.loads(sandbox.connectors_toml())["vendors"]
+def dns_name(vendor: str) -> str:
+    """A vendor's name in its Kubernetes names (the chart's ``$dnsName``): ``orders_db`` is ``orders-db``."""
+    return vendor.replace("_", "-")
+
+
+def vendor_secret(vendor: str) -> str:
+    return f"runonce-{dns_name(vendor)}"
+
+
+def vendor_values(namespace: str, connectors: Path, only: set[str] | None) -> dict[str, Any]:
+    """A connectors file (the sandbox's) as the chart's values: each file it names becomes a key of
+    the vendor's Secret, read at /var/run/secrets/runonce/VENDOR/KEY (a kubeconfig with the token
+    and CA files it names beside it)."""
+    every = tomllib.loads(connectors.read_text())["vendors"]
     vendors: dict[str, Any] = {}
-    for vendor in VENDORS:
+    for vendor in sorted(every if only is None else only):
         table = dict(every[vendor])
+        mounted = f"/var/run/secrets/runonce/{vendor}"
         files: dict[str, str] = {}
         for key, value in list(table.items()):
             if isinstance(value, dict) and "file" in value:
                 files[key] = Path(value["file"]).read_text()
-                table[key] = {"file": f"/var/run/secrets/runonce/{vendor}/{key}"}
+                table[key] = {"file": f"{mounted}/{key}"}
             elif key == "ca_file":
                 files[key] = Path(value).read_text()
-                table[key] = f"/var/run/secrets/runonce/{vendor}/{key}"
-        secret(namespace, f"runonce-{vendor}", files)
+                table[key] = f"{mounted}/{key}"
+            elif key == "kubeconfig":
+                kubeconfig = yaml.safe_load(Path(value).read_text())
+                for cluster in kubeconfig["clusters"]:
+                    if "certificate-authority" in cluster["cluster"]:
+                        files["ca.pem"] = Path(cluster["cluster"]["certificate-authority"]).read_text()
+                        cluster["cluster"]["certificate-authority"] = "ca.pem"  # beside the kubeconfig
+                for user in kubeconfig["users"]:
+                    if "tokenFile" in user["user"]:
+                        name = user["user"]["tokenFile"]
+                        files[name] = (Path(value).parent / name).read_text()
+                files[key] = yaml.safe_dump(kubeconfig)
+                table[key] = f"{mounted}/{key}"
+        secret(namespace, vendor_secret(vendor), files)
         vendors[vendor] = table
     return vendors
 
@@ -165,7 +200,7 @@ def values(bootstrap: str, vendors: dict[str, Any]) -> dict[str, Any]:
                       "tlsSecret": "runonce-kafka-tls", "sasl": sasl},
             "image": {"pullPolicy": "Never"},
             "connectors": {"vendors": vendors},
-            "executors": {"vendors": {v: {"secret": f"runonce-{v}"} for v in vendors}},
+            "executors": {"vendors": {v: {"secret": vendor_secret(v)} for v in vendors}},
             "gateway": {"tokensSecret": "runonce-gateway-tokens", "replicas": 2}}
 
 
@@ -186,6 +221,10 @@ class Release:
     #: the gateway token of agent ``billing-agent`` (tool charge_payment)
     token: str
     values_file: Path
+    #: the incidents' PostgreSQL and connectors file, with ``--incidents``
+    stage: Stage | None
+    #: the gateway token of agent ``demo`` (every tool), with ``--incidents``
+    demo_token: str | None
 
     def access(self, principal: str) -> KafkaAccess:
         """The secured broker as one of acls.toml's principals."""
@@ -238,8 +277,15 @@ def agent_call(release: Release, key: str) -> dict[str, Any]:
     return parsed
 
 
+def add_token(tokens: Path, agent: str, tools: str) -> str:
+    """``runonce gateway token add``: the new token (printed once)."""
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "runonce"), "gateway", "token", "add", agent, "--tools", tools,
+                           "--tokens", str(tokens)], capture_output=True, text=True, check=True)
+    return done.stdout.strip().splitlines()[-1].split()[-1]
+
+
 def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Broker, users: dict[str, str],
-            sandbox: LocalVendors) -> Release:
+            sandbox: LocalVendors, stage: Stage | None) -> Release:
     """What a platform team makes before the install (docs/deploy.md), then ``helm install --wait``."""
     ns, name = args.namespace, args.release
     kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
@@ -255,12 +301,13 @@ def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Bro
         secret(ns, f"runonce-kafka-{principal}", {"password": users[principal]})
     tokens = folder / "gateway.tokens"
     tokens.unlink(missing_ok=True)
-    token = subprocess.run([str(ROOT / ".venv" / "bin" / "runonce"), "gateway", "token", "add", "billing-agent",
-                            "--tools", "charge_payment", "--tokens", str(tokens)],
-                           capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1].split()[-1]
+    token = add_token(tokens, "billing-agent", "charge_payment")
+    demo_token = None if stage is None else add_token(tokens, "demo", "*")
     secret(ns, "runonce-gateway-tokens", {"gateway.tokens": tokens.read_text()})
     values_file = folder / "values.json"
-    values_file.write_text(json.dumps(values(admin.bootstrap_servers(), vendor_values(ns, sandbox)), indent=2))
+    vendors = (vendor_values(ns, sandbox.write_connectors(), set(VENDORS)) if stage is None
+               else vendor_values(ns, stage.connectors, None))
+    values_file.write_text(json.dumps(values(admin.bootstrap_servers(), vendors), indent=2))
     validate(name, ns, values_file)
     at = time.monotonic()
     done = helm("install", name, str(ROOT / "deploy" / "helm" / "runonce"), "-n", ns, "-f", str(values_file),
@@ -270,7 +317,7 @@ def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Bro
         raise Failed(f"helm install --wait failed: {done.stderr.strip()}")
     timed("helm install --wait (restricted namespace, SASL_SSL, a principal per component)", at)
     print(kubectl("get", "pods", "-n", ns, "-o", "wide"))
-    return Release(name, ns, admin, users, sandbox, token, values_file)
+    return Release(name, ns, admin, users, sandbox, token, values_file, stage, demo_token)
 
 
 def validate(name: str, namespace: str, values_file: Path) -> None:
@@ -304,6 +351,90 @@ def check_call(release: Release) -> None:
     say(f"the sandbox charged {len(charges)} time(s) for it")
     if answer.get("status") != "succeeded" or len(charges) != 1:
         raise Failed(f"expected succeeded and one charge: {answer}, {charges}")
+
+
+# -- the seed's incidents -------------------------------------------------------------------
+#: an incident's agents in a pod: its requests made anew from the run id (testkit/scenarios.py,
+#: in the image), each POSTed to the gateway's Service with its key (none for the unkeyed),
+#: eight at a time, not waiting for outcomes; the action id each call published, in order
+INCIDENT_AGENTS = """
+import json, sys, time
+from concurrent.futures import ThreadPoolExecutor
+from runonce.testkit import scenarios
+from runonce.testkit.agents import http
+url, token, run_id, name = sys.argv[1:5]
+every = [*scenarios.incidents(run_id), scenarios.refund_race(run_id), scenarios.approval_race(run_id)]
+incident = next(i for i in every if i.name == name)
+def call(request):
+    headers = {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
+    for _ in range(30):
+        status, got, body = http("POST", f"{url}/v1/actions/{request.tool}?wait=0", token, request.params, headers)
+        if status != 503:
+            break
+        time.sleep(float(got.get("retry-after") or 1))
+    return [status, got.get("runonce-action-id"), body if status not in (200, 202) else None]
+with ThreadPoolExecutor(8) as pool:
+    print(json.dumps(list(pool.map(call, incident.requests))))
+"""
+
+
+class GatewayAgents:
+    """The incidents' agents as a pod of the namespace calling the gateway's HTTP API by its
+    Service's cluster DNS name (runonce/ops/demo.py ``Agents``)."""
+
+    def __init__(self, release: Release, run_id: str) -> None:
+        assert release.demo_token is not None
+        self._release, self._token, self._run_id = release, release.demo_token, run_id
+
+    def submit(self, incident: Incident) -> list[str]:
+        pod = f"incident-{incident.name.replace('_', '-')}-{self._run_id}"
+        out = run_pod(self._release.namespace, pod, ["python3", "-c", INCIDENT_AGENTS, self._release.gateway_url,
+                                                     self._token, self._run_id, incident.name], timeout_s=300)
+        answers = json.loads(out.strip().splitlines()[-1])
+        unpublished = [a for a in answers if not a[1]]
+        if unpublished:
+            raise Failed(f"{incident.name}: {len(unpublished)} calls published nothing, e.g. {unpublished[:3]}")
+        say(f"  {incident.name}: {len(answers)} calls through {self._release.gateway_url}, answered "
+            f"{dict(Counter(a[0] for a in answers))}")
+        return [str(a[1]) for a in answers]
+
+
+class ChartFleet:
+    """The chart's executor pods (runonce/ops/demo.py ``Fleet``): installed with every vendor of
+    the stage's connectors file, each consuming actions.approved since the install."""
+
+    def __init__(self, release: Release) -> None:
+        self._release = release
+
+    def start(self, connectors: Path, vendors: list[str], run_id: str) -> None:
+        for vendor in vendors:
+            name = self._release.set_of(f"executor-{dns_name(vendor)}")
+            kubectl("rollout", "status", "-n", self._release.namespace, f"statefulset/{name}", "--timeout", "120s",
+                    timeout_s=130)
+        say(f"the chart's executors of {', '.join(vendors)} ready")
+
+    def stop(self) -> None:
+        """The release's: left to the script's end (and --uninstall)."""
+
+
+def seed_incidents(release: Release) -> None:
+    """The table ``scripts/run.sh`` prints, the agents in a pod calling the gateway's Service, the
+    stream worker and every executor the chart's; effects counted on the sandbox's ledgers and
+    the refunds table, straight calls made from this node as the agents made them."""
+    from runonce.ops.demo import DemoAccess, format_table, run_demo
+
+    assert release.stage is not None
+    at = time.monotonic()
+    run_id = uuid.uuid4().hex[:8]
+    access = DemoAccess(agent=release.access("agent"), approver=release.access("approver"),
+                        observer=release.admin.kafka_access(), executor=release.access("executor"), executor_env={})
+    rows = run_demo(release.admin, say, access=access, fleet=ChartFleet(release),
+                    agents=GatewayAgents(release, run_id), stage=release.stage, run_id=run_id)
+    print(format_table(rows))
+    timed("the seed's incidents through the gateway's Service", at)
+    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
+    if surprises:
+        raise Failed(f"the incidents: {surprises}")
 
 
 # -- the storm -----------------------------------------------------------------------------
@@ -519,6 +650,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="the storm's actions per second")
     parser.add_argument("--short", action="store_true", help="the storm rolls one executor, not each")
     parser.add_argument("--cut", action="store_true", help="the broker cut while agents call the gateway's Service")
+    parser.add_argument("--incidents", action="store_true",
+                        help="the seed's incidents through the gateway's Service (the table scripts/run.sh prints); "
+                             "installs an executor for every sandbox vendor and PostgreSQL")
     args = parser.parse_args()
     # SIGTERM (kill, a CI timeout) ends as Ctrl-C does: the broker and the sandbox stop
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -527,10 +661,14 @@ def main() -> int:
     started = time.monotonic()
     admin, broker, users = start_broker(folder / "broker")
     sandbox = LocalVendors(folder / "sandbox", host=POD_GATEWAY).start()
+    postgres = LocalPostgres(folder / "postgres", host=POD_GATEWAY)
     try:
         timed(f"the secured broker on {admin.bootstrap_servers()} and the sandbox on {POD_GATEWAY}", started)
-        release = install(args, folder, admin, broker, users, sandbox)
+        stage = Stage.of(sandbox, postgres.start()) if args.incidents else None
+        release = install(args, folder, admin, broker, users, sandbox, stage)
         check_call(release)
+        if args.incidents:
+            seed_incidents(release)
         if args.storm:
             storm(release, args)
         if args.cut:
@@ -550,6 +688,7 @@ def main() -> int:
             kubectl("delete", "namespace", args.namespace, "--ignore-not-found", "--wait", timeout_s=300, check=False)
             release_volumes()
             sandbox.stop()
+            postgres.stop()
             broker.stop()
         else:
             say(f"left running: the release {args.release} in {args.namespace}, the broker, the sandbox (this "
@@ -559,6 +698,7 @@ def main() -> int:
                     time.sleep(3600)
             except KeyboardInterrupt:
                 sandbox.stop()
+                postgres.stop()
                 broker.stop()
 
 

@@ -4,6 +4,7 @@ ledgers, not from runonce's own counters."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -69,8 +70,27 @@ def _orders_db(postgres: LocalPostgres, folder: Path) -> str:
         conn.execute(REFUNDS_TABLE)
     dsn_file = folder / "orders-dsn"
     write_private(dsn_file, postgres.dsn)
-    return (f'\n[vendors.orders_db]\nkind = "postgres"\ndsn = {{ file = "{dsn_file}" }}\n'
+    ca = "" if postgres.ca_file is None else f'ca_file = "{postgres.ca_file}"\n'
+    return (f'\n[vendors.orders_db]\nkind = "postgres"\ndsn = {{ file = "{dsn_file}" }}\n{ca}'
             f'[vendors.orders_db.tools.issue_refund]\nsql = "{REFUND_SQL}"\n')
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """What the incidents reach: the sandbox vendors, the team's own database, and the connectors
+    file naming both (the executors' and the straight calls')."""
+
+    sandbox: LocalVendors
+    postgres: LocalPostgres
+    connectors: Path
+
+    @classmethod
+    def of(cls, sandbox: LocalVendors, postgres: LocalPostgres) -> Stage:
+        """Both started: the connectors file written beside the sandbox's."""
+        path = sandbox.write_connectors()
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(_orders_db(postgres, sandbox.folder))
+        return cls(sandbox, postgres, path)
 
 
 def _refund_rows(postgres: LocalPostgres) -> Callable[[], int]:
@@ -115,45 +135,77 @@ class Fleet(Protocol):
         """Stop every one started, waiting for each to end."""
 
 
+class Agents(Protocol):
+    """How the incidents' agents reach runonce: by default the SDK, straight to Kafka
+    (``SdkAgents``); ``scripts/cluster.py --incidents`` calls the gateway's HTTP API from a pod,
+    by its Service's cluster DNS name."""
+
+    def submit(self, incident: Incident) -> list[str]:
+        """Every request of the incident, each with its key; the action ids once all are published."""
+
+
+class SdkAgents:
+    """One Submitter (agent ``demo``) for every incident's requests."""
+
+    def __init__(self, submitter: Submitter) -> None:
+        self._submitter = submitter
+
+    def submit(self, incident: Incident) -> list[str]:
+        ids = [self._submitter.submit(r.tool, r.params, idempotency_key=r.idempotency_key)
+               for r in incident.requests]
+        self._submitter.flush()
+        return ids
+
+
 def run_demo(settings: Settings, progress: Progress, access: DemoAccess | None = None,
-             fleet: Fleet | None = None) -> list[Row]:
+             fleet: Fleet | None = None, agents: Agents | None = None, stage: Stage | None = None,
+             run_id: str | None = None) -> list[Row]:
+    """The table's rows. Without ``stage`` the sandbox and PostgreSQL are started (on loopback)
+    and stopped here; without ``agents`` the SDK submits as agent ``demo``."""
     access = access or DemoAccess.unsecured(settings)
     fleet = fleet or ProcessFleet(settings, access, progress)
-    sandbox = LocalVendors(settings.home / "demo-sandbox").start()
-    postgres = LocalPostgres(settings.home / "demo-postgres")
+    with contextlib.ExitStack() as owned:
+        if stage is None:
+            sandbox = LocalVendors(settings.home / "demo-sandbox").start()
+            owned.callback(sandbox.stop)
+            postgres = LocalPostgres(settings.home / "demo-postgres")
+            owned.callback(postgres.stop)
+            postgres.start()
+            progress(f"started PostgreSQL on 127.0.0.1:{postgres.port} (the refund row's database)")
+            stage = Stage.of(sandbox, postgres)
+        if agents is None:
+            agents = SdkAgents(owned.enter_context(Submitter(access.agent, agent_id="demo")))
+        return _replay(settings.with_(connectors_file=stage.connectors), progress, access, fleet, agents, stage,
+                       run_id or uuid.uuid4().hex[:8])
+
+
+def _replay(local: Settings, progress: Progress, access: DemoAccess, fleet: Fleet, agents: Agents, stage: Stage,
+            run_id: str) -> list[Row]:
+    built = registry.load(local.connectors_path, local.environ)
+    connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
     rows = []
+    fleet.start(local.connectors_path, sorted(built), run_id)
     try:
-        postgres.start()
-        progress(f"started PostgreSQL on 127.0.0.1:{postgres.port} (the refund row's database)")
-        path = sandbox.write_connectors()
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(_orders_db(postgres, sandbox.folder))
-        local = settings.with_(connectors_file=path)
-        built = registry.load(local.connectors_path, local.environ)
-        connectors = {tool: v.connector for v in built.values() for tool in v.connector.tools}
-        run_id = uuid.uuid4().hex[:8]
-        fleet.start(local.connectors_path, sorted(built), run_id)
-        ledger, refunds = sandbox.vendors.ledger.count, _refund_rows(postgres)
-        with DecisionWatcher(access.observer) as decisions, Submitter(access.agent, agent_id="demo") as sub:
+        ledger, refunds = stage.sandbox.vendors.ledger.count, _refund_rows(stage.postgres)
+        with DecisionWatcher(access.observer) as decisions:
             results = ResultWatcher(access.observer)
             try:
                 for incident in [*incidents(run_id), refund_race(run_id)]:
                     count = refunds if incident.name == "refund_race" else ledger
                     without = _straight(incident, connectors, count)
-                    with_runonce, reasons = _through_runonce(incident, sub, decisions, results, count)
+                    with_runonce, reasons = _through_runonce(incident, agents, decisions, results, count)
                     progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
                     rows.append(Row(incident, without, with_runonce, reasons))
                 incident = approval_race(run_id)
                 without = _straight(incident, connectors, ledger)
-                with_runonce, reasons = _through_approvals(incident, access.approver, sub, decisions, results, ledger)
+                with_runonce, reasons = _through_approvals(incident, access.approver, agents, decisions, results,
+                                                           ledger)
                 progress(f"  {incident.name}: {without} side effects without runonce, {with_runonce} with")
                 rows.append(Row(incident, without, with_runonce, reasons))
             finally:
                 results.close()
     finally:
         fleet.stop()
-        sandbox.stop()
-        postgres.stop()
     return rows
 
 
@@ -198,11 +250,10 @@ def _straight(incident: Incident, connectors: dict[str, Connector], count: Calla
     return count() - before
 
 
-def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatcher, results: ResultWatcher,
+def _through_runonce(incident: Incident, agents: Agents, decisions: DecisionWatcher, results: ResultWatcher,
                      count: Callable[[], int]) -> tuple[int, Counter[str]]:
     before = count()
-    ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
-    sub.flush()
+    ids = agents.submit(incident)
     decided = decisions.wait(ids, timeout_s=180)
     deadline = time.monotonic() + 180
     views = [DecisionView.of(d) for d in decided.values()]
@@ -214,12 +265,11 @@ def _through_runonce(incident: Incident, sub: Submitter, decisions: DecisionWatc
     return count() - before, reasons
 
 
-def _through_approvals(incident: Incident, bootstrap: KafkaTarget, sub: Submitter, decisions: DecisionWatcher,
+def _through_approvals(incident: Incident, bootstrap: KafkaTarget, agents: Agents, decisions: DecisionWatcher,
                        results: ResultWatcher, count: Callable[[], int]) -> tuple[int, Counter[str]]:
     """Both workers submit the held action, then both approve it at the same moment."""
     before = count()
-    ids = [sub.submit(r.tool, r.params, idempotency_key=r.idempotency_key) for r in incident.requests]
-    sub.flush()
+    ids = agents.submit(incident)
     views = [DecisionView.of(d) for d in decisions.wait(ids, timeout_s=180).values()]
     held = [v.action_id for v in views if v.outcome is Outcome.HOLD]
     if len(held) != 1:

@@ -1,6 +1,9 @@
 """A real PostgreSQL for tests and demos: Debian's ``postgresql`` package (``scripts/setup.sh``
 installs it), a cluster made by ``initdb`` in a folder of the caller's, started by ``pg_ctl`` on
-a free loopback port with password (SCRAM) authentication, and stopped whatever happens.
+a free loopback port with password (SCRAM) authentication, and stopped whatever happens. Given
+another address (``host``: the pods' bridge, for scripts/cluster.py), it listens there too and
+takes connections from off the machine over TLS alone (its own CA; ``dsn`` then says
+``sslmode=verify-full`` and ``ca_file`` is the CA), as runonce's postgres connector asks.
 
 PostgreSQL refuses to run as root; as root the cluster belongs to the ``postgres`` user the
 Debian package creates, and its programs run as that user (``runuser``)."""
@@ -14,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from runonce.connectors.toolkit.tls import is_loopback
 from runonce.devbroker.broker import free_ports
 
 USER = "runonce"
@@ -34,7 +38,7 @@ def pg_bin(program: str) -> str:
 class LocalPostgres:
     """One cluster in ``folder``; ``dsn`` reaches its database ``runonce`` as user ``runonce``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, host: str = "127.0.0.1") -> None:
         self._as_root = os.geteuid() == 0
         if self._as_root:  # the caller's folder may sit under one the postgres user cannot enter (0700)
             folder = Path(tempfile.mkdtemp(prefix="runonce-pg-"))
@@ -43,8 +47,12 @@ class LocalPostgres:
         self.data = folder / "data"
         self.port = free_ports(1)[0]
         self.password = os.urandom(12).hex()
-        self.dsn = (f"host=127.0.0.1 port={self.port} dbname={DATABASE} user={USER} "
-                    f"password={self.password} sslmode=disable connect_timeout=5")
+        self.host = host
+        #: the CA of the server's certificate when it listens off loopback, else None
+        self.ca_file: Path | None = None if is_loopback(host) else folder / "ca.pem"
+        tls = "sslmode=disable" if self.ca_file is None else f"sslmode=verify-full sslrootcert={self.ca_file}"
+        self.dsn = (f"host={host} port={self.port} dbname={DATABASE} user={USER} "
+                    f"password={self.password} {tls} connect_timeout=5")
 
     def _run(self, argv: list[str]) -> str:
         if self._as_root:
@@ -65,12 +73,36 @@ class LocalPostgres:
                    "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"])
         pwfile.unlink()
         with open(self.data / "postgresql.conf", "a", encoding="utf-8") as conf:  # initdb -c is 16+
-            conf.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
-                       f"unix_socket_directories = '{self.folder}'\nmax_connections = 60\n")
+            conf.write(f"listen_addresses = '{', '.join(dict.fromkeys(['127.0.0.1', self.host]))}'\n"
+                       f"port = {self.port}\nunix_socket_directories = '{self.folder}'\nmax_connections = 60\n")
+            if self.ca_file is not None:
+                conf.write(self._tls())
         self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "postgres.log"), "-w", "-t", "60",
                    "start"])
         self._createdb()
         return self
+
+    def _tls(self) -> str:
+        """A certificate for ``host`` from a CA of its own, and every connection from off loopback
+        over TLS (``hostssl``; pg_hba.conf's first matching line wins)."""
+        import trustme
+
+        assert self.ca_file is not None
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        if self._as_root:
+            os.chmod(self.folder, 0o755)  # the CA is public; the key below is the postgres user's alone
+        served = ca.issue_cert(self.host)
+        served.cert_chain_pems[0].write_to_path(str(self.data / "server.crt"))
+        served.private_key_pem.write_to_path(str(self.data / "server.key"))
+        os.chmod(self.data / "server.key", 0o600)
+        if self._as_root:
+            for name in ("server.crt", "server.key"):
+                shutil.chown(self.data / name, "postgres", "postgres")
+        hba = self.data / "pg_hba.conf"
+        hba.write_text("hostnossl all all 0.0.0.0/0 reject\nhostssl all all 0.0.0.0/0 scram-sha-256\n"
+                       + hba.read_text())
+        return "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n"
 
     def _createdb(self) -> None:
         import psycopg
