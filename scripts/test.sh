@@ -3,6 +3,9 @@
 # (free ports, a temporary folder) and stops it at the end, whatever happens: first the
 # main suite on a plaintext broker, then tests/security on a SASL + ACL broker; last, the
 # wheel as the Docker image installs it (scripts/wheel_check.sh: its own broker, for the demo).
+# The main suite runs on two pytest-xdist workers, each with a broker of its own: most of its
+# time is waiting on brokers and subprocesses, so two side by side take ~13 min where one took
+# ~21 (a module's tests stay together, in order; tests/conftest.py says which run alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phase() { echo "== $* ($(( SECONDS / 60 ))m$(( SECONDS % 60 ))s in) =="; }
@@ -16,7 +19,7 @@ phase "import-linter: each layer imports only the layers below it"
 phase "mkdocs build --strict: the docs build, and a broken link fails"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 phase "pytest: main suite (plaintext broker)"
-.venv/bin/pytest --ignore=tests/security "$@"
+.venv/bin/pytest --ignore=tests/security -n "${RUNONCE_TEST_WORKERS:-2}" --dist loadgroup "$@"
 phase "pytest: security suite (SASL_SSL + SCRAM, mTLS, OIDC, StandardAuthorizer broker)"
 .venv/bin/pytest tests/security "$@"
 phase "bench/run.sh small (2,000 actions, throughput only, every implementation): the documented benchmark runs on a clean clone"

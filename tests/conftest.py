@@ -16,10 +16,24 @@ from runonce.testkit import faults as network_faults
 from runonce.testkit.faults import Faults
 from runonce.testkit.postgres import LocalPostgres
 
+#: modules that change what the whole machine shares (iptables chains, the injector's cgroups)
+MACHINE_WIDE = "machine-wide-faults"
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Fault tests kill and pause the session's broker: run them after everything else."""
+    """Fault tests kill and pause the session's broker: run them after everything else.
+
+    Under pytest-xdist (scripts/test.sh runs the main suite on two workers, each with a broker of
+    its own, ``--dist loadgroup``) a module's tests stay together on one worker, in order (some
+    read what the module's earlier tests left: ``test_no_planted_secret...`` runs last); and every
+    module touching the machine's iptables or cgroups is one group, so no test sees another's
+    rules as its own leftovers."""
     items.sort(key=lambda item: item.get_closest_marker("faults") is not None)  # stable: order kept otherwise
+    machine_wide = {item.path for item in items
+                    if "faults" in getattr(item, "fixturenames", ()) or item.path.name == "test_network_faults.py"}
+    for item in items:
+        group = MACHINE_WIDE if item.path in machine_wide else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +87,9 @@ def faults() -> Iterator[Faults]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Nothing a fault test did may outlive the session (iptables rules, cgroups)."""
-    if network_faults.available() is not None:
+    """Nothing a fault test did may outlive the session (iptables rules, cgroups): checked once,
+    by the controller when pytest-xdist runs workers (a worker ending early would see another's)."""
+    if network_faults.available() is not None or hasattr(session.config, "workerinput"):
         return
     left = network_faults.leftovers()
     if left:

@@ -46,14 +46,17 @@ class StripeMock:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.port = free_ports(1)[0]
+        # its HTTPS listener too: by default it binds :12112, which a second stripe-mock (another
+        # test worker's, another clone's) would find taken and exit
+        self.port, self.https_port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> StripeMock:
         log = self.folder / "stripe-mock.log"
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([str(binary(STRIPE_MOCK)), "-http-addr", f"127.0.0.1:{self.port}"],
+        self.proc = subprocess.Popen([str(binary(STRIPE_MOCK)), "-http-addr", f"127.0.0.1:{self.port}",
+                                      "-https-addr", f"127.0.0.1:{self.https_port}"],
                                      stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         wait_http(f"{self.url}/v1/balance", self.proc, log, {"Authorization": "Bearer sk_test_probe"})
         return self
