@@ -83,8 +83,9 @@ class LocalPostgres:
         return self
 
     def _tls(self) -> str:
-        """A certificate for ``host`` from a CA of its own, and every connection from off loopback
-        over TLS (``hostssl``; pg_hba.conf's first matching line wins)."""
+        """A certificate for ``host`` from a CA of its own, and connections from off loopback over
+        TLS alone (``hostssl``: initdb's own lines take loopback only, so a plaintext connection
+        from elsewhere matches no line and is refused)."""
         import trustme
 
         assert self.ca_file is not None
@@ -100,8 +101,7 @@ class LocalPostgres:
             for name in ("server.crt", "server.key"):
                 shutil.chown(self.data / name, "postgres", "postgres")
         hba = self.data / "pg_hba.conf"
-        hba.write_text("hostnossl all all 0.0.0.0/0 reject\nhostssl all all 0.0.0.0/0 scram-sha-256\n"
-                       + hba.read_text())
+        hba.write_text(hba.read_text() + "hostssl all all 0.0.0.0/0 scram-sha-256\n")
         return "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n"
 
     def _createdb(self) -> None:
