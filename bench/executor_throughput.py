@@ -39,7 +39,7 @@ from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E40
 from bench.vendor_servers import approve as approve_many  # noqa: E402
 from runonce.connectors.executor import registry  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
-from runonce.connectors.vendors.sandbox.faults import Fault  # noqa: E402
+from runonce.connectors.vendors.sandbox.faults import VendorFault  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 
@@ -127,11 +127,11 @@ def main() -> int:
         vendors = sandbox.vendors
         try:
             if args.delay_ms:
-                vendors.state.faults.add(Fault(CHARGES, delay_s=args.delay_ms / 1000))
+                vendors.state.faults.add(VendorFault(CHARGES, delay_s=args.delay_ms / 1000))
             plain = sandbox_alone(sandbox, min(args.actions, 2000), args.max_in_flight)
             say(f"the sandbox alone, {args.max_in_flight} requests in flight: {plain:.0f} charges/s")
             if args.vendor_limit:
-                vendors.state.faults.add(Fault(CHARGES, rate_limit_per_s=args.vendor_limit))
+                vendors.state.faults.add(VendorFault(CHARGES, rate_limit_per_s=args.vendor_limit))
             row = run_executor(settings, sandbox, args.actions, args.max_batch, args.max_in_flight,
                                args.vendor_limit if args.our_rate is None else args.our_rate)
             row.update(delay_ms=args.delay_ms, sandbox_alone_per_s=round(plain),

@@ -25,7 +25,7 @@ LIVE_BOUND_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ProbeAnswer:
     ok: bool
     #: why, in a line: what a probe's body and a person reading it see
     reason: str
@@ -77,26 +77,26 @@ class Health:
             self._stopping = True
 
     # -- what a probe asks ---------------------------------------------------------------
-    def live(self) -> Verdict:
+    def live(self) -> ProbeAnswer:
         since = self._clock() - self._turned_at
         with self._lock:
             restoring = self._restoring
         if restoring:  # inside the assignment callback, which returns once every partition is restored
-            return Verdict(True, f"{self.name}: restoring the state of its partitions")
+            return ProbeAnswer(True, f"{self.name}: restoring the state of its partitions")
         if since > self.live_bound_s:
-            return Verdict(False, f"{self.name}: its loop has not turned for {since:.0f} s "
+            return ProbeAnswer(False, f"{self.name}: its loop has not turned for {since:.0f} s "
                                   f"(bound {self.live_bound_s:.0f} s)")
-        return Verdict(True, f"{self.name}: its loop turned {since:.1f} s ago")
+        return ProbeAnswer(True, f"{self.name}: its loop turned {since:.1f} s ago")
 
-    def ready(self) -> Verdict:
+    def ready(self) -> ProbeAnswer:
         with self._lock:
             started, joined, restoring, stopping = self._started, self._joined, self._restoring, self._stopping
         if stopping:
-            return Verdict(False, f"{self.name}: stopping (SIGTERM): finishing its transaction")
+            return ProbeAnswer(False, f"{self.name}: stopping (SIGTERM): finishing its transaction")
         if not started:
-            return Verdict(False, f"{self.name}: initialising its transactional producer")
+            return ProbeAnswer(False, f"{self.name}: initialising its transactional producer")
         if restoring:
-            return Verdict(False, f"{self.name}: restoring the state of its partitions")
+            return ProbeAnswer(False, f"{self.name}: restoring the state of its partitions")
         if not joined:
-            return Verdict(False, f"{self.name}: waiting for its group to give it partitions")
-        return Verdict(True, f"{self.name}: ready")
+            return ProbeAnswer(False, f"{self.name}: waiting for its group to give it partitions")
+        return ProbeAnswer(True, f"{self.name}: ready")

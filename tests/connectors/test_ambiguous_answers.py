@@ -13,7 +13,7 @@ from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, Connector
 from runonce.connectors.toolkit.errors import OutcomeUnknown, TransientVendorError
 from runonce.connectors.vendors.jira import label
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.connectors.vendors.smtp import SmtpConnector
@@ -26,20 +26,20 @@ FAST = RetryPolicy(max_attempts=4, base_backoff_s=0.01)
 
 @pytest.mark.parametrize("status", [500, 502, 504])
 def test_a_5xx_may_have_been_performed(vendors: VendorServer, status: int) -> None:
-    vendors.state.faults.add(Fault(POST, fail_after_effect=1, after_effect_status=status))
+    vendors.state.faults.add(VendorFault(POST, fail_after_effect=1, after_effect_status=status))
     with pytest.raises(OutcomeUnknown, match=f"HTTP {status} may have been performed"):
         post(vendors, "#c", "t")
 
 
 @pytest.mark.parametrize("status", [429, 503])
 def test_429_and_503_say_not_performed(vendors: VendorServer, status: int) -> None:
-    vendors.state.faults.add(Fault(POST, fail_after_effect=1, after_effect_status=status))
+    vendors.state.faults.add(VendorFault(POST, fail_after_effect=1, after_effect_status=status))
     with pytest.raises(TransientVendorError, match=f"HTTP {status}"):
         post(vendors, "#c", "t")
 
 
 def test_slack_posted_then_502_is_in_doubt_never_posted_again(vendors: VendorServer) -> None:
-    vendors.state.faults.add(Fault(POST, fail_after_effect=1, after_effect_status=502))
+    vendors.state.faults.add(VendorFault(POST, fail_after_effect=1, after_effect_status=502))
     text = f"deploy done {uuid.uuid4().hex[:6]}"
     call = ActionCall("a1", "post_slack_message", {"channel": "#ops", "text": text}, "k1")
     outcome = ActionRunner(slack_connector(vendors), FAST, sleep=lambda _s: None).perform(call)
@@ -49,7 +49,7 @@ def test_slack_posted_then_502_is_in_doubt_never_posted_again(vendors: VendorSer
 
 
 def test_jira_created_then_504_is_found_by_its_state_check(vendors: VendorServer) -> None:
-    vendors.state.faults.add(Fault(ISSUE, fail_after_effect=1, after_effect_status=504))
+    vendors.state.faults.add(VendorFault(ISSUE, fail_after_effect=1, after_effect_status=504))
     jira = jira_connector(vendors, check_lag_s=0.0)
     call = ActionCall("a2", "create_jira_ticket", {"project": "SUP", "customer_id": "c", "description": "d"},
                       f"k-{uuid.uuid4().hex[:6]}")
@@ -62,7 +62,7 @@ def test_jira_created_then_504_is_found_by_its_state_check(vendors: VendorServer
 
 def test_payments_charged_then_502_asks_again_with_the_same_key(vendors: VendorServer,
                                                                 connectors: dict[str, Connector]) -> None:
-    vendors.state.faults.add(Fault("/v1/charges", fail_after_effect=1, after_effect_status=502))
+    vendors.state.faults.add(VendorFault("/v1/charges", fail_after_effect=1, after_effect_status=502))
     key = f"order-{uuid.uuid4().hex[:6]}"
     call = ActionCall("a3", "charge_payment", {"card": "tok", "amount_cents": 500}, key)
     outcome = ActionRunner(connectors["payments"], FAST, sleep=lambda _s: None).perform(call)
@@ -91,7 +91,7 @@ def test_payments_charged_then_500_until_the_retries_run_out_is_in_doubt_never_f
     in_doubt, one charge. Catches a Stripe 5xx classified as "not performed"
     (TransientVendorError in ``stripe._raise_for_stripe``): the action would end failed with
     the card charged."""
-    vendors.state.faults.add(Fault("/v1/charges", fail_after_effect=FAST.max_attempts, after_effect_status=500))
+    vendors.state.faults.add(VendorFault("/v1/charges", fail_after_effect=FAST.max_attempts, after_effect_status=500))
     key = f"order-{uuid.uuid4().hex[:6]}"
     call = ActionCall("a5", "charge_payment", {"card": "tok", "amount_cents": 500}, key)
     outcome = ActionRunner(connectors["payments"], FAST, sleep=lambda _s: None).perform(call)

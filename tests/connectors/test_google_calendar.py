@@ -21,7 +21,7 @@ from runonce.connectors.toolkit.bearer import StaticBearer
 from runonce.connectors.toolkit.errors import PermanentVendorError
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.vendors.google_calendar import GoogleCalendarConnector, ServiceAccount, event_id
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.ledger import Request
@@ -105,7 +105,7 @@ def test_a_lost_answer_inserts_again_and_the_calendar_refuses_the_copy(local: Lo
     """Google inserted the event, then the answer was lost: the runner inserts again with the
     same id, the calendar answers 409 duplicate, and the connector answers with the event."""
     call = _event()
-    vendors.state.faults.add(Fault(CALENDARS + str(call.params["calendar_id"]), method="POST", drop_response=1))
+    vendors.state.faults.add(VendorFault(CALENDARS + str(call.params["calendar_id"]), method="POST", drop_response=1))
     outcome = ActionRunner(_connector(local), FAST, sleep=lambda _s: None).perform(call)
     assert outcome.status is Status.SUCCEEDED and outcome.vendor_ref == event_id(call), outcome
     requests = _calendar_requests(vendors, call)

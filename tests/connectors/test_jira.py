@@ -74,9 +74,9 @@ def test_what_jira_refuses_is_failed_with_its_reason(vendors: VendorServer) -> N
 def test_a_created_answer_without_an_issue_key_is_resolved_by_the_state_check(vendors: VendorServer) -> None:
     """A 201 whose body names no issue (a proxy's, a mock's): the issue exists, and its label
     finds its key. Catches ``perform`` recording it ``succeeded`` with vendor_ref 'None'."""
-    from runonce.connectors.vendors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import VendorFault
 
-    vendors.state.faults.add(Fault(ISSUE, method="POST", fail_after_effect=1, after_effect_status=201))
+    vendors.state.faults.add(VendorFault(ISSUE, method="POST", fail_after_effect=1, after_effect_status=201))
     call = _ticket()
     outcome = ActionRunner(jira_connector(vendors, check_lag_s=0.0), FAST, sleep=lambda _s: None).perform(call)
     assert outcome.status is Status.SUCCEEDED and (outcome.vendor_ref or "").startswith("SUP-"), outcome

@@ -23,7 +23,7 @@ from runonce.connectors.toolkit.errors import PermanentVendorError, TransientVen
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.vendors.kubeconfig import ApiServer, KubeconfigError, from_kubeconfig, in_cluster
 from runonce.connectors.vendors.kubernetes import ACTION_ANNOTATION, KEEP, RESTARTED_AT, KubernetesConnector, annotation
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.ledger import Request
 from runonce.connectors.vendors.sandbox.local import LocalVendors
@@ -91,7 +91,7 @@ def test_a_lost_answer_finds_the_restart_and_never_restarts_again(local: LocalVe
     reads the workload, finds the action's annotation, and does not patch again."""
     call = _restart()
     path = DEPLOYMENTS + call.params["service"]
-    vendors.state.faults.add(Fault(path, method="PATCH", drop_response=1))
+    vendors.state.faults.add(VendorFault(path, method="PATCH", drop_response=1))
     outcome = ActionRunner(_connector(local), FAST, sleep=lambda _s: None).perform(call)
     assert outcome.status is Status.SUCCEEDED, outcome
     methods = [r.method for r in vendors.ledger.requests(path)]

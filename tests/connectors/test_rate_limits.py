@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.wire.results import Status
 from tests.support.slack import POST, post, slack_connector
@@ -22,7 +22,7 @@ IN_FLIGHT = 16
 
 
 def test_a_refusal_holds_every_call_so_none_is_refused_twice(vendors: VendorServer) -> None:
-    vendors.state.faults.add(Fault(POST, rate_limit_per_s=LIMIT_PER_S))
+    vendors.state.faults.add(VendorFault(POST, rate_limit_per_s=LIMIT_PER_S))
     # Another client of the vendor has just spent its window: our first calls meet 429s.
     for i in range(LIMIT_PER_S):
         post(vendors, "#other", f"neighbour {i}")

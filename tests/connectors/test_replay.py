@@ -78,11 +78,11 @@ def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: Vend
                                                                    connectors: dict[str, Connector]) -> None:
     """The vendor charged, but the answer was lost; then it failed twice: one charge in the end."""
     from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
-    from runonce.connectors.vendors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import VendorFault
     from runonce.wire.results import Status
 
-    vendors.state.faults.add(Fault("/v1/charges", drop_response=1))
-    vendors.state.faults.add(Fault("/v1/charges", fail_500=2))
+    vendors.state.faults.add(VendorFault("/v1/charges", drop_response=1))
+    vendors.state.faults.add(VendorFault("/v1/charges", fail_500=2))
     runner = ActionRunner(connectors["payments"], RetryPolicy(max_attempts=5, base_backoff_s=0.01))
     call = ActionCall("a1", "charge_payment", {"card": "tok", "amount_cents": 700}, "booking-9")
     outcome = runner.perform(call)
@@ -92,8 +92,8 @@ def test_a_dropped_response_and_500s_are_retried_with_the_same_key(vendors: Vend
 
 def test_a_slow_vendor_is_outcome_unknown_not_failed(vendors: VendorServer) -> None:
     from runonce.connectors.toolkit.errors import OutcomeUnknown
-    from runonce.connectors.vendors.sandbox.faults import Fault
-    vendors.state.faults.add(Fault(POST, delay_s=1.5))
+    from runonce.connectors.vendors.sandbox.faults import VendorFault
+    vendors.state.faults.add(VendorFault(POST, delay_s=1.5))
     with pytest.raises(OutcomeUnknown, match="no answer within 1 s"):
         slack_connector(vendors, timeout_s=1.0).perform(ActionCall("a", "post_slack_message",
                                                                    {"channel": "#c", "text": "t"}, "k"))

@@ -11,7 +11,7 @@ from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.vendors.salesforce import SalesforceConnector
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.wire.results import Status
@@ -50,7 +50,7 @@ def test_a_write_whose_answer_was_lost_is_found_set_and_not_written_again(local:
     field, finds the value, and does not write it again."""
     call = _update()
     path = f"{SOBJECTS}Opportunity/{call.params['record_id']}"
-    vendors.state.faults.add(Fault(path, method="PATCH", drop_response=1))
+    vendors.state.faults.add(VendorFault(path, method="PATCH", drop_response=1))
     outcome = ActionRunner(_connector(local), FAST, sleep=lambda _s: None).perform(call)
     assert outcome is not None and outcome.status is Status.SUCCEEDED, outcome
     methods = [r.method for r in vendors.ledger.requests(path)]

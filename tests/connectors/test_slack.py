@@ -22,7 +22,7 @@ from runonce.connectors.toolkit.errors import (
 )
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.transport import HttpResult
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.slack import SlackConnector, SlackWebhookConnector, _raise_for_slack
@@ -78,7 +78,7 @@ def test_a_wrong_token_is_a_clear_permanent_failure_that_names_slack_not_the_tok
 
 def test_a_post_whose_answer_is_lost_is_in_doubt_and_never_posted_again(vendors: VendorServer) -> None:
     """Slack posted, then the connection dropped: a second post would be a second message."""
-    vendors.state.faults.add(Fault(POST, drop_response=1))
+    vendors.state.faults.add(VendorFault(POST, drop_response=1))
     text = f"deploy done {uuid.uuid4().hex[:6]}"
     outcome = ActionRunner(slack_connector(vendors), FAST, sleep=lambda _s: None).perform(_call(text))
     assert outcome is not None and outcome.status is Status.IN_DOUBT, outcome
@@ -86,7 +86,7 @@ def test_a_post_whose_answer_is_lost_is_in_doubt_and_never_posted_again(vendors:
 
 
 def test_slacks_rate_limit_is_the_vendors_limit(vendors: VendorServer) -> None:
-    vendors.state.faults.add(Fault(POST, rate_limit_per_s=1))
+    vendors.state.faults.add(VendorFault(POST, rate_limit_per_s=1))
     connector = slack_connector(vendors)
     connector.perform(_call("first"))
     with pytest.raises(RateLimited) as refused:

@@ -15,7 +15,7 @@ from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.errors import PermanentVendorError
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.webhooks import StandardWebhookConnector
@@ -54,7 +54,7 @@ def test_a_retry_after_a_lost_answer_sends_the_same_id_and_the_receiver_acts_onc
         local: LocalVendors, vendors: VendorServer, connectors: dict[str, object]) -> None:
     """The receiver restarted the service, then the answer was lost; the retry carries the
     same webhook-id (newly timestamped and signed), so the receiver does not restart it again."""
-    vendors.state.faults.add(Fault(HOOK, drop_response=1))
+    vendors.state.faults.add(VendorFault(HOOK, drop_response=1))
     key = f"restart-{uuid.uuid4().hex[:8]}"
     outcome = ActionRunner(connectors["webhook"], FAST, sleep=lambda _s: None).perform(_restart(key))  # type: ignore[arg-type]
     assert outcome is not None and outcome.status is Status.SUCCEEDED, outcome

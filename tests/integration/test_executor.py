@@ -14,7 +14,7 @@ from confluent_kafka.admin import NewTopic
 
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.vendors.jira import label as jira_label
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.smtp import SmtpConnector
@@ -365,7 +365,7 @@ def test_a_lagging_jira_search_never_makes_a_second_ticket(broker: Settings,
                       {"project": "SUP", "customer_id": "c", "description": key}, key)
     env = {**sandboxes.env({"jira": {"search_lag_s": "8"}}), **FAST_TAKEOVER}
     argv = ["executor", "--vendor", "jira", "--source-topic", source, "--group", f"g-{key}"]
-    vendors.state.faults.add(Fault("/rest/api/3/search/jql", index_lag_s=5.0))
+    vendors.state.faults.add(VendorFault("/rest/api/3/search/jql", index_lag_s=5.0))
     try:
         doomed = RunonceProcess(broker, "exec-jira-lag", argv, tmp_path,
                                 {**env, "RUNONCE_EXECUTOR_FAILPOINT": "after_call"})

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import pytest
 
 from runonce.connectors.toolkit.base import ActionCall
-from runonce.connectors.vendors.sandbox.faults import Fault
+from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.smtp import SmtpConnector
@@ -191,7 +191,7 @@ def test_broker_and_executor_faults_under_load_lose_and_double_nothing(
 
         # Slow the payments vendor so the paused executor is mid-call, with its intent committed:
         # paused right after a charge reached the vendor, whose answer takes 1 s.
-        vendors.state.faults.add(Fault("/v1/charges", delay_s=1.0))
+        vendors.state.faults.add(VendorFault("/v1/charges", delay_s=1.0))
         zombie = executors["payments-0"]
         assert zombie.proc is not None
         # Charges of the test's own, so the pause meets a call whatever the load's timing: the

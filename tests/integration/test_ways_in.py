@@ -161,11 +161,11 @@ def test_a_denied_tool_is_not_offered_and_a_call_to_it_is_refused(
 
 def test_a_vendor_that_never_answers_is_in_doubt_not_a_hang(
         stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
-    from runonce.connectors.vendors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import VendorFault
 
     vendors, _, env = stack
     channel = f"ops-{uuid.uuid4().hex[:6]}"
-    vendors.state.faults.add(Fault(prefix="/api/chat.postMessage", drop_response=1))  # posts, then hangs up
+    vendors.state.faults.add(VendorFault(prefix="/api/chat.postMessage", drop_response=1))  # posts, then hangs up
 
     async def agent() -> tuple[str, dict[str, Any], bool]:
         async with stdio_session(env, "--timeout-s", "60") as session:
@@ -390,13 +390,13 @@ def test_a_response_stream_cut_mid_call_and_the_call_issued_again_charge_once(
     other replica. The charge was under way at the vendor (slow) when the link dropped.
     Catches: the same as above, and a gateway that answers a repeat before its original's
     outcome is known (the second answer would not carry the first's vendor_ref)."""
-    from runonce.connectors.vendors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import VendorFault
 
     balancer, one, _ = replicas
     vendors, _, _ = stack
     key = f"cut-{uuid.uuid4().hex[:8]}"
     charge = {"card": "tok_visa", "amount_cents": 990, "idempotency_key": key}
-    vendors.state.faults.add(Fault("/v1/charges", delay_s=2.0))  # the vendor is still working when the link drops
+    vendors.state.faults.add(VendorFault("/v1/charges", delay_s=2.0))  # the vendor is still working when the link drops
     balancer.cut_next(b'"tools/call"', after_s=0.5)
 
     async def agent() -> tuple[BaseException | None, tuple[str, dict[str, Any], bool]]:
@@ -577,11 +577,11 @@ def test_an_agent_on_the_legacy_1x_sdk_is_served_and_charged_once(
 def test_a_node_agent_retrying_a_slow_charge_four_times_is_charged_once(
         gateway: Gateway, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
     """The 4-charge incident, from JavaScript with fetch: four identical answers, one charge."""
-    from runonce.connectors.vendors.sandbox.faults import Fault
+    from runonce.connectors.vendors.sandbox.faults import VendorFault
 
     vendors, _, _ = stack
     key = f"order-{uuid.uuid4().hex[:8]}"
-    vendors.state.faults.add(Fault("/v1/charges", delay_s=2.0))  # a slow processor: the retries overlap it
+    vendors.state.faults.add(VendorFault("/v1/charges", delay_s=2.0))  # a slow processor: the retries overlap it
     try:
         run = subprocess.run(["node", str(Path(__file__).parents[1] / "node" / "four_retries.mjs"),
                               gateway.url, gateway.tokens["billing-agent"], key],

@@ -1,4 +1,4 @@
-"""Fault injection for sandboxes: per path prefix, delays, dropped responses, 500s before the
+"""Fault injection for the sandbox vendors: per path prefix, delays, dropped responses, 500s before the
 effect, 5xx after it, a search index that lags behind writes, and a rate limit."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class Fault:
+class VendorFault:
     prefix: str
     #: only requests of this method (``PATCH``); empty: every method
     method: str = ""
@@ -45,16 +45,16 @@ class Fault:
         return None
 
 
-def _on(f: Fault, path: str, method: str) -> bool:
+def _on(f: VendorFault, path: str, method: str) -> bool:
     return path.startswith(f.prefix) and (not f.method or not method or f.method == method)
 
 
-class Faults:
+class VendorFaults:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._faults: list[Fault] = []
+        self._faults: list[VendorFault] = []
 
-    def add(self, fault: Fault) -> None:
+    def add(self, fault: VendorFault) -> None:
         with self._lock:
             self._faults.append(fault)
 

@@ -19,7 +19,7 @@
   ``POST /rest/api/3/issue`` creates (the description must be an Atlassian Document, the
   project, summary and issue type are required, else 400 with Jira's ``errorMessages`` and
   ``errors``); ``GET /rest/api/3/search/jql?jql=labels = "L"`` finds, optionally lagging: a
-  ``Fault`` with ``index_lag_s`` hides new issues from search for a while;
+  ``VendorFault`` with ``index_lag_s`` hides new issues from search for a while;
   ``GET /rest/api/3/myself`` answers who the credentials are.
 * calendar  Google Calendar API v3 and its OAuth token endpoint (connectors/vendors/sandbox/google_calendar.py):
   ``POST /calendar/v3/calendars/<id>/events`` refuses a second event with one id (409 ``duplicate``).
@@ -52,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from runonce.connectors.vendors.sandbox.faults import Fault, Faults
+from runonce.connectors.vendors.sandbox.faults import VendorFault, VendorFaults
 from runonce.connectors.vendors.sandbox.google_calendar import GoogleCalendarApi, google_error
 from runonce.connectors.vendors.sandbox.kubernetes_api import KubernetesApi
 from runonce.connectors.vendors.sandbox.kubernetes_api import status as kubernetes_status
@@ -110,7 +110,7 @@ class VendorState:
         self.hook_ids: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.ledger = Ledger()
-        self.faults = Faults()
+        self.faults = VendorFaults()
         #: Stripe-style idempotency: key -> ("in_flight" | (status, body), request fingerprint)
         self.keys: dict[tuple[str, str], tuple[Any, str]] = {}
         self.issues: list[dict[str, Any]] = []
@@ -191,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             if body is None:
                 st.faults.clear()
             else:
-                st.faults.add(Fault(**body))
+                st.faults.add(VendorFault(**body))
             return self._send(200, {"ok": True})
         unauthorized = any(path.startswith(prefix) and self.headers.get("Authorization") != f"Bearer {key}"
                            for prefix, key in st.bearer_keys.items())

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from runonce.kafka.health import Health, Verdict
+from runonce.kafka.health import Health, ProbeAnswer
 
 
 class ProbeServer:
@@ -25,15 +25,15 @@ class ProbeServer:
                 if path == "/metrics":
                     self._send(HTTPStatus.OK, generate_latest(outer.registry), CONTENT_TYPE_LATEST)
                 elif path in ("/healthz", "/livez"):
-                    self._verdict(outer.health.live())
+                    self._answer(outer.health.live())
                 elif path == "/readyz":
-                    self._verdict(outer.health.ready())
+                    self._answer(outer.health.ready())
                 else:
                     self._send(HTTPStatus.NOT_FOUND, b"/metrics, /healthz, /readyz\n", "text/plain")
 
-            def _verdict(self, verdict: Verdict) -> None:
-                status = HTTPStatus.OK if verdict.ok else HTTPStatus.SERVICE_UNAVAILABLE
-                self._send(status, (verdict.reason + "\n").encode(), "text/plain; charset=utf-8")
+            def _answer(self, answer: ProbeAnswer) -> None:
+                status = HTTPStatus.OK if answer.ok else HTTPStatus.SERVICE_UNAVAILABLE
+                self._send(status, (answer.reason + "\n").encode(), "text/plain; charset=utf-8")
 
             def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
                 self.send_response(status)
