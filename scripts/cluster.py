@@ -6,6 +6,7 @@ team installs it:
     bash scripts/cluster.sh --storm --cut --uninstall   # and the proofs below (the full storm)
     bash scripts/cluster.sh --storm --short --cut --uninstall   # one of each step, shorter
     bash scripts/cluster.sh --incidents --uninstall   # the seed's incidents through the gateway's Service
+    bash scripts/cluster.sh --validate       # only the rendered chart validated by the API server (CI runs it)
 
 What it does, each step as a platform team would:
 - the dev broker secured (SASL_SSL + SCRAM, deny by default, runonce/kafka/acls.toml's grants),
@@ -337,6 +338,31 @@ def validate(name: str, namespace: str, values_file: Path) -> None:
     timed(f"{len(checked.stdout.splitlines())} rendered objects validated by the API server (--dry-run=server)", at)
 
 
+def validate_only(args: argparse.Namespace) -> int:
+    """The chart rendered with an install's values and validated by the API server in a
+    restricted namespace of its own, then the namespace deleted: no broker, no image, no pod."""
+    ns = f"{args.namespace}-validate"
+    folder = CACHE / "kube" / "validate"
+    folder.mkdir(parents=True, exist_ok=True)
+    kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
+    kubectl("create", "namespace", ns)
+    kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/enforce-version=latest")
+    sandbox = LocalVendors(folder / "sandbox", host=POD_GATEWAY).start()
+    try:
+        values_file = folder / "values.json"
+        values_file.write_text(json.dumps(values(f"{POD_GATEWAY}:9093",
+                                                 vendor_values(ns, sandbox.write_connectors(), set(VENDORS)))))
+        validate(args.release, ns, values_file)
+        return 0
+    except Failed as failed:
+        say(f"FAILED: {failed}")
+        return 1
+    finally:
+        sandbox.stop()
+        kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
 class Failed(Exception):
     """A step did not do what it should: said, with the namespace's state, and exit 1."""
 
@@ -653,7 +679,12 @@ def main() -> int:
     parser.add_argument("--incidents", action="store_true",
                         help="the seed's incidents through the gateway's Service (the table scripts/run.sh prints); "
                              "installs an executor for every sandbox vendor and PostgreSQL")
+    parser.add_argument("--validate", action="store_true",
+                        help="only validate the rendered chart with the API server (kubectl apply --dry-run=server) "
+                             "in a restricted namespace; no broker, no install")
     args = parser.parse_args()
+    if args.validate:
+        return validate_only(args)
     # SIGTERM (kill, a CI timeout) ends as Ctrl-C does: the broker and the sandbox stop
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     folder = CACHE / "kube" / "run"
