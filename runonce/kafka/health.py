@@ -85,7 +85,7 @@ class Health:
             return ProbeAnswer(True, f"{self.name}: restoring the state of its partitions")
         if since > self.live_bound_s:
             return ProbeAnswer(False, f"{self.name}: its loop has not turned for {since:.0f} s "
-                                  f"(bound {self.live_bound_s:.0f} s)")
+                                      f"(bound {self.live_bound_s:.0f} s)")
         return ProbeAnswer(True, f"{self.name}: its loop turned {since:.1f} s ago")
 
     def ready(self) -> ProbeAnswer:

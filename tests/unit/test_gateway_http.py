@@ -113,6 +113,9 @@ def test_each_refusal_has_its_status_and_none_is_a_500(door: Any) -> None:
         typed = http.post("/v1/actions/charge_payment", content=b'{"card": "tok"}',
                           headers={**billing, "Content-Type": content_type})
         assert typed.status_code == 415 and "application/json" in typed.text, (content_type, typed.text)
+    untyped = http.post("/v1/actions/charge_payment", content=b'{"card": "tok"}', headers=billing)  # no Content-Type
+    assert "content-type" not in {k.lower() for k in untyped.request.headers}
+    assert untyped.status_code == 415 and "application/json" in untyped.text, untyped.text
     assert client.submitted == []  # none of the refusals above was published
     misused = http.post("/v1/actions/charge_payment", json={"amount_cents": 999},
                         headers={**billing, "Idempotency-Key": "order-7"})

@@ -32,8 +32,21 @@ def test_live_while_the_loop_turns_and_not_once_it_is_stuck_past_its_bound() -> 
     assert health.live().ok
     health.turned()
     clock.now += 61
-    verdict = health.live()
-    assert not verdict.ok and "has not turned for 61 s" in verdict.reason
+    answer = health.live()
+    assert not answer.ok and "has not turned for 61 s" in answer.reason
+
+
+def test_the_default_bound_kills_a_loop_stuck_past_a_minute() -> None:
+    """Catches the default live bound raised (60 s to 6,000 s: a worker stuck for an hour kept
+    alive by the kubelet). The bound is written here, not read from LIVE_BOUND_S: a loop turn is
+    at most one fetch wait plus one transaction under its watchdog (45 s)."""
+    clock = Clock(100.0)
+    health = Health("w", clock=clock)
+    clock.now += 59
+    assert health.live().ok
+    clock.now += 2
+    answer = health.live()
+    assert not answer.ok and "has not turned for 61 s" in answer.reason
 
 
 def test_a_long_restore_is_live_and_not_ready() -> None:
