@@ -75,7 +75,7 @@ from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.devbroker.users import client_config, write_users  # noqa: E402
 from runonce.kafka import acls  # noqa: E402
 from runonce.kafka.access import KafkaAccess  # noqa: E402
-from runonce.ops.demo import Stage  # noqa: E402
+from runonce.ops.demo import DemoAccess, Stage, format_table, run_demo, surprises  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.faults import Faults  # noqa: E402
 from runonce.testkit.postgres import LocalPostgres  # noqa: E402
@@ -278,6 +278,13 @@ def agent_call(release: Release, key: str) -> dict[str, Any]:
     return parsed
 
 
+def restricted_namespace(ns: str) -> None:
+    """A namespace enforcing the ``restricted`` Pod Security Standard, as a platform team makes one."""
+    kubectl("create", "namespace", ns)
+    kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/enforce-version=latest")
+
+
 def add_token(tokens: Path, agent: str, tools: str) -> str:
     """``runonce gateway token add``: the new token (printed once)."""
     done = subprocess.run([str(ROOT / ".venv" / "bin" / "runonce"), "gateway", "token", "add", agent, "--tools", tools,
@@ -292,9 +299,7 @@ def install(args: argparse.Namespace, folder: Path, admin: Settings, broker: Bro
     kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
     helm("uninstall", name, "-n", ns)
     release_volumes()  # an earlier install's: its claims went with its namespace
-    kubectl("create", "namespace", ns)
-    kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
-            "pod-security.kubernetes.io/enforce-version=latest")
+    restricted_namespace(ns)
     secret(ns, "runonce-kafka", {"client.properties": "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
                                                       "ssl.ca.location=/etc/runonce/kafka-tls/ca.pem\n"})
     secret(ns, "runonce-kafka-tls", {"ca.pem": broker.pki.ca.read_text()})
@@ -345,9 +350,7 @@ def validate_only(args: argparse.Namespace) -> int:
     folder = CACHE / "kube" / "validate"
     folder.mkdir(parents=True, exist_ok=True)
     kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", timeout_s=300)
-    kubectl("create", "namespace", ns)
-    kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
-            "pod-security.kubernetes.io/enforce-version=latest")
+    restricted_namespace(ns)
     sandbox = LocalVendors(folder / "sandbox", host=POD_GATEWAY).start()
     try:
         values_file = folder / "values.json"
@@ -447,8 +450,6 @@ def seed_incidents(release: Release) -> None:
     """The table ``scripts/run.sh`` prints, the agents in a pod calling the gateway's Service, the
     stream worker and every executor the chart's; effects counted on the sandbox's ledgers and
     the refunds table, straight calls made from this node as the agents made them."""
-    from runonce.ops.demo import DemoAccess, format_table, run_demo
-
     assert release.stage is not None
     at = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
@@ -458,9 +459,9 @@ def seed_incidents(release: Release) -> None:
                     agents=GatewayAgents(release, run_id), stage=release.stage, run_id=run_id)
     print(format_table(rows))
     timed("the seed's incidents through the gateway's Service", at)
-    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
-    if surprises:
-        raise Failed(f"the incidents: {surprises}")
+    wrong = surprises(rows)
+    if wrong:
+        raise Failed(f"the incidents: {wrong}")
 
 
 # -- the storm -----------------------------------------------------------------------------

@@ -257,24 +257,24 @@ class PodFleet:
 def incidents(folder: Path, settings: Settings) -> int:
     """The seed's incidents, straight to the sandbox vendors and then through the pods: the table
     ``scripts/run.sh`` prints, with the worker and every executor in a container."""
-    from runonce.ops.demo import format_table, run_demo
+    from runonce.ops.demo import format_table, run_demo, surprises
 
     started = time.monotonic()
     fleet = PodFleet(settings.bootstrap_servers(), settings.partitions, folder)
     rows = run_demo(settings, progress=say, fleet=fleet)
     print(format_table(rows))
     report = verify(settings.bootstrap_servers())
-    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
+    wrong = surprises(rows)
     print(json.dumps({"pods": sorted(p.name for p in fleet.pods.values() if p.component != "topics"),
                       "time to ready": f"{min(fleet.ready_s):.1f}-{max(fleet.ready_s):.1f} s",
                       "requested": report.requested, "lost": len(report.lost),
                       "decided two ways": len(report.conflicts), "re-emitted decisions": report.re_emitted,
                       "took": f"{time.monotonic() - started:.0f} s"}, indent=2))
-    for surprise in surprises:
+    for surprise in wrong:
         say(f"NOT AS EXPECTED: {surprise}")
     if report.lost or report.conflicts:
         say(f"NOT AS EXPECTED: lost {report.lost[:5]}, two ways {report.conflicts[:5]}")
-    return 1 if surprises or report.lost or report.conflicts else 0
+    return 1 if wrong or report.lost or report.conflicts else 0
 
 
 def main() -> int:

@@ -56,6 +56,11 @@ class Row:
         return None
 
 
+def surprises(rows: list[Row]) -> list[str]:
+    """What differs from each incident's expected figures, in the table's order."""
+    return [s for s in (row.surprise() for row in rows) if s is not None]
+
+
 #: the demo database's table, the team's own: the refund row counts its rows, not runonce's answers
 REFUNDS_TABLE = ("CREATE TABLE IF NOT EXISTS refunds (id bigserial PRIMARY KEY, order_id text NOT NULL, "
                  "amount_cents integer NOT NULL)")

@@ -35,7 +35,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.devbroker.users import SUPER_USER
-    from runonce.ops.demo import DemoAccess, format_table, run_demo
+    from runonce.ops.demo import DemoAccess, format_table, run_demo, surprises
     from runonce.ops.stack import Stack
 
     stack = Stack(settings, progress=say)
@@ -47,10 +47,10 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     say("replaying the seed's incidents, straight to the sandbox vendors and then through runonce ...")
     rows = run_demo(settings, progress=say, access=access)
     print(format_table(rows))
-    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
-    for surprise in surprises:
+    wrong = surprises(rows)
+    for surprise in wrong:
         say(f"demo: NOT AS EXPECTED: {surprise}")
-    return 1 if surprises else 0
+    return 1 if wrong else 0
 
 
 def add_commands(add: Adder) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runonce.ops.demo import DemoAccess, format_table, run_demo
+from runonce.ops.demo import DemoAccess, format_table, run_demo, surprises
 from runonce.testkit.oracle import verify
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import WorkerProcess
@@ -32,11 +32,11 @@ def test_the_demo_on_a_secured_broker_shows_the_same_table(cluster: SecuredClust
         rows = run_demo(settings, progress=print, access=access)
     finally:
         worker.stop()
-    surprises = [s for s in (row.surprise() for row in rows) if s is not None]
+    wrong = surprises(rows)
     logs = [p.read_text(errors="replace") for p in (settings.home / "demo-logs").glob("*.log")]
     tails = "\n".join(text[-2000:] for text in logs)
     assert len(logs) >= 5, "the executors wrote no logs: the leak check below would see nothing"
-    assert rows and not surprises, f"{surprises}\n{format_table(rows)}\n{worker.log_tail()}\n{tails}"
+    assert rows and not wrong, f"{wrong}\n{format_table(rows)}\n{worker.log_tail()}\n{tails}"
     leaked = [name for name, password in cluster.users.items() if any(password in text for text in logs)]
     assert not leaked, f"passwords of {leaked} in the executors' logs"
 
