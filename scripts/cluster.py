@@ -246,7 +246,8 @@ class Release:
 
 def run_pod(namespace: str, name: str, argv: list[str], timeout_s: float = 180) -> str:
     """A pod of the namespace running ``argv`` in the image (as an agent's container would be),
-    admitted by the restricted namespace; its output once it succeeded."""
+    admitted by the restricted namespace; its output once it succeeded (a pod that failed is
+    said at once, with its output)."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
@@ -257,23 +258,32 @@ def run_pod(namespace: str, name: str, argv: list[str], timeout_s: float = 180) 
                                                         "capabilities": {"drop": ["ALL"]}}}]}}
     kubectl("apply", "-f", "-", input_text=json.dumps(pod))
     try:
-        kubectl("wait", "-n", namespace, f"pod/{name}", "--for", "jsonpath={.status.phase}=Succeeded",
-                "--timeout", f"{int(timeout_s)}s", timeout_s=timeout_s + 10)
-        return kubectl("logs", "-n", namespace, name)
+        deadline = time.monotonic() + timeout_s
+        while (phase := kubectl("get", "-n", namespace, f"pod/{name}", "-o", "jsonpath={.status.phase}")) not in (
+                "Succeeded", "Failed"):
+            if time.monotonic() > deadline:
+                raise Failed(f"pod {name}: still {phase or 'not scheduled'} after {timeout_s:.0f} s")
+            time.sleep(1)
+        output = kubectl("logs", "-n", namespace, name)
+        if phase == "Failed":  # its error said at once, not a wait for a success that cannot come
+            raise Failed(f"pod {name} failed: {output[-2000:]}")
+        return output
     finally:
         kubectl("delete", "-n", namespace, f"pod/{name}", "--wait=false", check=False)
 
 
 def agent_call(release: Release, key: str) -> dict[str, Any]:
     """An agent's call from a pod of the namespace, through the gateway's Service by its cluster
-    DNS name: POST /v1/actions/charge_payment, waiting for the outcome."""
-    url = f"{release.gateway_url}/v1/actions/charge_payment?wait=30"
-    body = json.dumps({"amount": 4200, "currency": "usd", "customer": "cus_k8s"})
-    script = ("import json, sys, urllib.request\n"
-              f"req = urllib.request.Request({url!r}, data={body!r}.encode(), method='POST', headers={{\n"
-              f"  'Authorization': 'Bearer ' + sys.argv[1], 'Content-Type': 'application/json', 'Idempotency-Key': {key!r}}})\n"
-              "print(urllib.request.urlopen(req, timeout=60).read().decode())\n")
-    answer = run_pod(release.namespace, f"agent-{key[-8:]}", ["python3", "-c", script, release.token])
+    DNS name: POST /v1/actions/charge_payment until a final answer, honouring each 503's
+    Retry-After as an agent does (right after the install the gateway may not have reached
+    Kafka yet: it answers 503, it does not leave the Service)."""
+    script = ("import json, sys, threading, time\n"
+              "from runonce.testkit.agents import Agent, charge_until_final\n"
+              "agent = Agent(sys.argv[2], 4200)\n"
+              "charge_until_final(sys.argv[1], sys.argv[3], agent, threading.Event(), time.monotonic() + 150)\n"
+              "print(json.dumps({**(agent.final or {}), 'answers': [a[0] for a in agent.answers]}))\n")
+    answer = run_pod(release.namespace, f"agent-{key[-8:]}",
+                     ["python3", "-c", script, release.gateway_url, key, release.token])
     parsed: dict[str, Any] = json.loads(answer.strip().splitlines()[-1])
     return parsed
 
@@ -375,7 +385,8 @@ def check_call(release: Release) -> None:
     key = f"k8s-{int(time.time())}"
     before = len(release.sandbox.ledger.effects("payments"))
     answer = agent_call(release, key)
-    timed(f"an agent's call through {release.gateway_url}: {answer.get('status')}", at)
+    timed(f"an agent's call through {release.gateway_url}: {answer.get('status')} (answers {answer.get('answers')})",
+          at)
     charges = release.sandbox.ledger.effects("payments")[before:]
     say(f"the sandbox charged {len(charges)} time(s) for it")
     if answer.get("status") != "succeeded" or len(charges) != 1:
