@@ -1,6 +1,6 @@
 """The replay test, for any connector (yours too), as a function and a pytest fixture. It
 drives the executor's own path: the plan (connectors/executor/batch.py ``plan_call``), then perform or
-reconcile (``carry_out``), with what the executor would know after each commit.
+reconcile (``ActionRunner.carry_out``), with what the executor would know after each commit.
 
 1. a new action with vendor key K: planned PERFORM, its intent committed, performed once;
    the vendor's ledger shows exactly one side effect;
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 
-from runonce.connectors.executor.batch import Memory, Plan, carry_out, plan_call
+from runonce.connectors.executor.batch import Memory, Plan, plan_call
 from runonce.connectors.executor.runner import ActionRunner, Lapsed, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, VendorResponse, state_check
 from runonce.wire.results import Result, Status
@@ -90,7 +90,7 @@ def replay_test(connector: Connector, call: ActionCall, side_effects: Callable[[
         assert plan is expected, f"{connector.name}: the executor planned {plan.value}, expected {expected.value}"
         if plan not in (Plan.PERFORM, Plan.RECONCILE):
             return prior
-        return _finished(carry_out(runner, plan, call, prior))
+        return _finished(runner.carry_out(plan, call, prior))
 
     before = side_effects()
     first = step(Plan.PERFORM)  # its intent committed first, as step 1 of a batch does
@@ -137,7 +137,7 @@ def _twin_makes_no_second_effect(runner: ActionRunner, counted: _Counted, call: 
     plan, _ = plan_call(twin, Memory(_Committed(by_key={call.vendor_key: call.action_id}), {}))
     assert plan is Plan.PERFORM, f"{counted.name}: a twin with its own key was planned {plan.value}"
     before, performs = side_effects(), counted.performs
-    out = _finished(carry_out(runner, plan, twin, None))
+    out = _finished(runner.carry_out(plan, twin, None))
     assert counted.performs > performs, f"{counted.name}: the twin never reached the vendor"
     assert side_effects() == before, (f"{counted.name}: a second action with the same natural id made "
                                       f"{side_effects() - before} more side effect(s)")

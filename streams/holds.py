@@ -60,7 +60,7 @@ _DROP_REASON = {Change.DENY: Reason.APPROVAL_DENIED, Change.EXPIRE: Reason.APPRO
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class HoldEntry:
     """A holds-table value: the hold, the held decision (Avro) to release or drop later, and
     the trace context of the hold's decision, which its release or drop continues."""
 
@@ -75,7 +75,7 @@ class Entry:
         return json.dumps(raw, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes, partition: int) -> Entry:
+    def from_bytes(cls, raw: bytes, partition: int) -> HoldEntry:
         try:
             data = json.loads(raw)
             trace = tuple((str(name), str(value).encode("ascii")) for name, value in data.get("t", ()))
@@ -96,7 +96,7 @@ class Holds:
         #: per partition, the earliest event time at which a sweep has work (absent: unknown)
         self._due_ms: dict[int, float] = {}
         #: the hold ``hold`` made, until ``keep`` stores it: (partition, action id, entry)
-        self._unkept: tuple[int, str, Entry] | None = None
+        self._unkept: tuple[int, str, HoldEntry] | None = None
         #: per partition, the holds waiting for a person: action id -> held at (for the gauges)
         self._waiting: dict[int, dict[str, int]] = {}
         metrics.holds_waiting.set_function(lambda: sum(len(w) for w in self._waiting.values()))
@@ -107,14 +107,14 @@ class Holds:
         """``record`` (an APPROVE decision) held on ``partition`` instead; stored by ``keep``."""
         action_id = str(record["request"]["action_id"])
         raw = self.store.get(partition, action_id.encode())
-        prior = Entry.from_bytes(raw, partition).hold if raw is not None else None
+        prior = HoldEntry.from_bytes(raw, partition).hold if raw is not None else None
         held = hold(action_id, rule, why, record["event_time_ms"], prior)
         out = dict(record, outcome=Outcome.HOLD.value, hold_why=held.why, hold_expires_at_ms=held.expires_at_ms,
                    hold_partition=partition)
         value = self.codec.encode("ActionDecision", out)
         # Written by ``keep``, once the trace context its decision is written with is known
         # (Pipeline.process); again on a replay, as claims are ("Replays write again" in core/decide.py).
-        self._unkept = (partition, action_id, Entry(held, value))
+        self._unkept = (partition, action_id, HoldEntry(held, value))
         if partition in self._due_ms:
             self._due_ms[partition] = min(self._due_ms[partition], held.expires_at_ms)
         if held.status is HoldStatus.HELD:
@@ -143,7 +143,7 @@ class Holds:
             raise DecodeError("a verdict needs an action_id, a verdict_id and an approver")
         p = inbound.partition
         raw_entry = self.store.get(p, verdict.action_id.encode())
-        entry = Entry.from_bytes(raw_entry, p) if raw_entry is not None else None
+        entry = HoldEntry.from_bytes(raw_entry, p) if raw_entry is not None else None
         outcome = decide_verdict(entry.hold if entry is not None else None, verdict)
         return self._apply(p, entry, outcome, verdict, inbound.timestamp_ms)
 
@@ -156,7 +156,7 @@ class Holds:
         waiting: dict[str, int] = {}
         # One scan of the partition's holds (people's approvals: few), the open transaction's included.
         for key, raw in self.store.scan(partition, None, 1 << 30):
-            entry = Entry.from_bytes(raw, partition)
+            entry = HoldEntry.from_bytes(raw, partition)
             held = entry.hold
             if held.status is HoldStatus.HELD:
                 outcome = sweep(held, event_time_ms)
@@ -176,7 +176,7 @@ class Holds:
         self._waiting[partition] = waiting
         return outs
 
-    def _continued(self, final: Out, tool: str, entry: Entry, ended: Hold, change: Change,
+    def _continued(self, final: Out, tool: str, entry: HoldEntry, ended: Hold, change: Change,
                    event_time_ms: int) -> Out:
         """The release or drop in the hold's trace: after the wait's span, with its own decision's."""
         context = self.spans.wait(entry.trace, Waited(tool, entry.hold.action_id, entry.hold.held_at_ms,
@@ -196,7 +196,7 @@ class Holds:
         # wall clock: a gauge for people, never an input to a decision
         return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
 
-    def _apply(self, p: int, entry: Entry | None, outcome: VerdictDecision, verdict: VerdictRecord | None,
+    def _apply(self, p: int, entry: HoldEntry | None, outcome: VerdictDecision, verdict: VerdictRecord | None,
                event_time_ms: int) -> list[Out]:
         outs: list[Out] = []
         ended = outcome.new_hold

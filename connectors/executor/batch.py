@@ -11,7 +11,6 @@ import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Mapping, Protocol
 
-from runonce.connectors.executor.runner import ActionRunner, Lapsed
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.errors import InvalidInput
 from runonce.kafka.record import Record
@@ -90,14 +89,6 @@ def plan_call(call: ActionCall, memory: Memory) -> tuple[Plan, Result | None]:
     if prior is not None:
         return Plan.RECONCILE, prior
     return Plan.PERFORM, None
-
-
-def carry_out(runner: ActionRunner, plan: Plan, call: ActionCall, prior: Result | None) -> Result | Lapsed:
-    """Step 2 of a batch for one action planned PERFORM (its intent committed) or RECONCILE."""
-    if plan is Plan.RECONCILE and prior is not None:
-        return runner.reconcile(call, prior.attempts)
-    assert plan is Plan.PERFORM, plan
-    return runner.perform(call)
 
 
 def skip(record: Record) -> Work:

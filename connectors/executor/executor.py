@@ -31,8 +31,8 @@ The executor never acts on a guess about *where* it is either: every partition s
 explicit position (positions.py), the client's ``auto.offset.reset`` is "error", and a
 position that cannot be known is an exit for a restart.
 
-``create_executor`` builds one from settings; ``Executor`` itself takes its consumer,
-transactions and clock, so its protocol is tested without a broker.
+``create_executor`` builds one from settings; ``Executor`` itself takes its consumer, commit
+path and lease, so its protocol is tested without a broker.
 """
 
 from __future__ import annotations
@@ -41,39 +41,40 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import confluent_kafka
 from confluent_kafka import Message, TopicPartition
 
-from runonce.connectors.executor.batch import Memory, Plan, Work, carry_out, collides, dead_letter, plan_work, skip
+from runonce.connectors.executor.batch import Memory, Plan, Work, collides, dead_letter, plan_work, skip
 from runonce.connectors.executor.failpoints import Failpoints, Point
-from runonce.connectors.executor.lease import Lease
-from runonce.connectors.executor.metrics import ExecutorMetrics
+from runonce.connectors.executor.lease import NO_LEASE, Lease
+from runonce.connectors.executor.metrics import ExecutorMetrics, OutcomeCounts
 from runonce.connectors.executor.offsets import Offsets
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex, Results
 from runonce.connectors.executor.runner import ActionRunner, Lapsed
 from runonce.connectors.executor.throttle import Throttle
-from runonce.connectors.toolkit.base import ActionCall, Connector, Pruner
-from runonce.connectors.toolkit.errors import ConnectorError
+from runonce.connectors.executor.upkeep import Upkeep
+from runonce.connectors.toolkit.base import ActionCall, Connector
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
-from runonce.errors import ConsumerStuck, FatalError, InvalidInput
+from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, groups, topics
 from runonce.kafka.checkpoint import CommitPath
-from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall, leader_ends
+from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.health import Health
-from runonce.kafka.lag import LagGauge, stats_callbacks
-from runonce.kafka.loop import Consumer, ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
+from runonce.kafka.lag import LagGauge
+from runonce.kafka.loop import ConsumerLoop, GroupConsumer, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
+from runonce.kafka.stats import stats_callback
 from runonce.rate import Rate
 from runonce.settings import Settings
-from runonce.telemetry.spans import Spans
-from runonce.telemetry.spans import spans as default_spans
+from runonce.telemetry.spans import Spans, configured_spans
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
 from runonce.wire.keys import request_key
@@ -83,26 +84,17 @@ log = logging.getLogger("runonce.executor")
 
 #: how long a lookup of committed offsets or log bounds may take before the position is unknown
 LOOKUP_TIMEOUT_S = 10.0
-#: how often an idle executor asks a connector that keeps markers (``prune``) to drop those
-#: older than the key window
-PRUNE_EVERY_S = 600.0
-#: index entries one idle turn prunes at most (the rest at the next ones)
-INDEX_PRUNE_STEP = 20_000
 #: while a batch's calls run, how often the executor looks at its lease and for a stop
 WATCH_SLICE_S = 0.2
 
 
-def consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
+def executor_consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
     """Static membership (``group.instance.id``, KIP-345): a restarted executor takes its own
     partitions back at once, instead of after the session timeout of the instance it replaces
     (which never left: it was killed). The instance is the transactional id, one per slot, so
-    two live processes of one slot fence each other in the group as in their transactions.
-
-    Tried first on 2026-12-04 and turned off: under test_faults a restarted slot's stable
-    offset fetch timed out at every start. That was a transaction the one-node dev broker left
-    hanging after its SIGKILL, holding the group's offsets (docs/operating.md, "A transaction
-    left hanging"), since fixed in the dev broker. The other failure, a dead process's late
-    JoinGroup fencing its restarted slot, is an exit and a restart (loop.py's ``_FATAL``)."""
+    two live processes of one slot fence each other in the group as in their transactions; a
+    dead process's late JoinGroup that fences its restarted slot is an exit and a restart
+    (loop.py's ``_FATAL``)."""
     return clients.transactional_consumer_config(settings.kafka_access(), group,
                                                  session_timeout_ms=settings.executor_session_timeout_ms,
                                                  **{"group.instance.id": instance})
@@ -135,6 +127,14 @@ def paced_batch(max_batch: int, pace: Rate, lease: Lease) -> int:
     return max(1, min(max_batch, int(pace.per_s * lease.length_s / 2)))
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    #: records a batch at most
+    max_batch: int = 500
+    #: vendor calls in flight at once at most
+    max_in_flight: int = 16
+
+
 def create_executor(settings: Settings, connector: Connector, *, slot: str = "0", group: str | None = None,
                     source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
                     runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
@@ -153,9 +153,9 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                         on_refusal=metrics.vendor_refusals.labels(connector.name).inc if metrics is not None else None)
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
-    lag = [LagGauge(metrics.lag, group).on_stats] if metrics is not None else []
-    consumer = confluent_kafka.Consumer({**consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
-                         "stats_cb": stats_callbacks(stall.on_stats, group_stall.on_stats, *lag)})
+    lag = [LagGauge(metrics.lag, group)] if metrics is not None else []
+    consumer = confluent_kafka.Consumer({**executor_consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
+                         "stats_cb": stats_callback(stall, group_stall, *lag)})
     with clients.closed_if_raised(consumer):
         window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
         failpoints = Failpoints.parse(settings.executor_failpoint)
@@ -168,105 +168,93 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
         except BaseException:
             checkpoint.close()
             raise
-    return Executor(connector, consumer=consumer, checkpoint=checkpoint,
-                    index=ResultIndex(access, connector.tools, store,
-                                      timeout_s=restore_patience_s(settings), source_topic=source_topic,
-                                      window_ms=window_ms),
-                    prune_window_ms=window_ms,
+    index = ResultIndex(access, connector.tools, store, timeout_s=restore_patience_s(settings),
+                        source_topic=source_topic, window_ms=window_ms)
+    return Executor(connector, consumer=consumer, checkpoint=checkpoint, index=index,
                     source_topic=source_topic, start=start,
-                    runner=runner or ActionRunner(connector, throttle=throttle, lease=lease), metrics=metrics,
-                    failpoints=failpoints, stall=stall, group_stall=group_stall,
-                    max_batch=paced_batch(settings.executor_max_batch, limit, lease),
-                    max_in_flight=limit.in_flight or settings.executor_max_in_flight, health=health)
+                    runner=runner or ActionRunner(connector, throttle=throttle), lease=lease,
+                    upkeep=Upkeep(transactional_id, consumer, source_topic, index, connector, stall=stall,
+                                  prune_window_ms=window_ms),
+                    counts=OutcomeCounts.of(metrics, connector.name, connector.tools),
+                    failpoints=failpoints, group_stall=group_stall,
+                    limits=Limits(paced_batch(settings.executor_max_batch, limit, lease),
+                                  limit.in_flight or settings.executor_max_in_flight), health=health)
 
 
 class Executor(RunsItsLoop):
-    def __init__(self, connector: Connector, *, consumer: Consumer, checkpoint: CommitPath, index: Results,
+    def __init__(self, connector: Connector, *, consumer: GroupConsumer, checkpoint: CommitPath, index: Results,
+                 runner: ActionRunner | None = None, lease: Lease = NO_LEASE,
                  source_topic: str = topics.APPROVED, start: StartPolicy = StartPolicy.EARLIEST,
-                 runner: ActionRunner | None = None, metrics: ExecutorMetrics | None = None,
-                 failpoints: Failpoints | None = None,
-                 clock: Callable[[], float] = time.monotonic, stall: FetchStall | None = None,
-                 group_stall: GroupStall | None = None,
-                 max_batch: int = 500, max_in_flight: int = 16, prune_window_ms: int | None = None,
-                 health: Health | None = None, spans: Spans | None = None) -> None:
+                 upkeep: Upkeep | None = None, counts: OutcomeCounts | None = None,
+                 failpoints: Failpoints | None = None, spans: Spans | None = None,
+                 limits: Limits = Limits(),
+                 group_stall: GroupStall | None = None, health: Health | None = None) -> None:
         self.connector = connector
-        #: each vendor call an ``execute_tool`` span in its action's trace (runonce/telemetry), or none
-        self.spans = spans or default_spans()
-        #: a connector that keeps markers of its own (a Pruner) drops those older than this, when idle
-        self.prune_window_ms = prune_window_ms
-        self._pruned_at: float | None = None
         self.consumer = consumer
         self.checkpoint = checkpoint
         self.index = index
+        self.who: str = checkpoint.transactional_id
+        self.runner = runner or ActionRunner(connector)
+        #: vendor calls start only while it holds: renewed by each commit, ended by a revocation
+        #: (lease.py); NO_LEASE: always
+        self.lease = lease
         #: actions.approved; another topic of ActionDecisions only for tests and replays
         self.source_topic = source_topic
         self.start = start
-        self.runner = runner or ActionRunner(connector)
-        #: vendor calls start only while it holds: renewed by each commit, ended by a revocation
-        #: (lease.py); a runner without one calls always
-        self.lease = self.runner.lease
+        #: idle turns: a stalled fetch, pruning (none: neither watched nor pruned)
+        self.upkeep = upkeep or Upkeep(self.who, consumer, source_topic, index, connector)
+        #: told of each committed batch (runonce_executor_outcomes_total; none: counted nowhere)
+        self.counts = counts or OutcomeCounts()
+        #: crash tests: told where the executor is (failpoints.py); none: every call a no-op
+        self.failpoints = failpoints or Failpoints()
+        #: each vendor call an ``execute_tool`` span in its action's trace (runonce/telemetry), or none
+        self.spans = spans or configured_spans()
         #: actions whose intent committed but whose call never started (the lease ended first):
         #: their redelivery to this process performs them; a next owner learns it from the
         #: withdrawn intent committed with the batch's results (or, if that commit failed, reconciles)
         self.unstarted: set[str] = set()
-        self.metrics = metrics
-        #: crash tests: told where the executor is (failpoints.py); none: every call a no-op
-        self.failpoints = failpoints or Failpoints()
-        self.clock = clock
-        #: notices a consumer that stopped fetching after a leader moved (runonce/kafka/fetch_stall.py)
-        self.stall = stall
-        if metrics is not None:  # every final status from the start at 0: "none in doubt" is a series too
-            for tool in sorted(connector.tools):
-                for status in (Status.SUCCEEDED, Status.FAILED, Status.IN_DOUBT):
-                    metrics.outcomes.labels(connector.name, tool, status.value)
         self.codec = Codec()
-        self.who: str = checkpoint.transactional_id
         #: offsets not yet committed (skipped records, decided starts) and where reading started
-        self.offsets = Offsets(source_topic, clock)
+        self.offsets = Offsets(source_topic, time.monotonic)
         #: outcomes the vendor gave whose result commit aborted, by action id: the redelivery
         #: commits them instead of asking the vendor again
         self.uncommitted: dict[str, Result] = {}
-        #: at most this many records a batch, and this many vendor calls at once
-        self.max_batch = max_batch
-        self.max_in_flight = max_in_flight
+        self.limits = limits
         self._pool: ThreadPoolExecutor | None = None
         self.loop = ConsumerLoop(self.who, consumer, self, [source_topic], wait_s=0.5, group_stall=group_stall,
                                  health=health)
 
     # -- assignment ------------------------------------------------------------------
-    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         """Start each partition at an explicit position (positions.py), never the client's."""
-        given_at = self.lease.clock() if self.lease is not None else 0.0  # before the restore, however long
+        given_at = self.lease.clock()  # before the restore, however long
         starts = [s for _, s in explicit_starts(consumer, partitions, self.start, self.who, LOOKUP_TIMEOUT_S)]
         numbers = [s.partition for s in starts]
         restore_started = time.monotonic()
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
-        if self.lease is not None:
-            self.lease.proven(given_at)  # the group gave them to this member then
+        self.lease.proven(given_at)  # the group gave them to this member then
         self.offsets.assigned(starts)  # a decided start is durable at the next commit: no later owner decides again
         log.info("%s assigned %s; restored %d results in %.2f s; starts: %s", self.who, numbers, applied, restore_s,
                  "; ".join(f"[{s.partition}] {s.why}" for s in starts))
 
-    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         self.offsets.revoked()
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
         self.unstarted.clear()
-        if self.lease is not None:
-            self.lease.ended()
+        self.lease.ended()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def batch_limit(self) -> int:
-        return self.max_batch
+        return self.limits.max_batch
 
     def stopping(self) -> None:
         """SIGTERM: no further vendor call starts. Calls in flight finish; the batch's results
         commit with the intents whose call never started withdrawn, so the next owner performs
         them at once instead of answering in doubt; then the loop ends."""
-        if self.lease is not None:
-            self.lease.stop()
+        self.lease.stop()
 
     def close(self, failure: BaseException | None) -> None:
         if isinstance(failure, FatalError):
@@ -281,10 +269,9 @@ class Executor(RunsItsLoop):
         self.index.close()
 
     def idle(self) -> None:
-        """Commit what is pending (skipped records, decided starts), check the fetching, prune."""
+        """Commit what is pending (skipped records, decided starts), then the upkeep (upkeep.py)."""
         self._flush_pending(force=False)
-        self._check_stall()
-        self._prune()
+        self.upkeep.idle(self.offsets.starts)
 
     def process(self, records: list[Message]) -> Processed:
         """One batch of what was fetched, planned record by record (batch.py); a batch ends
@@ -306,54 +293,6 @@ class Executor(RunsItsLoop):
         if not self._run(batch):
             return Processed(0)  # rewound: the deferred records come again from the committed offsets
         return Processed(len(batch), deferred)
-
-    def _check_stall(self) -> None:
-        """Idle: a consumer with records to read that stopped fetching leaves for a restart (the
-        loop itself checks for a lost group coordinator)."""
-        if self.stall is None:
-            return
-        stuck = self.stall.check(
-            leader_ends(self.consumer, self.source_topic),
-            lambda: [tp.partition for tp in self.consumer.assignment() if tp.topic == self.source_topic])
-        if stuck is not None:
-            log.critical("%s: consumer stopped fetching: %s; exiting for a restart", self.who, stuck)
-            raise ConsumerStuck(f"{self.who}: {stuck}")
-
-    def _prune(self) -> None:
-        """Idle, every ``PRUNE_EVERY_S``: results and markers older than the key window go (the
-        stream job forgot those keys too). The index goes in bounded steps, one per idle turn
-        until it is done. A connector's failure is logged and tried at the next turn. Only a
-        caught-up executor prunes: an approved record still unread may be older than the window
-        (its executor was down for days), and its intent must still be found."""
-        now = self.clock()
-        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY_S:
-            return
-        if not self._caught_up():
-            return
-        if self.index.expire() >= INDEX_PRUNE_STEP:
-            return  # more to go: the next idle turn
-        self._pruned_at = now
-        if not isinstance(self.connector, Pruner) or self.prune_window_ms is None:
-            return
-        try:
-            self.connector.prune(self.prune_window_ms)
-        except ConnectorError as exc:
-            log.warning("%s: pruning %s's markers: %s", self.who, self.connector.name, exc)
-
-    def _caught_up(self) -> bool:
-        """Every assigned partition read to its end: the last stable offset, as this
-        read_committed consumer's ListOffsets answers. Idle alone is not enough: the first
-        fetch after an assignment may simply not have arrived yet."""
-        assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.source_topic]
-        if not assigned:
-            return False
-        end = leader_ends(self.consumer, self.source_topic)
-        for tp in self.consumer.position(assigned):
-            at = tp.offset if tp.offset >= 0 else self.offsets.starts.get(tp.partition, -1)
-            reached = end(tp.partition)
-            if reached is None or at < reached:
-                return False
-        return True
 
     def _plan(self, record: Record) -> Work:
         try:
@@ -385,12 +324,9 @@ class Executor(RunsItsLoop):
             after[work.tp] = work.record.offset + 1
         new = [w for w in batch if w.plan is Plan.PERFORM]
         calls = [w for w in batch if w.plan in (Plan.PERFORM, Plan.RECONCILE)]
-        if new or (calls and self.lease is not None and not self.lease.holds()):
-            proving = self.lease.clock() if self.lease is not None else 0.0
-            if not self._commit_intents(new, self.offsets.with_pending(first)):
+        if new or (calls and not self.lease.holds()):
+            if not self.lease.proving(lambda: self._commit_intents(new, self.offsets.with_pending(first))):
                 return False
-            if self.lease is not None:
-                self.lease.proven(proving)
             if new:
                 self.failpoints.passing(Point.BEFORE_CALL)
         outcomes, lapsed = self._perform(calls, self.offsets.with_pending(first))
@@ -406,24 +342,21 @@ class Executor(RunsItsLoop):
         if lapsed:
             self.unstarted.update(w.call.action_id for w in not_started if w.call is not None)
             log.warning("%s: the lease ended before %d vendor calls could start (%s): %d withdrawn as never "
-                        "started; they come again", self.who, len(lapsed), self.lease.lapsed_why()
-                        if self.lease is not None else "?", len(not_started))
+                        "started; they come again", self.who, len(lapsed), self.lease.lapsed_why(), len(not_started))
         for work in batch:
             if work.plan in (Plan.RECOMMIT, Plan.BLOCKED) and work.prior is not None and work.call is not None:
                 outcomes[work.call.action_id] = work.prior
         dead = [w for w in batch if w.plan is Plan.DEAD_LETTER]
         if not outcomes and not dead and not not_started:  # skips and redeliveries of final results
-            self._count_committed(batch, outcomes)
+            self.counts.committed(batch, outcomes)
             if lapsed:
                 self.rewind_to_committed()
                 return False
             self._advance(after)
             return True
-        proving = self.lease.clock() if self.lease is not None else 0.0
-        if not self._commit_results(batch, outcomes, self.offsets.with_pending(after), not_started):
+        if not self.lease.proving(lambda: self._commit_results(batch, outcomes, self.offsets.with_pending(after),
+                                                                not_started)):
             return False
-        if self.lease is not None:
-            self.lease.proven(proving)
         self.failpoints.passing(Point.AFTER_COMMIT)
         if lapsed:
             self.rewind_to_committed()
@@ -441,45 +374,38 @@ class Executor(RunsItsLoop):
             assert w.call is not None
             with self.spans.execute(w.record.headers, w.call.tool, w.call.action_id,
                                     self.connector.capability.value) as finish:
-                outcome = carry_out(self.runner, w.plan, w.call, w.prior)
+                outcome = self.runner.carry_out(w.plan, w.call, w.prior, self.lease)
                 if isinstance(outcome, Lapsed):
                     finish("lease_ended", 0)
                 else:
                     finish(outcome.status.value, outcome.attempts)
             return w.call.action_id, outcome
-        if self.lease is None and (len(work) <= 1 or self.max_in_flight <= 1):
-            done = [one(w) for w in work]
-        elif work:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.max_in_flight, thread_name_prefix=f"{self.connector.name}-call")
-            running = [self._pool.submit(one, w) for w in work]
-            pending = set(running)
-            while pending:
-                _, pending = futures_wait(pending, timeout=WATCH_SLICE_S)
-                if pending and self.lease is not None:
-                    self._keep_lease(proving_offsets)
-            done = [f.result() for f in running]
-        else:
-            done = []
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.limits.max_in_flight, thread_name_prefix=f"{self.connector.name}-call")
+        running = [self._pool.submit(one, w) for w in work]
+        pending = set(running)
+        while pending:
+            _, pending = futures_wait(pending, timeout=WATCH_SLICE_S)
+            if pending and self.lease.due():
+                self._renew_lease(proving_offsets)
+        done = [f.result() for f in running]
         return ({a: o for a, o in done if isinstance(o, Result)}, {a: o for a, o in done if isinstance(o, Lapsed)})
 
-    def _keep_lease(self, proving_offsets: dict[tuple[str, int], int]) -> None:
+    def _renew_lease(self, proving_offsets: dict[tuple[str, int], int]) -> None:
         """Between a batch's calls, half a lease spent: a proving commit renews it (a failure
         leaves it to run out: the calls not started by then lapse)."""
-        assert self.lease is not None
-        if not self.lease.due():
-            return
-        proving = self.lease.clock()
-        try:
+        def commit() -> bool:
             failure = self.checkpoint.commit([], proving_offsets)
+            if failure is not None:
+                self.lease.unproven(str(failure))
+                return False
+            self.offsets.committed()
+            return True
+        try:
+            self.lease.proving(commit)
         except FatalError:
             self.lease.ended("fenced: another process has these partitions")
             raise
-        if failure is None:
-            self.offsets.committed()
-            self.lease.proven(proving)
-        else:
-            self.lease.unproven(str(failure))
 
     def _advance(self, after: dict[tuple[str, int], int]) -> None:
         self.offsets.advance(after)
@@ -512,7 +438,7 @@ class Executor(RunsItsLoop):
                 records.append(Out(topics.DLQ, r.key, r.value or b"", headers=tuple(headers)))
             elif work.call is not None and work.call.action_id in outcomes:
                 records.append(self._result_record(work, outcomes[work.call.action_id]))
-        never = withdrawn(self.lease.lapsed_why() if self.lease is not None else "no lease")
+        never = withdrawn(self.lease.lapsed_why())
         records += [self._result_record(w, never) for w in not_started]
         self.uncommitted.update(outcomes)
         entries = [(w.call.action_id, w.call.vendor_key, outcomes[w.call.action_id]) for w in batch
@@ -523,7 +449,7 @@ class Executor(RunsItsLoop):
             return False
         for action_id in outcomes:
             self.uncommitted.pop(action_id, None)
-        self._count_committed(batch, outcomes)
+        self.counts.committed(batch, outcomes)
         return True
 
     def _commit_offsets(self, offsets: dict[tuple[str, int], int]) -> bool:
@@ -568,28 +494,5 @@ class Executor(RunsItsLoop):
         self.offsets.dropped()  # before the seeks: a position that cannot be known exits with none pending
         self.offsets.rewound(rewind(self.consumer, decided, self.who, LOOKUP_TIMEOUT_S))
 
-    # -- metrics ---------------------------------------------------------------------
-    def _count_committed(self, batch: list[Work], outcomes: Mapping[str, Result]) -> None:
-        """``runonce_executor_outcomes_total`` for a committed batch: each plan that is an outcome
-        of its own (dead-lettered, already done, recommitted, blocked) by its Plan's name, and
-        each final status; skips count nowhere."""
-        for work in batch:
-            if work.call is None:
-                if work.plan is Plan.DEAD_LETTER:
-                    self._count(Plan.DEAD_LETTER.value, "?")
-                continue
-            outcome = outcomes.get(work.call.action_id)
-            if outcome is None:
-                if work.plan is Plan.DONE:
-                    self._count(Plan.DONE.value, work.call.tool)
-                continue
-            if work.plan in (Plan.RECOMMIT, Plan.BLOCKED):
-                self._count(work.plan.value, work.call.tool)
-            self._count(outcome.status.value, work.call.tool)
 
-    def _count(self, status: str, tool: str) -> None:
-        if self.metrics is not None:
-            self.metrics.outcomes.labels(self.connector.name, tool, status).inc()
-
-
-__all__ = ["Executor", "create_executor", "StartPolicy"]
+__all__ = ["Executor", "Limits", "create_executor", "StartPolicy"]

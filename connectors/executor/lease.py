@@ -99,3 +99,51 @@ class Lease:
                else "cut off from the broker, or the process was frozen")
         return f"no commit proved ownership for {self.clock() - self._until + self.length_s:.1f} s ({why})"
 
+    def proving(self, commit: Callable[[], bool]) -> bool:
+        """``commit`` (true: it committed with the group's metadata) proves ownership from the
+        moment it began: the clock is read before it, however long it takes."""
+        began = self.clock()
+        if not commit():
+            return False
+        self.proven(began)
+        return True
+
+    def zombie_window_s(self, request_timeout_s: float) -> float:
+        """How long after a reconcile starts a process that lost these partitions may still have
+        a call land: its lease (as long as this one), then the request's timeout."""
+        return self.length_s + request_timeout_s
+
+
+class NoLease(Lease):
+    """The null object: every call may start, nothing renews it, nothing ends it (the runner's
+    protocol on its own, and tests of what the lease does not touch)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, clock=lambda: 0.0)
+        self.why_ended = "no lease"
+
+    def proven(self, at: float) -> None:
+        return None
+
+    def ended(self, why: str = "") -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def holds(self) -> bool:
+        return True
+
+    def due(self) -> bool:
+        return False
+
+    def lapsed_why(self) -> str:
+        return self.why_ended
+
+    def zombie_window_s(self, request_timeout_s: float) -> float:
+        return 0.0
+
+
+#: the one ``NoLease`` (it keeps no state)
+NO_LEASE = NoLease()
+

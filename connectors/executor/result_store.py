@@ -49,7 +49,7 @@ _OFFSET_VALUE = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class IndexEntry:
     """One committed result of an action of this executor's tools."""
 
     action_id: str
@@ -140,7 +140,7 @@ class ResultStore:
         return found
 
     # -- writes: entries and offsets in one batch ------------------------------------
-    def write(self, entries: Iterable[Entry], next_offsets: Mapping[int, int]) -> int:
+    def write(self, entries: Iterable[IndexEntry], next_offsets: Mapping[int, int]) -> int:
         """Write entries (each a later result than what the store holds for its action) and
         the offsets they reach, atomically. Returns entries written."""
         batch = WriteBatch(raw_mode=True)

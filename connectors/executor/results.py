@@ -34,7 +34,7 @@ from typing import Callable, Mapping, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from runonce.connectors.executor.batch import ResultLookups
-from runonce.connectors.executor.result_store import Entry, ResultStore
+from runonce.connectors.executor.result_store import IndexEntry, ResultStore
 from runonce.errors import BrokerUnavailable, InvalidInput
 from runonce.kafka import clients, topics
 from runonce.kafka.access import KafkaTarget
@@ -104,7 +104,7 @@ class ResultIndex:
         """Results this executor committed (action id, vendor key, result), and the end of its
         transaction on each results partition: one write batch."""
         now = self.clock_ms()
-        self.store.write((Entry(a, k, r, now) for a, k, r in entries), next_offsets)
+        self.store.write((IndexEntry(a, k, r, now) for a, k, r in entries), next_offsets)
 
     def expire(self, limit: int = 20_000) -> int:
         """Entries older than the key window (and the clock margin) go; ``limit`` a call."""
@@ -168,7 +168,7 @@ class ResultIndex:
         reader.assign([TopicPartition(topics.RESULTS, p, o) for p, o in begin.items()])
         pending = set(begin)
         reached = dict(begin)
-        entries: list[Entry] = []
+        entries: list[IndexEntry] = []
         applied = 0
         deadline = time.monotonic() + self.timeout_s
         while pending:
@@ -200,7 +200,7 @@ class ResultIndex:
         applied += self.store.write(entries, reached)
         return applied
 
-    def _entry(self, msg: Message) -> Entry | None:
+    def _entry(self, msg: Message) -> IndexEntry | None:
         value = msg.value()
         if value is None:
             return None
@@ -214,7 +214,7 @@ class ResultIndex:
         if r["tool"] not in self.tools:
             return None
         # the vendor key the executor wrote (a tenant's own), else the action id
-        return Entry(r["action_id"], r["idempotency_key"] or r["action_id"], result_of(r), msg.timestamp()[1])
+        return IndexEntry(r["action_id"], r["idempotency_key"] or r["action_id"], result_of(r), msg.timestamp()[1])
 
     def _first_unread_ms(self, starts: Mapping[int, int]) -> int:
         """When the earliest approved record still to be read was written (now, if none is)."""

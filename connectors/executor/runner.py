@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from runonce.connectors.executor.lease import Lease
+from runonce.connectors.executor.batch import Plan
+from runonce.connectors.executor.lease import NO_LEASE, Lease
 from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.toolkit.base import ActionCall, Capability, Connector, StateCheck, VendorResponse, state_check
 from runonce.connectors.toolkit.errors import (
@@ -68,9 +69,7 @@ class Look:
 class ActionRunner:
     def __init__(self, connector: Connector, retry: RetryPolicy = RetryPolicy(),
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 throttle: Throttle | None = None, lease: Lease | None = None) -> None:
-        """``lease``: a vendor call starts only while it holds (the executor's, lease.py); none:
-        always (the protocol on its own)."""
+                 throttle: Throttle | None = None) -> None:
         self.connector = connector
         #: the vendor asked whether an effect happened: a STATE_CHECK connector's own check
         self.state: StateCheck | None = state_check(connector)
@@ -79,17 +78,22 @@ class ActionRunner:
         self.clock = clock
         #: shared by every call to this vendor; none of our rate unless settings give one
         self.throttle = throttle or Throttle(connector.name, clock=clock, sleep=sleep)
-        self.lease = lease
-        #: a state check believes "absent" only this long after a reconcile starts: another
-        #: process that lost these partitions may still start a call within its lease, and
-        #: that call lands within the request's timeout (lease.py)
-        self.zombie_window_s = lease.length_s + self.state.timeout_s if lease is not None and self.state else 0.0
 
-    def perform(self, call: ActionCall) -> Result | Lapsed:
+    def carry_out(self, plan: Plan, call: ActionCall, prior: Result | None, lease: Lease = NO_LEASE
+                  ) -> Result | Lapsed:
+        """Step 2 of an executor's batch for one action planned PERFORM (its intent committed)
+        or RECONCILE (an intent without a result). ``lease``: the executor's (lease.py); a
+        vendor call starts only while it holds."""
+        if plan is Plan.RECONCILE and prior is not None:
+            return self.reconcile(call, prior.attempts, lease)
+        assert plan is Plan.PERFORM, plan
+        return self.perform(call, lease)
+
+    def perform(self, call: ActionCall, lease: Lease = NO_LEASE) -> Result | Lapsed:
         """A new action, its intent committed: call the vendor (retries with the same key)."""
-        return self._perform(call, attempts_before=0)
+        return self._perform(call, 0, lease)
 
-    def reconcile(self, call: ActionCall, attempts_before: int) -> Result | Lapsed:
+    def reconcile(self, call: ActionCall, attempts_before: int, lease: Lease = NO_LEASE) -> Result | Lapsed:
         capability = self.connector.capability
         if capability is Capability.NONE:
             return Result(Status.IN_DOUBT, error="redelivered after an intent without a result; "
@@ -97,14 +101,20 @@ class ActionRunner:
                            attempts=attempts_before)
         if capability is Capability.STATE_CHECK:
             # An earlier attempt was made by a process that is gone, or that lost these partitions
-            # and may still start one within its lease: before the zombie window ends.
-            look = self.look(call, attempted_at=self.clock() + self.zombie_window_s)
+            # and may still start one within its lease: "absent" counts only once a call it
+            # started then has landed (lease.py).
+            look = self.look(call, attempted_at=self.clock() + self.zombie_window_s(lease))
             if look.unanswered is not None:
                 return self._in_doubt(look, attempts_before)
             if look.response is not None:
                 return Result(Status.SUCCEEDED, look.response.vendor_ref, attempts=attempts_before)
         # VENDOR_KEY, NATURAL_KEY: the vendor refuses a repeat; ATOMIC: its marker is found first
-        return self._perform(call, attempts_before)
+        return self._perform(call, attempts_before, lease)
+
+    def zombie_window_s(self, lease: Lease) -> float:
+        """How long after a reconcile starts a state check's "absent" may still be a zombie's
+        call in flight (none for a connector without a state check)."""
+        return lease.zombie_window_s(self.state.timeout_s) if self.state is not None else 0.0
 
     def look(self, call: ActionCall, attempted_at: float) -> Look:
         """Ask the vendor whether the effect exists. An error is asked again (bounded), then is an
@@ -133,14 +143,14 @@ class ActionRunner:
                 return Look()
             self.sleep(min(self.retry.lag_poll_s, settled_at - asked_at))
 
-    def _paced(self, ask: Callable[[ActionCall], T], call: ActionCall, leased: bool = False) -> T:
+    def _paced(self, ask: Callable[[ActionCall], T], call: ActionCall, lease: Lease = NO_LEASE) -> T:
         """One request as the vendor's pace allows; a refusal for its limit pauses the vendor
-        and asks again (it was not performed), up to ``max_rate_limited`` times. ``leased``:
-        an effect, made only while the lease holds (checked after the pace's wait)."""
+        and asks again (it was not performed), up to ``max_rate_limited`` times. ``lease``: an
+        effect's, made only while it holds (checked after the pace's wait)."""
         refusals = 0
         while True:
             self.throttle.acquire()
-            if leased and self.lease is not None and not self.lease.holds():
+            if not lease.holds():
                 raise _LeaseEnded()
             try:
                 return ask(call)
@@ -156,13 +166,13 @@ class ActionRunner:
         return Result(Status.IN_DOUBT, error=f"not repeated, and it may have happened: {look.unanswered}",
                       attempts=attempts)
 
-    def _perform(self, call: ActionCall, attempts_before: int) -> Result | Lapsed:
+    def _perform(self, call: ActionCall, attempts_before: int, lease: Lease) -> Result | Lapsed:
         unknown: str | None = None
         last_error = ""
         attempt = 0
         for attempt in range(1, self.retry.max_attempts + 1):
             try:
-                response = self._paced(self.connector.perform, call, leased=True)
+                response = self._paced(self.connector.perform, call, lease)
                 return Result(Status.SUCCEEDED, response.vendor_ref, attempts=attempts_before + attempt)
             except _LeaseEnded:
                 return Lapsed(attempted=attempts_before + attempt > 1)

@@ -49,7 +49,7 @@ from runonce.connectors.toolkit.tls import client_context
 from runonce.telemetry import vendor as vendor_spans
 
 #: HTTP statuses that say the vendor did not act and a retry may succeed
-NOT_PERFORMED = frozenset({409, 429, 503})
+NOT_PERFORMED_STATUSES = frozenset({409, 429, 503})
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +116,7 @@ def raise_for_status(method: str, url: str, result: HttpResult) -> HttpResult:
     if status == 429 or (status == 503 and retry_after is not None):
         raise RateLimited(f"{method} {url}: HTTP {status} (rate limited, Retry-After: {retry_after}): {data}",
                           retry_after_seconds(retry_after))
-    if status in NOT_PERFORMED:
+    if status in NOT_PERFORMED_STATUSES:
         raise TransientVendorError(f"{method} {url}: HTTP {status}: {data}")
     if status >= 500:
         raise OutcomeUnknown(f"{method} {url}: HTTP {status} may have been performed: {data}")

@@ -39,7 +39,7 @@ What an error means:
 Hence ``Capability.ATOMIC``: the outcome is never in doubt while the database answers.
 
 The marker table is bounded: ``prune`` removes markers older than the longest key window (an
-idle executor runs it every ``executor.PRUNE_EVERY_S``, 10 minutes); after that window the
+idle executor runs it every ``upkeep.PRUNE_EVERY_S``, 10 minutes); after that window the
 stream job has forgotten the key too. Why psycopg 3: PostgreSQL's maintained Python driver; its binary wheel carries libpq.
 """
 

@@ -47,7 +47,7 @@ class BrokerWatch:
             await anyio.sleep(self._every_s)
 
 
-def create_app(mcp_server: Server[Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
+def create_gateway_app(mcp_server: Server[Any], api: HttpApi, policies: PolicyBook, tokens_file: Path) -> Starlette:
     from prometheus_client import make_asgi_app
 
     # stateless (MCP 2026-07-28): no session to keep, so any replica answers any call

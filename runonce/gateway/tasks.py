@@ -12,7 +12,7 @@ extension, or on a revision before 2026-07-28 (whose wire has no ``resultType``)
 plain result.
 
 ``failed`` is for a denial or an expiry only: the action was never performed, and the error
-says why (code ``NOT_PERFORMED``). A vendor's refusal or an in-doubt outcome is ``completed``
+says why (code ``NOT_PERFORMED_CODE``). A vendor's refusal or an in-doubt outcome is ``completed``
 with ``isError``, as the extension's spec asks of a tool's own errors."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 #: what a client is told to wait between polls: a person's verdict takes minutes
 POLL_INTERVAL_MS = 2000
 #: the JSON-RPC error of a task whose action was not performed (denied, or expired unapproved)
-NOT_PERFORMED = -32000
+NOT_PERFORMED_CODE = -32000
 _NOT_PERFORMED_REASONS = {Reason.APPROVAL_DENIED.value: "denied by an approver",
                           Reason.APPROVAL_EXPIRED.value: "no one approved it before its approval expired"}
 
@@ -87,7 +87,7 @@ def polled(task: TaskId, tool: str, outcome: ActionOutcome | None, held: HeldFor
     why = _NOT_PERFORMED_REASONS.get(outcome.drop_reason or "")
     if outcome.status is CallStatus.DROPPED and why is not None:
         return {**_task(task, ("failed", f"Not performed: {why}."), created_ms, now_ms),
-                "error": {"code": NOT_PERFORMED, "message": f"action {task.action_id} was not performed: {why}",
+                "error": {"code": NOT_PERFORMED_CODE, "message": f"action {task.action_id} was not performed: {why}",
                           "data": told.facts}}
     return {**_task(task, ("completed", told.text), created_ms, now_ms), "result": call_tool_result(told).model_dump(
         mode="json", by_alias=True, exclude_none=True)}

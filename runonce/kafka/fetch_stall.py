@@ -15,11 +15,12 @@ an aborted tail is fetched through like any other records."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
+
+from runonce.kafka.stats import Stats
 
 log = logging.getLogger("runonce.kafka")
 
@@ -51,10 +52,10 @@ class FetchStall:
         self._waiting: dict[int, tuple[int, float]] = {}
         self._checked = clock()
 
-    def on_stats(self, stats_json: str) -> None:
+    def on_stats(self, stats: Stats) -> None:
         try:
-            parts = json.loads(stats_json)["topics"][self.topic]["partitions"]
-        except (ValueError, KeyError, TypeError):
+            parts = stats["topics"][self.topic]["partitions"]
+        except (KeyError, TypeError):
             return  # no fetch of this topic yet
         for p, d in parts.items():
             if int(p) >= 0 and "next_offset" in d:

@@ -16,8 +16,9 @@ costs a restart per ``limit_s``, nothing more: the restarted process waits for i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+
+from runonce.kafka.stats import Stats
 
 #: how long a consumer may be without its group coordinator (a failover takes seconds, a broker
 #: restart under a minute; this outlasts both)
@@ -39,9 +40,9 @@ class GroupStall:
         self.limit_s = limit_s
         self.last: GroupState | None = None
 
-    def on_stats(self, stats_json: str) -> None:
+    def on_stats(self, stats: Stats) -> None:
         try:
-            cgrp = json.loads(stats_json)["cgrp"]
+            cgrp = stats["cgrp"]
             self.last = GroupState(str(cgrp["state"]), float(cgrp["stateage"]) / 1000.0,
                                    str(cgrp.get("join_state", "?")))
         except (ValueError, KeyError, TypeError):

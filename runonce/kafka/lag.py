@@ -6,10 +6,11 @@ fetch position stands in for the position."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
+
+from runonce.kafka.stats import Stats
 
 
 def lag_gauge(registry: CollectorRegistry) -> Gauge:
@@ -30,10 +31,9 @@ class LagGauge:
         self.group = group
         self._shown: set[tuple[str, str]] = set()
 
-    def on_stats(self, stats_json: str) -> None:
-        try:
-            topics = json.loads(stats_json)["topics"]
-        except (ValueError, KeyError, TypeError):
+    def on_stats(self, stats: Stats) -> None:
+        topics = stats.get("topics")
+        if not isinstance(topics, dict):
             return
         shown: set[tuple[str, str]] = set()
         for topic, t in topics.items():
@@ -52,11 +52,3 @@ class LagGauge:
         for topic, p in self._shown - shown:
             self.gauge.remove(self.group, topic, p)
         self._shown = shown
-
-
-def stats_callbacks(*callbacks: Any) -> Any:
-    """One ``stats_cb`` that hands the client's statistics to each of ``callbacks``."""
-    def on_stats(stats_json: str) -> None:
-        for cb in callbacks:
-            cb(stats_json)
-    return on_stats

@@ -47,7 +47,7 @@ log = logging.getLogger("runonce.kafka")
 WATCHDOG_GRACE_S = 15.0
 
 
-class Consumer(Protocol):
+class GroupConsumer(Protocol):
     """What the loop, its tasks and positions.py use of a confluent-kafka Consumer in a group
     (tests give fakes)."""
 
@@ -88,9 +88,9 @@ class Task(Protocol):
         """The most records the next batch may hold."""
         ...
 
-    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
+    def on_assign(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None: ...
 
-    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None: ...
+    def on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None: ...
 
     def process(self, records: list[Message]) -> Processed:
         """Decide (or plan and perform) the batch and commit it."""
@@ -130,7 +130,7 @@ class RunsItsLoop:
 
 
 class ConsumerLoop:
-    def __init__(self, name: str, consumer: Consumer, task: Task, topics: Sequence[str], *, wait_s: float,
+    def __init__(self, name: str, consumer: GroupConsumer, task: Task, topics: Sequence[str], *, wait_s: float,
                  group_stall: GroupStall | None = None, health: Health | None = None) -> None:
         self.name = name
         self.consumer = consumer
@@ -204,18 +204,18 @@ class ConsumerLoop:
                 log.warning("%s: consumer: %s", self.name, err)
         return records
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         self.health.restoring()
         self.task.on_assign(consumer, partitions)  # restores each partition's state before it returns
         self.health.assigned()
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
         self.health.revoked()
         self.deferred = []  # fetched from partitions that may be another's now: they come again
         self.task.on_revoke(consumer, partitions)
 
 
-def transactional_checkpoint(access: KafkaTarget, transactional_id: str, consumer: Consumer, *,
+def transactional_checkpoint(access: KafkaTarget, transactional_id: str, consumer: GroupConsumer, *,
                              transaction_timeout_ms: int, producer_config: Mapping[str, Any] | None = None,
                              new_producer: Callable[[], Producer] | None = None, watchdog: Watchdog | None = None,
                              on_step: Callable[[Step, float], None] | None = None) -> Checkpoint:

@@ -108,7 +108,7 @@ def _check_served(tools: frozenset[str], policies: PolicyBook, settings: Setting
 def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
     from runonce.core.policy import PolicyBook
     from runonce.gateway import server
-    from runonce.gateway.app import create_app, serve
+    from runonce.gateway.app import create_gateway_app, serve
     from runonce.gateway.calls import Calls
     from runonce.gateway.http_api import HttpApi
     from runonce.sdk.client import ActionClient
@@ -119,7 +119,7 @@ def cmd_gateway_serve(settings: Settings, args: argparse.Namespace) -> int:
     with ActionClient(settings.kafka_access(), agent_id="gateway", policies=policies,
                       outcomes=settings.outcomes_access()) as client:
         calls = Calls(client)
-        app = create_app(server.create_gateway(calls, policies, timeout_s=args.timeout_s),
+        app = create_gateway_app(server.create_gateway(calls, policies, timeout_s=args.timeout_s),
                          HttpApi(calls, default_wait_s=args.timeout_s, max_wait_s=args.max_wait_s,
                                  held_retry_after_s=args.held_retry_after_s), policies, path)
         base = f"http://{args.host}:{args.port}"

@@ -43,9 +43,9 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 def _run_faust(settings: Settings, policies: Any, metrics: Any, loglevel: str) -> int:
     import faust
 
-    from runonce.streams.faust_runtime.app import create_app
+    from runonce.streams.faust_runtime.app import create_faust_app
 
-    app = create_app(settings, policies, metrics)
+    app = create_faust_app(settings, policies, metrics)
     say(f"stream worker {settings.worker_name} on {settings.kafka_access()} "
          f"(faust, {settings.processing_guarantee}, {len(policies.tools)} tool policies)")
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)

@@ -32,8 +32,7 @@ from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
 from runonce.sdk.submit import Submitter, build_request
 from runonce.sdk.trace_context import current_carrier
-from runonce.telemetry.spans import Spans
-from runonce.telemetry.spans import spans as default_spans
+from runonce.telemetry.spans import Spans, configured_spans
 from runonce.wire.decisions import DecisionView
 from runonce.wire.results import CallStatus, Status
 from runonce.wire.trace import trace_headers
@@ -129,7 +128,7 @@ class ActionClient:
         self.tenant = check_tenant(tenant)
         self.policies = policies or PolicyBook.load()
         #: each submit a producer span in the caller's trace, when the application traces (runonce/telemetry)
-        self._spans = spans or default_spans()
+        self._spans = spans or configured_spans()
         try:
             self._submitter = Submitter(bootstrap, agent_id=agent_id, policies=self.policies)
             self._outcomes = Outcomes(outcomes if outcomes is not None else bootstrap, self.policies,

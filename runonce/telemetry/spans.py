@@ -67,7 +67,7 @@ def _nothing(status: str, attempts: int) -> None:
 NO_SPANS = NoSpans()
 
 
-def spans() -> Spans:
+def configured_spans() -> Spans:
     """This process's spans: OpenTelemetry's when a tracer provider is set (by the
     application, or by ``setup.configure_from_env``), else none. Asked once, when a client,
     worker or executor is made: nothing is looked up per record."""

@@ -2,7 +2,7 @@
 RocksDB (rocksdict) tables (keys, scopes, holds), running the same ``Pipeline`` as the
 default runtime.
 
-``create_app(settings)`` is the only place faust is wired; the logic lives in
+``create_faust_app(settings)`` is the only place faust is wired; the logic lives in
 ``streams/processor.py`` and the decision in ``runonce/core/decide.py``.
 
 Guarantee: at-least-once, made harmless by design. The producer (changelog and output
@@ -45,7 +45,7 @@ from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
-from runonce.telemetry.spans import spans
+from runonce.telemetry.spans import configured_spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
@@ -150,7 +150,7 @@ def state_dir(settings: Settings) -> Path:
     return settings.state_dir / settings.worker_name
 
 
-def create_app(settings: Settings, policies: PolicyBook | None = None,
+def create_faust_app(settings: Settings, policies: PolicyBook | None = None,
                metrics: StreamMetrics | None = None) -> faust.App:
     policies = policies or PolicyBook.load(settings.policy_file)
     metrics = metrics or StreamMetrics()
@@ -222,7 +222,7 @@ def create_app(settings: Settings, policies: PolicyBook | None = None,
                                      f"{table.changelog_topic.get_topic_name()}, runonce creates {name}")
     sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED, topics.HELD,
                            topics.VERDICTS), n)
-    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys), spans=spans(),
+    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys), spans=configured_spans(),
                         scopes=FaustTableStore(scopes), holds=FaustTableStore(holds), metrics=metrics)
     # Partitions moved: what the holds stage cached about due times is not this worker's any more.
     app.on_partitions_assigned.connect(lambda *_args, **_kwargs: pipeline.rolled_back())

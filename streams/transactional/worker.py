@@ -32,10 +32,11 @@ from runonce.kafka.checkpoint import Failure
 from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.health import Health
-from runonce.kafka.lag import LagGauge, stats_callbacks
+from runonce.kafka.lag import LagGauge
 from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.record import Out, Record
+from runonce.kafka.stats import stats_callback
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
@@ -43,7 +44,7 @@ from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
-from runonce.telemetry.spans import spans
+from runonce.telemetry.spans import configured_spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
@@ -67,7 +68,7 @@ PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.m
                    "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024}
 
 
-def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
+def worker_consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
     """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
     committed, partition p of every input on one worker (range), fetches batched over
     ``fetch_wait_ms``; its statistics feed the lag gauge and ``group`` (group_stall.py); a
@@ -77,7 +78,7 @@ def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStal
         "partition.assignment.strategy": "range",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
         "statistics.interval.ms": STATS_INTERVAL_MS, **clients.batched_fetch(settings.fetch_wait_ms),
-        "stats_cb": stats_callbacks(LagGauge(metrics.lag, GROUP).on_stats, group.on_stats),
+        "stats_cb": stats_callback(LagGauge(metrics.lag, GROUP), group),
         # KIP-345, as the executors: the worker's name is its transactional id's and a pod's name
         **({"group.instance.id": transactional_id_of(settings.worker_name)} if settings.static_membership else {}),
     })
@@ -85,7 +86,7 @@ def consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStal
 
 class TransactionalWorker(RunsItsLoop):
     def __init__(self, settings: Settings, policies: PolicyBook, metrics: StreamMetrics | None = None, *,
-                 consumer: loop.Consumer | None = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
+                 consumer: loop.GroupConsumer | None = None, reader: Any = None, new_producer: Callable[[], Producer] | None = None,
                  watchdog: Watchdog | None = None, health: Health | None = None) -> None:
         """``consumer``, ``reader`` (restores), ``new_producer`` and ``watchdog`` are made here
         from ``settings`` unless given (tests give fakes). ``health``: what the process's probes
@@ -103,7 +104,7 @@ class TransactionalWorker(RunsItsLoop):
         self.tables = (self.keys, self.scopes, self.holds)
         # A pass whose scope partition this worker owns (its state is open here) is decided by
         # stage 2 in the same transaction: one commit, not two, for a scoped action.
-        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=spans(),
+        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=configured_spans(),
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self.scopes.parts.__contains__)
         self.cap = BatchCap(settings.txn_max_records)
@@ -114,7 +115,7 @@ class TransactionalWorker(RunsItsLoop):
         #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
         self.group_stall = GroupStall()
         self.consumer = consumer if consumer is not None else Consumer(
-            consumer_config(settings, self.metrics, self.group_stall))
+            worker_consumer_config(settings, self.metrics, self.group_stall))
         self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
                                                                         to_end=True)
         with clients.closed_if_raised(self.consumer, self.reader):
@@ -130,7 +131,7 @@ class TransactionalWorker(RunsItsLoop):
         self.metrics.step_seconds.labels(step).observe(seconds)
 
     # -- assignment ------------------------------------------------------------------
-    def on_assign(self, consumer: loop.Consumer, partitions: list[TopicPartition]) -> None:
+    def on_assign(self, consumer: loop.GroupConsumer, partitions: list[TopicPartition]) -> None:
         # A new group starts at the earliest request: nothing an agent published is skipped.
         starts = [TopicPartition(topic, s.partition, s.offset)
                   for topic, s in explicit_starts(consumer, partitions, StartPolicy.EARLIEST, self.transactional_id,
@@ -158,7 +159,7 @@ class TransactionalWorker(RunsItsLoop):
         log.info("%s assigned %s", self.transactional_id,
                  ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
 
-    def on_revoke(self, consumer: loop.Consumer, partitions: list[TopicPartition]) -> None:
+    def on_revoke(self, consumer: loop.GroupConsumer, partitions: list[TopicPartition]) -> None:
         for table in self.tables:
             table.abort()
         self.pipeline.rolled_back()

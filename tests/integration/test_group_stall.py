@@ -15,6 +15,7 @@ from confluent_kafka import Consumer
 
 from runonce.kafka import clients, topics
 from runonce.kafka.group_stall import GroupStall
+from runonce.kafka.stats import stats_callback
 from runonce.settings import Settings
 
 pytestmark = [pytest.mark.broker]
@@ -41,7 +42,7 @@ def _black_hole() -> tuple[socket.socket, list[socket.socket]]:
 
 def _consumer(bootstrap: str, group: str, stall: GroupStall) -> Consumer:
     return Consumer({**clients.transactional_consumer_config(bootstrap, group, session_timeout_ms=10_000),
-                     "statistics.interval.ms": 500, "stats_cb": stall.on_stats})
+                     "statistics.interval.ms": 500, "stats_cb": stats_callback(stall)})
 
 
 def test_a_consumer_that_reaches_no_coordinator_is_named_and_one_that_does_is_not(broker: Settings) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
 
 from runonce.connectors.executor.executor import Executor
-from runonce.connectors.executor.lease import Lease
+from runonce.connectors.executor.lease import NO_LEASE, Lease
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import DEFAULT_WINDOW_MS, ResultIndex
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
@@ -155,9 +155,8 @@ def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
     connector = connector or Mailer()
     return Executor(connector, consumer=consumer, checkpoint=checkpoint or FakeCheckpoint(),
                     index=LocalIndex(), start=start,
-                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None,
-                                        lease=lease),
-                    spans=spans)
+                    runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
+                    lease=lease or NO_LEASE, spans=spans)
 
 
 class Msg(kafka_fakes.Msg):

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runonce.connectors.executor.executor import Executor, consumer_config
+from runonce.connectors.executor.executor import Executor, Limits, executor_consumer_config
 from runonce.connectors.executor.lease import Lease
-from runonce.connectors.executor.result_store import Entry
+from runonce.connectors.executor.result_store import IndexEntry
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, VendorResponse
 from runonce.core.decision import Decision, Origin, Outcome, Reason
@@ -51,14 +51,14 @@ from tests.support.executor_fakes import (
 # -- where it starts ---------------------------------------------------------------------
 
 def test_the_client_never_picks_a_position() -> None:
-    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["auto.offset.reset"] == "error"
+    assert executor_consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["auto.offset.reset"] == "error"
 
 
 def test_a_slot_is_a_static_member_of_its_group() -> None:
     """A restarted slot rejoins as the instance it replaces, so the broker hands its partitions
     back at once rather than after the killed process's session timeout (bench/executor_restart.py
     --kill measures it)."""
-    assert consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["group.instance.id"] == "g-0"
+    assert executor_consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["group.instance.id"] == "g-0"
 
 
 def test_committed_offsets_always_win_whatever_the_policy() -> None:
@@ -280,7 +280,7 @@ def _second_call_lapses() -> tuple[FakeConsumer, FakeCheckpoint, SlowMailer, Exe
     checkpoint = FakeCheckpoint()
     mailer = SlowMailer()
     ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: mailer.now[0]))
-    ex.max_in_flight = 1
+    ex.limits = Limits(max_in_flight=1)
     consumer.messages = [Msg(0, 3, approved("a1")), Msg(0, 4, approved("a2"))]
     ex.step()
     assert mailer.sent == ["a1"]
@@ -361,7 +361,7 @@ def test_a_healthy_executors_lease_is_renewed_while_a_slow_batch_runs() -> None:
 
     mailer = Slow()
     ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: now[0]))
-    ex.max_in_flight = 1
+    ex.limits = Limits(max_in_flight=1)
     consumer.messages = [Msg(0, 3 + i, approved(f"a{i}")) for i in range(4)]
     ex.step()
     assert mailer.sent == ["a0", "a1", "a2", "a3"]
@@ -388,7 +388,7 @@ def test_a_stop_starts_no_further_call_and_withdraws_the_rest() -> None:
 
     mailer = Stopped()
     ex = executor(consumer, checkpoint, connector=mailer, lease=Lease(5.0, clock=lambda: 0.0))
-    ex.max_in_flight = 1
+    ex.limits = Limits(max_in_flight=1)
     consumer.messages = [Msg(0, 3 + i, approved(f"a{i}")) for i in range(3)]
     ex.step()
     assert mailer.sent == ["a0"]
@@ -506,7 +506,7 @@ def test_vendor_calls_of_a_batch_are_in_flight_together() -> None:
     connector: Any = vendor
     ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=LocalIndex(),
                   runner=ActionRunner(connector, RetryPolicy(max_attempts=1), sleep=lambda _s: None),
-                  max_in_flight=4)
+                  limits=Limits(max_in_flight=4))
     consumer.messages = [Msg(0, i, approved(f"a{i}")) for i in range(3)]
     ex.step()
     assert sorted(vendor.calls) == ["a0", "a1", "a2"]
@@ -527,14 +527,15 @@ class MarkedMailer(Mailer):
 
 
 def test_an_idle_executor_prunes_markers_older_than_the_window_every_ten_minutes() -> None:
-    from runonce.connectors.executor.executor import PRUNE_EVERY_S
+    from runonce.connectors.executor.upkeep import PRUNE_EVERY_S, Upkeep
 
     connector = MarkedMailer(pruned=[])
     now = [1000.0]
     consumer = FakeConsumer([tp(0, 5)], watermarks={0: (0, 5)})
-    ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=LocalIndex(),
+    index = LocalIndex()
+    ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=index,
                   runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
-                  clock=lambda: now[0], prune_window_ms=86_400_000)
+                  upkeep=Upkeep("t", consumer, T, index, connector, prune_window_ms=86_400_000, clock=lambda: now[0]))
     ex.on_assign(consumer, [TopicPartition(T, 0)])
     ex.step()  # idle and caught up (started at the end): the first turn prunes
     now[0] += PRUNE_EVERY_S - 1
@@ -554,7 +555,7 @@ def test_an_intent_older_than_the_window_outlives_an_idle_turn_while_its_approva
     ex = Executor(connector, consumer=consumer, checkpoint=FakeCheckpoint(), index=index,
                   runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None))
     three_days_ago_ms = int(time.time() * 1000) - 3 * 86_400_000
-    index.store.write([Entry("old", "old", Result(Status.ATTEMPTING), three_days_ago_ms)], {})
+    index.store.write([IndexEntry("old", "old", Result(Status.ATTEMPTING), three_days_ago_ms)], {})
     ex.on_assign(consumer, [TopicPartition(T, 0)])
     ex.step()  # nothing fetched yet: an idle turn
     assert index.result("old") is not None

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runonce.kafka.fetch_stall import FetchStall
+from runonce.kafka.stats import stats_callback
 from tests.support.clock import Clock
 
 TOPIC = "actions.approved"
@@ -27,7 +28,7 @@ def stats(**parts: tuple[int, str, int]) -> str:
 def test_a_position_that_stays_put_with_records_beyond_it_is_named_after_the_limit() -> None:
     clock = Clock()
     stall = FetchStall(TOPIC, limit_s=60, check_every_s=10, clock=clock)
-    stall.on_stats(stats(p0=(100, "active", 0), p1=(50, "validate-epoch-wait", 0)))
+    stats_callback(stall)(stats(p0=(100, "active", 0), p1=(50, "validate-epoch-wait", 0)))
     ends = {0: 100, 1: 80}.get
     seen = []
     for _ in range(8):
@@ -45,7 +46,7 @@ def test_a_moving_position_a_full_queue_or_an_unaskable_leader_is_no_stall() -> 
     for step in range(20):
         clock.now += 10
         # p0 moves every check; p1 has records queued locally (the executor is busy, not stuck)
-        stall.on_stats(stats(p0=(step * 10, "active", 0), p1=(5, "active", 3)))
+        stats_callback(stall)(stats(p0=(step * 10, "active", 0), p1=(5, "active", 3)))
         assert stall.check(ends, lambda: [0, 1]) is None
         assert stall.check(lambda _p: None, lambda: [0, 1]) is None  # a leader away: a failover, not our stall
 
@@ -63,7 +64,7 @@ def test_checks_are_spaced_and_unknown_partitions_ignored() -> None:
         asked.append(-1)
         return [0, 7]
 
-    stall.on_stats(stats(p0=(1, "active", 0)))
+    stats_callback(stall)(stats(p0=(1, "active", 0)))
     clock.now = 5
     assert stall.check(ends, assigned) is None and asked == []  # too soon: neither the client nor a leader asked
     clock.now = 10
@@ -72,7 +73,7 @@ def test_checks_are_spaced_and_unknown_partitions_ignored() -> None:
 
 @given(st.text(max_size=50))
 def test_any_statistics_text_is_read_without_raising(text: str) -> None:
-    FetchStall(TOPIC).on_stats(text)
+    stats_callback(FetchStall(TOPIC))(text)
 
 
 @given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), min_size=1, max_size=30))
@@ -81,5 +82,5 @@ def test_caught_up_partitions_are_never_named(steps: list[tuple[int, int]]) -> N
     stall = FetchStall(TOPIC, limit_s=0, check_every_s=0, clock=clock)
     for next_offset, behind in steps:
         clock.now += 100
-        stall.on_stats(stats(p0=(next_offset + behind, "active", 0)))
+        stats_callback(stall)(stats(p0=(next_offset + behind, "active", 0)))
         assert stall.check(lambda _p: next_offset, lambda: [0]) is None  # the end is never beyond the position

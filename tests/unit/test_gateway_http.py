@@ -19,7 +19,7 @@ from runonce import tokens
 from runonce.core.policy import PolicyBook
 from runonce.errors import BrokerUnavailable, ResultTimeout, RunonceError
 from runonce.gateway import server
-from runonce.gateway.app import create_app
+from runonce.gateway.app import create_gateway_app
 from runonce.gateway.calls import HELD_SLICE_S, Calls
 from runonce.gateway.http_api import HttpApi
 from runonce.sdk.client import ActionOutcome, HeldFor
@@ -73,7 +73,7 @@ def door(tmp_path: Path) -> tuple[TestClient, RecordingClient, dict[str, str]]:
               "dispatch-1": tokens.add(path, "dispatch-1", None, "outreach")}
     client = RecordingClient()
     calls = Calls(client)  # type: ignore[arg-type]
-    app = create_app(server.create_gateway(calls, BOOK), HttpApi(calls, default_wait_s=0.1, max_wait_s=5), BOOK, path)
+    app = create_gateway_app(server.create_gateway(calls, BOOK), HttpApi(calls, default_wait_s=0.1, max_wait_s=5), BOOK, path)
     return TestClient(app, raise_server_exceptions=False), client, issued
 
 
@@ -190,7 +190,7 @@ def test_a_held_call_is_answered_held_at_once_with_a_retry_after_that_fits_appro
 
     calls = Calls(Holding())  # type: ignore[arg-type]
     api = HttpApi(calls, default_wait_s=30, max_wait_s=600, held_retry_after_s=120)
-    http = TestClient(create_app(server.create_gateway(calls, BOOK), api, BOOK, path), raise_server_exceptions=False)
+    http = TestClient(create_gateway_app(server.create_gateway(calls, BOOK), api, BOOK, path), raise_server_exceptions=False)
     posted = http.post("/v1/actions/send_email?wait=600", json={"to": "j@example.com"}, headers=_auth(token))
     assert posted.status_code == 202 and posted.json()["status"] == CallStatus.HELD, posted.text
     assert posted.headers["Retry-After"] == "120"
@@ -210,7 +210,7 @@ def test_readiness_answers_at_once_while_the_broker_takes_its_time(tmp_path: Pat
     path = tmp_path / "gateway.tokens"
     client = RecordingClient()
     calls = Calls(client)  # type: ignore[arg-type]
-    app = create_app(server.create_gateway(calls, BOOK), HttpApi(calls, default_wait_s=0.1, max_wait_s=5), BOOK, path)
+    app = create_gateway_app(server.create_gateway(calls, BOOK), HttpApi(calls, default_wait_s=0.1, max_wait_s=5), BOOK, path)
     with TestClient(app) as http:  # the lifespan runs: the broker watch with it
         first = http.get("/readyz")
         answered_before = client.broker_answered

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from runonce.gateway.tasks import EXTENSION, NOT_PERFORMED, TaskId, created, declared, polled
+from runonce.gateway.tasks import EXTENSION, NOT_PERFORMED_CODE, TaskId, created, declared, polled
 from runonce.sdk.client import ActionOutcome, HeldFor
 from runonce.wire.results import CallStatus
 
@@ -52,7 +52,7 @@ def test_an_action_never_performed_fails_its_task_with_the_reason(reason: str) -
     state = polled(TASK, "charge_payment", ActionOutcome(ACTION, CallStatus.DROPPED, ACTION, drop_reason=reason),
                    None, 1, 2)
     assert state["status"] == "failed" and "result" not in state
-    assert state["error"]["code"] == NOT_PERFORMED and "not performed" in state["error"]["message"]
+    assert state["error"]["code"] == NOT_PERFORMED_CODE and "not performed" in state["error"]["message"]
 
 
 @pytest.mark.parametrize("status, is_error", [(CallStatus.SUCCEEDED, False), (CallStatus.FAILED, True),

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runonce.kafka.group_stall import GroupStall
+from runonce.kafka.stats import stats_callback
 from tests.support.executor_fakes import FakeConsumer, executor, tp
 
 STATES = ("init", "term", "query-coord", "wait-coord", "wait-broker", "wait-broker-transport", "up")
@@ -28,7 +29,7 @@ def stats(state: str, age_s: float, join_state: str = "init") -> str:
 def test_named_exactly_when_the_group_has_been_away_from_up_past_the_limit(state: str, age_s: float,
                                                                            limit_s: float) -> None:
     stall = GroupStall(limit_s=limit_s)
-    stall.on_stats(stats(state, age_s))
+    stats_callback(stall)(stats(state, age_s))
     lost = stall.check()
     assert (lost is not None) == (state != "up" and int(age_s * 1000) / 1000 >= limit_s)
     if lost is not None:
@@ -37,7 +38,7 @@ def test_named_exactly_when_the_group_has_been_away_from_up_past_the_limit(state
 
 def test_the_stuck_consumer_of_the_fault_test_is_named_with_its_states() -> None:
     stall = GroupStall(limit_s=60)
-    stall.on_stats(stats("query-coord", 360, "init"))
+    stats_callback(stall)(stats("query-coord", 360, "init"))
     assert stall.check() == ("no group coordinator for 360 s (group state query-coord, join state init): "
                              "the client stopped looking for one")
 
@@ -45,15 +46,15 @@ def test_the_stuck_consumer_of_the_fault_test_is_named_with_its_states() -> None
 def test_no_statistics_or_no_group_in_them_is_no_stall() -> None:
     stall = GroupStall(limit_s=1)
     assert stall.check() is None
-    stall.on_stats(json.dumps({"name": "producer", "topics": {}}))
-    stall.on_stats("not json")
+    stats_callback(stall)(json.dumps({"name": "producer", "topics": {}}))
+    stats_callback(stall)("not json")
     assert stall.check() is None
 
 
 def test_the_latest_statistics_count() -> None:
     stall = GroupStall(limit_s=60)
-    stall.on_stats(stats("query-coord", 120))
-    stall.on_stats(stats("up", 0))
+    stats_callback(stall)(stats("query-coord", 120))
+    stats_callback(stall)(stats("up", 0))
     assert stall.check() is None
 
 
@@ -69,9 +70,9 @@ def test_an_idle_executor_without_its_coordinator_leaves_for_a_restart(monkeypat
     monkeypatch.setattr("runonce.kafka.loop.leave_for_restart", _leave)
     ex = executor(FakeConsumer([tp(0, 0)]))
     stall = ex.loop.group_stall = GroupStall(limit_s=60)
-    stall.on_stats(stats("up", 600))
+    stats_callback(stall)(stats("up", 600))
     ex.step()  # idle, group up: stays
-    stall.on_stats(stats("query-coord", 61))
+    stats_callback(stall)(stats("query-coord", 61))
     with pytest.raises(Left, match="no group coordinator for 61 s"):
         ex.step()
 
@@ -82,8 +83,8 @@ def test_an_idle_stream_worker_without_its_coordinator_leaves_for_a_restart(
 
     monkeypatch.setattr("runonce.kafka.loop.leave_for_restart", _leave)
     w, _ = worker(tmp_path, [])
-    w.group_stall.on_stats(stats("up", 600))
+    stats_callback(w.group_stall)(stats("up", 600))
     assert w.step() == 0
-    w.group_stall.on_stats(stats("wait-coord", 300))
+    stats_callback(w.group_stall)(stats("wait-coord", 300))
     with pytest.raises(Left, match="runonce-stream-.*no group coordinator for 300 s"):
         w.step()

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runonce.connectors.executor.result_store import Entry, ResultStore
+from runonce.connectors.executor.result_store import IndexEntry, ResultStore
 from runonce.wire.results import Result, Status
 
 DAY_MS = 24 * 3600 * 1000
@@ -19,8 +19,8 @@ OK = Result(Status.SUCCEEDED, "ch_1", None, 1)
 
 def test_a_reopened_store_answers_what_it_was_told_and_where_it_stands(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "idx", key_window_ms=DAY_MS)
-    store.write([Entry("a1", "k1", Result(Status.ATTEMPTING), NOW), Entry("a2", "k2", OK, NOW)], {0: 7, 3: 2})
-    store.write([Entry("a1", "k1", Result(Status.FAILED, None, "card declined: ünïcode", 2), NOW + 1)], {0: 9})
+    store.write([IndexEntry("a1", "k1", Result(Status.ATTEMPTING), NOW), IndexEntry("a2", "k2", OK, NOW)], {0: 7, 3: 2})
+    store.write([IndexEntry("a1", "k1", Result(Status.FAILED, None, "card declined: ünïcode", 2), NOW + 1)], {0: 9})
     store.close()
 
     again = ResultStore(tmp_path / "idx", key_window_ms=DAY_MS)
@@ -33,20 +33,20 @@ def test_a_reopened_store_answers_what_it_was_told_and_where_it_stands(tmp_path:
 
 def test_a_vendor_key_keeps_its_first_user_within_the_window_and_is_free_after_it(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "idx", key_window_ms=DAY_MS)
-    store.write([Entry("first", "k", OK, NOW)], {})
-    store.write([Entry("second", "k", OK, NOW + 1000)], {})
+    store.write([IndexEntry("first", "k", OK, NOW)], {})
+    store.write([IndexEntry("second", "k", OK, NOW + 1000)], {})
     assert store.first_user("k", NOW + 1000) == "first"
     # the stream job approves the key again after its TTL, on purpose: no answer, and a new claim
     assert store.first_user("k", NOW + DAY_MS + 1) is None
-    store.write([Entry("third", "k", OK, NOW + DAY_MS + 1)], {})
+    store.write([IndexEntry("third", "k", OK, NOW + DAY_MS + 1)], {})
     assert store.first_user("k", NOW + DAY_MS + 1) == "third"
 
 
 def test_pruning_removes_what_is_older_than_the_cutoff_and_keeps_a_later_result(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "idx", key_window_ms=DAY_MS)
-    store.write([Entry("old", "k-old", OK, NOW), Entry("renewed", "k-renewed", Result(Status.ATTEMPTING), NOW)], {})
-    store.write([Entry("renewed", "k-renewed", OK, NOW + DAY_MS)], {})
-    store.write([Entry("young", "k-young", OK, NOW + DAY_MS)], {1: 5})
+    store.write([IndexEntry("old", "k-old", OK, NOW), IndexEntry("renewed", "k-renewed", Result(Status.ATTEMPTING), NOW)], {})
+    store.write([IndexEntry("renewed", "k-renewed", OK, NOW + DAY_MS)], {})
+    store.write([IndexEntry("young", "k-young", OK, NOW + DAY_MS)], {1: 5})
     assert store.drop_before(NOW + 1) == 2
     assert store.result("old") is None and store.first_user("k-old", NOW) is None
     assert store.result("renewed") == OK  # its latest result is younger than the cutoff
@@ -57,17 +57,17 @@ def test_pruning_removes_what_is_older_than_the_cutoff_and_keeps_a_later_result(
 
 def test_pruning_goes_in_bounded_steps(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "idx", key_window_ms=DAY_MS)
-    store.write([Entry(f"a{i}", f"k{i}", OK, NOW + i) for i in range(25)], {})
+    store.write([IndexEntry(f"a{i}", f"k{i}", OK, NOW + i) for i in range(25)], {})
     assert [store.drop_before(NOW + 100, limit=10) for _ in range(4)] == [10, 10, 5, 0]
     assert all(store.result(f"a{i}") is None for i in range(25))
 
 
 def test_a_wiped_store_is_empty_and_usable(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "idx", key_window_ms=DAY_MS)
-    store.write([Entry("a", "k", OK, NOW)], {0: 3})
+    store.write([IndexEntry("a", "k", OK, NOW)], {0: 3})
     store.wipe()
     assert store.result("a") is None and store.next_offsets() == {}
-    store.write([Entry("b", "k", OK, NOW)], {0: 1})
+    store.write([IndexEntry("b", "k", OK, NOW)], {0: 1})
     assert store.first_user("k", NOW) == "b"
 
 
@@ -87,7 +87,7 @@ def test_the_store_answers_as_a_model_of_latest_results_and_first_users(tmp_path
     at = NOW
     for action_id, key, result, step_ms in writes:
         at += step_ms
-        store.write([Entry(action_id, key, result, at)], {})
+        store.write([IndexEntry(action_id, key, result, at)], {})
         latest[action_id] = result
         if key not in claims or claims[key][1] < at - DAY_MS:
             claims[key] = (action_id, at)

@@ -209,10 +209,10 @@ def test_a_reconcile_waits_out_what_a_zombie_could_still_start_before_believing_
             c.found = True
 
     runner = ActionRunner(c, RetryPolicy(max_attempts=4, base_backoff_s=0.5, lag_poll_s=0.5), sleep=zombie_sleep,
-                          clock=c.clock, lease=lease)
-    out = runner.reconcile(CALL, 1)
+                          clock=c.clock)
+    out = runner.reconcile(CALL, 1, lease)
     assert out == Result(Status.SUCCEEDED, "ref-found", attempts=1) and c.calls == 0, out
-    assert runner.zombie_window_s == 6.0
+    assert runner.zombie_window_s(lease) == 6.0
 
 
 def test_a_call_starts_only_while_the_lease_holds() -> None:
@@ -221,11 +221,10 @@ def test_a_call_starts_only_while_the_lease_holds() -> None:
     c = Scripted(Capability.VENDOR_KEY, [TransientVendorError("503")])
     now = [0.0]
     lease = Lease(5.0, clock=lambda: now[0])
-    runner = ActionRunner(c, RetryPolicy(base_backoff_s=1.0), sleep=lambda s: now.__setitem__(0, now[0] + s * 10),
-                          lease=lease)
-    assert runner.perform(CALL) == Lapsed(attempted=False) and c.calls == 0  # never proven
+    runner = ActionRunner(c, RetryPolicy(base_backoff_s=1.0), sleep=lambda s: now.__setitem__(0, now[0] + s * 10))
+    assert runner.perform(CALL, lease) == Lapsed(attempted=False) and c.calls == 0  # never proven
     lease.proven(now[0])
-    assert runner.perform(CALL) == Lapsed(attempted=True) and c.calls == 1  # the retry fell after its end
+    assert runner.perform(CALL, lease) == Lapsed(attempted=True) and c.calls == 1  # the retry fell after its end
 
 
 @pytest.mark.parametrize("vendor, effects", [(CheckedVendor(), 2), (KeyedVendor(), 1)], ids=["state_check", "vendor_key"])
@@ -249,7 +248,7 @@ def test_the_leases_limit_a_pause_after_the_check_longer_than_the_zombie_window(
         heir_lease.proven(now[0])
 
     heir = ActionRunner(vendor, RetryPolicy(base_backoff_s=0.1, lag_poll_s=0.5), sleep=heir_sleep,
-                        clock=lambda: now[0], lease=heir_lease)
+                        clock=lambda: now[0])
 
     @dataclass
     class PausedAfterTheCheck:
@@ -263,14 +262,14 @@ def test_the_leases_limit_a_pause_after_the_check_longer_than_the_zombie_window(
             return vendor.check(call)
 
         def perform(self, call: ActionCall) -> VendorResponse:
-            advance(heir.zombie_window_s + 10.0)  # paused past the window, the lease check behind it
+            advance(heir.zombie_window_s(heir_lease) + 10.0)  # paused past the window, the lease check behind it
             heir_lease.proven(now[0])  # the heir owns the partition now
-            healed = heir.reconcile(call, 1)
+            healed = heir.reconcile(call, 1, heir_lease)
             assert (healed.status, healed.vendor_ref) == (Status.SUCCEEDED, heir_result_ref(vendor)), healed
             return vendor.perform(call)
 
-    zombie = ActionRunner(PausedAfterTheCheck(), RetryPolicy(), sleep=advance, clock=lambda: now[0], lease=zombie_lease)
-    zombie.perform(CALL)
+    zombie = ActionRunner(PausedAfterTheCheck(), RetryPolicy(), sleep=advance, clock=lambda: now[0])
+    zombie.perform(CALL, zombie_lease)
     assert len(vendor.effects) == effects, vendor.effects
 
 

@@ -63,10 +63,10 @@ def test_replication_is_automatic_unless_set_and_never_below_one() -> None:
 def test_the_stream_workers_fetches_wait_for_more_records_unless_told_not_to() -> None:
     from runonce.kafka.group_stall import GroupStall
     from runonce.streams.metrics import StreamMetrics
-    from runonce.streams.transactional.worker import consumer_config
+    from runonce.streams.transactional.worker import worker_consumer_config
 
     def fetch(env: dict[str, str]) -> tuple[object, object]:
-        config = consumer_config(Settings.from_env({"RUNONCE_BOOTSTRAP": "127.0.0.1:9", **env}), StreamMetrics(),
+        config = worker_consumer_config(Settings.from_env({"RUNONCE_BOOTSTRAP": "127.0.0.1:9", **env}), StreamMetrics(),
                                  GroupStall())
         return config.get("fetch.wait.max.ms"), config.get("fetch.min.bytes")
 
