@@ -52,3 +52,33 @@ def test_a_lease_ends_before_the_group_could_give_its_partitions_away() -> None:
     for session_ms in (6_000, 10_000, 45_000):
         lease = Lease.of_session(session_ms)
         assert lease.length_s + session_ms / 1000 / 3 < session_ms / 1000, (session_ms, lease.length_s)
+
+
+def test_a_proving_commit_counts_from_when_it_began() -> None:
+    """A commit that takes 3 s of a 5 s lease proves ownership from its start: the lease holds
+    2 s past its return, not 5 (the broker may have moved the partitions while it waited).
+    Catches the clock read after the commit; a failed commit proves nothing."""
+    now = [0.0]
+    lease = Lease(5.0, clock=lambda: now[0])
+
+    def slow_commit() -> bool:
+        now[0] += 3.0
+        return True
+
+    assert lease.proving(slow_commit)
+    now[0] = 4.9
+    assert lease.holds()
+    now[0] = 5.0
+    assert not lease.holds()
+    assert not lease.proving(lambda: False) and not lease.holds()
+
+
+def test_no_lease_lets_every_call_start_and_never_asks_for_a_renewal() -> None:
+    """The null object (the runner on its own): catches a NO_LEASE that a stop, an end or an
+    unproven commit turns off, or one that asks for proving commits."""
+    from runonce.connectors.executor.lease import NO_LEASE
+
+    NO_LEASE.ended("revoked")
+    NO_LEASE.stop()
+    NO_LEASE.unproven("a commit failed")
+    assert NO_LEASE.holds() and not NO_LEASE.due() and NO_LEASE.zombie_window_s(30.0) == 0.0
