@@ -109,6 +109,23 @@ def test_a_state_check_kind_without_a_check_is_refused_when_the_file_loads() -> 
     assert isinstance(built.connector, StateCheck)
 
 
+def test_a_plugin_factory_without_a_field_spec_is_held_to_the_fields_it_read() -> None:
+    """A kind installed as a plain callable (no ``Kind`` and no spec) reads ``region``; the file
+    also gives ``api_kye``, which nothing reads: the load fails naming it, as for a shipped
+    kind. Catches the check of unread fields left out for factories without a spec (a
+    misspelt secret would load, and the connector would run without it)."""
+    fields = VendorFields("connectors.toml", "tickets", {"kind": "tickets", "region": "eu", "api_kye": "x"}, {})
+
+    def factory(f: VendorFields) -> Plain:
+        f.text("region")
+        return Plain(name=f.name)
+
+    with pytest.raises(ConfigError, match="vendors.tickets.*api_kye.*unknown field for kind 'tickets'"):
+        registry.build_vendor(fields, {"tickets": factory})
+    read_all = VendorFields("connectors.toml", "tickets", {"kind": "tickets", "region": "eu"}, {})
+    assert registry.build_vendor(read_all, {"tickets": factory}).connector.name == "tickets"
+
+
 def test_the_executor_asks_a_connector_what_it_can_do_with_isinstance_never_getattr() -> None:
     """The issue's acceptance, held: the optional parts are Protocols."""
     found = [f"{path.relative_to(ROOT)}: {line.strip()}" for path in (ROOT / "connectors" / "executor").glob("*.py")
