@@ -75,6 +75,16 @@ def test_attempts_are_bounded() -> None:
     assert out is not None and (out.status, out.attempts, c.calls) == (Status.FAILED, 4, 4)
 
 
+def test_giving_up_after_an_unknown_outcome_is_in_doubt_never_failed() -> None:
+    """The first attempt's answer was lost (it may have charged), the retries with the same key
+    were refused until the attempts ran out: the action is in doubt, not failed (an agent that
+    reads "failed" charges again). Catches the give-up status taken from the last error alone."""
+    c = Scripted(Capability.VENDOR_KEY, [OutcomeUnknown("read timeout")] + [TransientVendorError("503")] * 10)
+    out = runner(c).perform(CALL)
+    assert isinstance(out, Result) and (out.status, out.attempts, c.calls) == (Status.IN_DOUBT, 4, 4), out
+    assert out.error is not None and out.error.startswith("gave up after 4 attempts")
+
+
 @pytest.mark.parametrize("capability, status, effects", [
     (Capability.NONE, Status.IN_DOUBT, 1),         # never re-run blindly
     (Capability.VENDOR_KEY, Status.SUCCEEDED, 2),  # the scripted vendor here does not dedupe; a real one replays
