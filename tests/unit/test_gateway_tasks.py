@@ -62,3 +62,31 @@ def test_a_performed_action_completes_its_task_with_the_tools_result(status: Cal
     assert state["status"] == "completed" and "error" not in state
     assert state["result"]["isError"] is is_error
     assert state["result"]["structuredContent"]["status"] == status
+
+
+def test_a_task_of_another_tenant_is_not_found() -> None:
+    """``tasks/get`` finds a task's action again from Kafka (``Calls.find``); a caller of
+    another tenant who has the task id is answered as for no task at all. Catches the tenant
+    comparison dropped from the lookup (another tenant's tool, params' outcome and hold
+    readable by anyone who guesses or is given a task id)."""
+    import anyio
+
+    from runonce.gateway.calls import Caller, Calls
+    from runonce.sdk.client import Found
+
+    outcome = ActionOutcome(ACTION, CallStatus.SUCCEEDED, ACTION, "ch_1")
+
+    class Looking:
+        """What Calls.find asks of ActionClient: the action at its place, read from Kafka."""
+
+        def look_up(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Found | None:
+            assert (action_id, requested_at) == (ACTION, (3, 1207))
+            return Found("charge_payment", "acme", 1_700_000_000_000, outcome)
+
+    calls = Calls(Looking())  # type: ignore[arg-type]
+
+    async def find(tenant: str) -> Found | None:
+        return await calls.find(Caller("agent", None, tenant), ACTION, (3, 1207), 0.1)
+
+    assert anyio.run(find, "acme") == Found("charge_payment", "acme", 1_700_000_000_000, outcome)
+    assert anyio.run(find, "globex") is None
