@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rules as its own leftovers."""
     items.sort(key=lambda item: item.get_closest_marker("faults") is not None)  # stable: order kept otherwise
     machine_wide = {item.path for item in items
-                    if "faults" in getattr(item, "fixturenames", ()) or item.path.name == "test_network_faults.py"}
+                    if "faults" in getattr(item, "fixturenames", ()) or item.path.name in ("test_network_faults.py", "test_faults_recorded.py")}
     for item in items:
         group = MACHINE_WIDE if item.path in machine_wide else str(item.path)
         item.add_marker(pytest.mark.xdist_group(group))

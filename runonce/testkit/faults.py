@@ -34,7 +34,7 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 #: our chain in the filter table, jumped to from OUTPUT while any fault is on
 CHAIN = "RUNONCE-FAULTS"
@@ -58,7 +58,7 @@ def cgroup2_root() -> Path:
     raise FaultsUnavailable("no cgroup v2 hierarchy is mounted")
 
 
-def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _run_iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     try:
         done = subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, timeout=30)
     except FileNotFoundError as exc:
@@ -66,6 +66,10 @@ def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str
     if check and done.returncode != 0:
         raise FaultsUnavailable(f"iptables {' '.join(args)}: {done.stderr.strip()}")
     return done
+
+
+class Iptables(Protocol):
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,8 @@ class Faults:
     #: each fault on, by its key: the tag its rules carry
     _rules: dict[str, str] = field(default_factory=dict)
     _placed: dict[str, Path] = field(default_factory=dict)
+    #: how iptables is run (tests without root record its commands)
+    _iptables: Iptables = field(default=_run_iptables)
 
     def place(self, name: str, pid: int) -> None:
         """Put process ``pid`` (and the children it starts from now on) under ``name``."""
@@ -145,32 +151,36 @@ class Faults:
         cut = NetworkCut(source, tuple(ports))
         tag = f"{CGROUP_PREFIX}/{self.session}/net#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
         rule = cut.rule(tag)
-        _ensure_chain(IN_CHAIN)
+        _ensure_chain(IN_CHAIN, self._iptables)
         self._rules[self._key(cut)] = tag
-        _iptables("-A", IN_CHAIN, *rule)
+        self._iptables("-A", IN_CHAIN, *rule)
         return cut
 
     def heal(self, fault: Fault | NetworkCut) -> None:
         tag = self._rules.pop(self._key(fault), None)
         if tag is not None:
-            _delete_tagged(tag)
+            _delete_tagged(tag, self._iptables)
 
     def heal_all(self) -> None:
         for key in list(self._rules):
-            _delete_tagged(self._rules.pop(key))
+            _delete_tagged(self._rules.pop(key), self._iptables)
 
     def close(self) -> None:
-        """Every rule removed, the chain too once it is empty, every process back at the root."""
-        self.heal_all()
-        for chain in JUMPED_FROM:
-            _drop_chain_if_empty(chain)
-        for folder in self._placed.values():
-            _release(folder, self._root)
-        self._placed.clear()
-        session = self._root / CGROUP_PREFIX / self.session
-        if session.exists():
-            session.rmdir()
-        _rmdir_if_empty(self._root / CGROUP_PREFIX)
+        """Every rule removed, the chain too once it is empty, every process back at the root.
+        The cgroups go even when iptables fails (absent, or refusing): a fault that could not
+        be injected leaves nothing behind."""
+        try:
+            self.heal_all()
+            for chain in JUMPED_FROM:
+                _drop_chain_if_empty(chain, self._iptables)
+        finally:
+            for folder in self._placed.values():
+                _release(folder, self._root)
+            self._placed.clear()
+            session = self._root / CGROUP_PREFIX / self.session
+            if session.exists():
+                session.rmdir()
+            _rmdir_if_empty(self._root / CGROUP_PREFIX)
 
     def left(self) -> list[str]:
         """What this one left on the machine (``leftovers``, for every one)."""
@@ -192,10 +202,10 @@ class Faults:
         cgroup = str(folder.relative_to(self._root))
         tag = f"{cgroup}#{len(self._rules) + 1}-{uuid.uuid4().hex[:4]}"
         rules = fault.rules(cgroup, held_connections(pids, fault.ports), tag)
-        _ensure_chain(CHAIN)
+        _ensure_chain(CHAIN, self._iptables)
         self._rules[self._key(fault)] = tag  # before the first rule: whatever is added, heal finds
         for rule in rules:
-            _iptables("-A", CHAIN, *rule)
+            self._iptables("-A", CHAIN, *rule)
         return fault
 
     @staticmethod
@@ -229,34 +239,34 @@ def held_connections(pids: Sequence[int], ports: Sequence[int]) -> list[tuple[in
     return held
 
 
-def _delete_tagged(tag: str) -> None:
+def _delete_tagged(tag: str, iptables: Iptables) -> None:
     """Every rule of our chains with ``tag`` as its comment, deleted as iptables lists it: a rule
     given back as it was added may not match (nf_tables keeps a probability rounded)."""
     for chain in JUMPED_FROM:
-        for line in _iptables("-S", chain, check=False).stdout.splitlines():
+        for line in iptables("-S", chain, check=False).stdout.splitlines():
             words = shlex.split(line)
             if words[:1] == ["-A"] and tag in words:
-                _iptables("-D", *words[1:])
+                iptables("-D", *words[1:])
 
 
-def _ensure_chain(chain: str) -> None:
+def _ensure_chain(chain: str, iptables: Iptables) -> None:
     jump_from = JUMPED_FROM[chain]
-    if _iptables("-S", chain, check=False).returncode != 0:
-        _iptables("-N", chain)
-    if _iptables("-C", jump_from, "-j", chain, check=False).returncode != 0:
-        _iptables("-I", jump_from, "1", "-j", chain)
+    if iptables("-S", chain, check=False).returncode != 0:
+        iptables("-N", chain)
+    if iptables("-C", jump_from, "-j", chain, check=False).returncode != 0:
+        iptables("-I", jump_from, "1", "-j", chain)
 
 
-def _drop_chain_if_empty(chain: str) -> None:
+def _drop_chain_if_empty(chain: str, iptables: Iptables) -> None:
     jump_from = JUMPED_FROM[chain]
-    listed = _iptables("-S", chain, check=False)
+    listed = iptables("-S", chain, check=False)
     if listed.returncode != 0:
         return
     if any(line.startswith("-A ") for line in listed.stdout.splitlines()):
         return  # another test's faults are still on
-    while _iptables("-C", jump_from, "-j", chain, check=False).returncode == 0:
-        _iptables("-D", jump_from, "-j", chain)
-    _iptables("-X", chain)
+    while iptables("-C", jump_from, "-j", chain, check=False).returncode == 0:
+        iptables("-D", jump_from, "-j", chain)
+    iptables("-X", chain)
 
 
 def _release(folder: Path, root: Path) -> None:
@@ -281,7 +291,7 @@ def _rmdir_if_empty(folder: Path) -> None:
 def leftovers() -> list[str]:
     """What faults left on this machine: rules or a jump to our chain, our cgroups."""
     found: list[str] = []
-    listed = _iptables("-S", check=False).stdout.splitlines()
+    listed = _run_iptables("-S", check=False).stdout.splitlines()
     found += [line for line in listed if CHAIN in line or CGROUP_PREFIX in line]
     try:
         ours = cgroup2_root() / CGROUP_PREFIX
@@ -298,7 +308,7 @@ def available() -> str | None:
         root = cgroup2_root()
         if not (root / "cgroup.procs").exists():
             return f"{root} is not writable here"
-        _iptables("-S", "OUTPUT")
+        _run_iptables("-S", "OUTPUT")
     except FaultsUnavailable as exc:
         return str(exc)
     return None
