@@ -18,10 +18,6 @@ from runonce.errors import InvalidAction
 if TYPE_CHECKING:
     from runonce.core.policy import PolicyBook
 
-# Kept for importers: the bounds live in limits.py.
-MAX_PARAMS_BYTES = limits.MAX_PARAMS_BYTES
-MAX_KEY_CHARS = limits.MAX_KEY_CHARS
-
 
 def _bounded(record: Mapping[str, Any], field: str, max_chars: int, action_id: str, *,
              required: bool = False) -> str | None:

@@ -11,8 +11,8 @@ hands to an agent:
   come: a batch fetched before a seek is delivered after it (faust-streaming issues 216, 221,
   236).
 
-Seen here on 2026-12-02: after a rebalance of the crash test's kill storm, the group's offset
-of ``actions.requested[0]`` passed 1,292 records no worker ever decided.
+So after a rebalance the group's committed offset can pass records no worker decided (the
+crash test's kill storm found it: test_crash.py).
 
 The fence keeps, for each input partition, the offset below which every record has been
 decided by this worker (``next_offset``): set from the committed offset at each of faust's
