@@ -3,7 +3,9 @@ first use and stopped at the end whatever happens. Unit tests never start it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -24,10 +26,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Fault tests kill and pause the session's broker: run them after everything else.
 
     Under pytest-xdist (scripts/test.sh runs the main suite on two workers, each with a broker of
-    its own, ``--dist loadgroup``) a module's tests stay together on one worker, in order (some
-    read what the module's earlier tests left: ``test_no_planted_secret...`` runs last); and every
-    module touching the machine's iptables or cgroups is one group, so no test sees another's
-    rules as its own leftovers."""
+    its own, ``--dist loadgroup``) each module is marked as one group, and every module touching
+    the machine's iptables or cgroups as one group together. pytest-xdist 3.8 does not group
+    them under pytest 9 (it names an item's group by rewriting ``item._nodeid``, which pytest 9's
+    ``nodeid`` no longer reads: tests of one module run on both workers). So what must not
+    overlap takes a lock of its own: ``machine_faults_lock`` (the injector's tests, the ``faults``
+    fixture); the marks stay for the day the scheduler reads them."""
     items.sort(key=lambda item: item.get_closest_marker("faults") is not None)  # stable: order kept otherwise
     machine_wide = {item.path for item in items
                     if "faults" in getattr(item, "fixturenames", ()) or item.path.name in ("test_network_faults.py", "test_faults_recorded.py")}
@@ -70,8 +74,24 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPostgres
         server.stop()
 
 
+#: held while a test changes the machine's iptables chains or the injector's cgroups: one such
+#: test at a time on the machine, whichever worker or pytest session runs it
+MACHINE_FAULTS_LOCK = Path(tempfile.gettempdir()) / "runonce-machine-faults.lock"
+
+
 @pytest.fixture
-def faults() -> Iterator[Faults]:
+def machine_faults_lock() -> Iterator[None]:
+    """No other test's faults on the machine meanwhile: its leftovers check sees only its own."""
+    with MACHINE_FAULTS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def faults(machine_faults_lock: None) -> Iterator[Faults]:
     """This test's network faults (runonce/testkit/faults.py), all undone when it ends, even
     when it fails; a fault left behind fails it."""
     reason = network_faults.available()

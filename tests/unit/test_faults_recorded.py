@@ -18,6 +18,9 @@ import pytest
 
 from runonce.testkit.faults import CGROUP_PREFIX, CHAIN, Faults, FaultsUnavailable, cgroup2_root
 
+#: the machine's iptables chains and the injector's cgroups: one such test at a time (conftest.py)
+pytestmark = pytest.mark.usefixtures("machine_faults_lock")
+
 
 class RecordedIptables:
     """The filter table's chains in memory; each command kept as it was given."""

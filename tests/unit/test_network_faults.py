@@ -30,6 +30,9 @@ while True:
     time.sleep(0.1)
 """
 
+#: the machine's iptables chains and the injector's cgroups: one such test at a time (conftest.py)
+pytestmark = pytest.mark.usefixtures("machine_faults_lock")
+
 
 #: a child that holds one connection, made at once, and asks the echo at its end every 0.1 s
 _HOLDER = """
