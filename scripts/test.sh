@@ -5,7 +5,7 @@
 # wheel as the Docker image installs it (scripts/wheel_check.sh: its own broker, for the demo).
 # The main suite runs on two pytest-xdist workers, each with a broker of its own: most of its
 # time is waiting on brokers and subprocesses, so two side by side take ~13 min where one took
-# ~21 (a module's tests stay together, in order; tests/conftest.py says which run alone).
+# ~21 (a module's tests stay together, in order; tests/conftest.py says what takes a machine-wide lock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phase() { echo "== $* ($(( SECONDS / 60 ))m$(( SECONDS % 60 ))s in) =="; }
@@ -19,7 +19,7 @@ phase "import-linter: each layer imports only the layers below it"
 phase "mkdocs build --strict: the docs build, and a broken link fails"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 phase "pytest: main suite (plaintext broker)"
-.venv/bin/pytest --ignore=tests/security -n "${RUNONCE_TEST_WORKERS:-2}" --dist loadgroup "$@"
+.venv/bin/pytest --ignore=tests/security -n "${RUNONCE_TEST_WORKERS:-2}" --dist loadscope "$@"
 # Beside the security suite and the bench, whose time is mostly waiting on brokers: each
 # extra's clean venv (installs and imports, no broker) and the chart's validation by a real
 # API server (scripts/kube.sh; no broker either). Each one's output is shown, and its status
@@ -37,7 +37,7 @@ shown() {  # NAME PID LOG: what a job beside the phases said, and its status
   [ "$status" = 0 ] || { echo "$1 failed (exit $status)"; exit "$status"; }
 }
 phase "pytest: security suite (SASL_SSL + SCRAM, mTLS, OIDC, StandardAuthorizer broker)"
-.venv/bin/pytest tests/security -n "${RUNONCE_TEST_WORKERS:-2}" --dist loadgroup "$@"
+.venv/bin/pytest tests/security -n "${RUNONCE_TEST_WORKERS:-2}" --dist loadscope "$@"
 phase "bench/run.sh small (2,000 actions, throughput only, every implementation): the documented benchmark runs on a clean clone"
 bash bench/run.sh --actions 2000 --latency-seconds 0 --out "$(mktemp -d)/RESULTS.md"
 phase "the wheel, installed non-editable in a clean venv: imports, runonce demo"

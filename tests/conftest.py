@@ -18,26 +18,17 @@ from runonce.testkit import faults as network_faults
 from runonce.testkit.faults import Faults
 from runonce.testkit.postgres import LocalPostgres
 
-#: modules that change what the whole machine shares (iptables chains, the injector's cgroups)
-MACHINE_WIDE = "machine-wide-faults"
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Fault tests kill and pause the session's broker: run them after everything else.
 
-    Under pytest-xdist (scripts/test.sh runs the main suite on two workers, each with a broker of
-    its own, ``--dist loadgroup``) each module is marked as one group, and every module touching
-    the machine's iptables or cgroups as one group together. pytest-xdist 3.8 does not group
-    them under pytest 9 (it names an item's group by rewriting ``item._nodeid``, which pytest 9's
-    ``nodeid`` no longer reads: tests of one module run on both workers). So what must not
-    overlap takes a lock of its own: ``machine_faults_lock`` (the injector's tests, the ``faults``
-    fixture); the marks stay for the day the scheduler reads them."""
+    Under pytest-xdist (scripts/test.sh: two workers, each with a broker of its own,
+    ``--dist loadscope``) a module's tests stay together on one worker, in order (some read what
+    the module's earlier tests left: ``test_no_planted_secret...`` runs last); modules on the two
+    workers run side by side, so what must not overlap takes a lock: ``machine_faults_lock``.
+    (Not ``loadgroup``: pytest-xdist 3.8 names a group by rewriting ``item._nodeid``, which
+    pytest 9's ``nodeid`` no longer reads, so its groups were never kept together.)"""
     items.sort(key=lambda item: item.get_closest_marker("faults") is not None)  # stable: order kept otherwise
-    machine_wide = {item.path for item in items
-                    if "faults" in getattr(item, "fixturenames", ()) or item.path.name in ("test_network_faults.py", "test_faults_recorded.py")}
-    for item in items:
-        group = MACHINE_WIDE if item.path in machine_wide else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

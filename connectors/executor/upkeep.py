@@ -10,6 +10,8 @@ import logging
 import time
 from typing import Callable, Mapping
 
+from confluent_kafka import TopicPartition
+
 from runonce.connectors.executor.results import Results
 from runonce.connectors.toolkit.base import Connector, Pruner
 from runonce.connectors.toolkit.errors import ConnectorError
@@ -48,13 +50,14 @@ class Upkeep:
         itself checks for a lost group coordinator)."""
         if self.stall is None:
             return
-        stuck = self.stall.check(leader_ends(self.consumer, self.source_topic), self._assigned_partitions)
+        stuck = self.stall.check(leader_ends(self.consumer, self.source_topic),
+                                 lambda: [tp.partition for tp in self._assigned()])
         if stuck is not None:
             log.critical("%s: consumer stopped fetching: %s; exiting for a restart", self.who, stuck)
             raise ConsumerStuck(f"{self.who}: {stuck}")
 
-    def _assigned_partitions(self) -> list[int]:
-        return [tp.partition for tp in self.consumer.assignment() if tp.topic == self.source_topic]
+    def _assigned(self) -> list[TopicPartition]:
+        return [tp for tp in self.consumer.assignment() if tp.topic == self.source_topic]
 
     def _prune(self, starts: Mapping[int, int]) -> None:
         """Every ``PRUNE_EVERY_S``: results and markers older than the key window go (the stream
@@ -79,7 +82,7 @@ class Upkeep:
         """Every assigned partition read to its end: the last stable offset, as this
         read_committed consumer's ListOffsets answers. Idle alone is not enough: the first
         fetch after an assignment may simply not have arrived yet."""
-        assigned = [tp for tp in self.consumer.assignment() if tp.topic == self.source_topic]
+        assigned = self._assigned()
         if not assigned:
             return False
         end = leader_ends(self.consumer, self.source_topic)
