@@ -149,16 +149,16 @@ class ActionRunner:
         effect's, made only while it holds (checked after the pace's wait)."""
         refusals = 0
         while True:
-            self.throttle.acquire()
-            if not lease.holds():
-                raise _LeaseEnded()
-            try:
-                return ask(call)
-            except RateLimited as exc:
-                refusals += 1
-                self.throttle.refused(exc.retry_after_s)
-                if refusals >= self.retry.max_rate_limited:
-                    raise
+            with self.throttle.turn(refused_before=refusals > 0):
+                if not lease.holds():
+                    raise _LeaseEnded()
+                try:
+                    return ask(call)
+                except RateLimited as exc:
+                    refusals += 1
+                    self.throttle.refused(exc.retry_after_s)
+                    if refusals >= self.retry.max_rate_limited:
+                        raise
 
     def _in_doubt(self, look: Look, attempts: int) -> Result:
         # the effect may well have happened (an earlier attempt's answer was lost): "not repeated",

@@ -7,19 +7,26 @@ Two rules, both for the whole vendor rather than the one call:
 * **the vendor's word**: a refusal for its limit (429, ``RateLimited``) pauses *every* call for
   the Retry-After it gave, and empties the bucket, so the calls resume at our rate once the
   vendor's own window has refilled. Pausing only the refused call would let the others spend
-  that window, and the refused call would meet a refusal again when it retried.
+  that window, and the refused call would meet a refusal again when it retried. For the same
+  reason the refused calls go first when the pause ends: a call never refused waits until every
+  refused call has been answered again (``turn``). Without that, and without a rate of ours,
+  the threads never refused would spend the refilled window before a refused one's request
+  arrived (a woken thread is not a sent request).
 
 A call waiting here has not been sent: waiting is always safe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 #: the pause after a refusal that did not say how long (no or unreadable Retry-After)
 DEFAULT_PAUSE_S = 1.0
+#: how often a call not yet sent looks again while refused calls go before it
+_TURN_S = 0.002
 _EPSILON = 1e-9
 
 
@@ -37,21 +44,41 @@ class Throttle:
         self._tokens = float(self.burst)
         self._stamp = clock()
         self._paused_until = 0.0
+        self._refused_turns = 0
         #: calls waiting for the pace or a pause right now (the executor's metric reads it)
         self.waiting = 0
         #: refusals the vendor gave for its limit, and seconds calls spent waiting here, in all
         self.refusals = 0
         self.waited_s = 0.0
 
+    @contextlib.contextmanager
+    def turn(self, *, refused_before: bool = False) -> Iterator[None]:
+        """One call's turn, from its wait here to its answer. ``refused_before``: this call was
+        refused for the vendor's limit; it goes before every call that was not, and they wait
+        until it has its answer."""
+        with self._lock:
+            self._refused_turns += refused_before
+        try:
+            self._acquire(refused_before)
+            yield
+        finally:
+            with self._lock:
+                self._refused_turns -= refused_before
+
     def acquire(self) -> None:
         """Return when one call may be sent: past any pause, with a token of the rate."""
+        self._acquire(False)
+
+    def _acquire(self, refused_before: bool) -> None:
         entered: float | None = None
         try:
             while True:
                 with self._lock:
                     now = self.clock()
                     wait_s = self._wait_s(now)
-                    if wait_s <= 0:
+                    if wait_s <= 0 and not refused_before and self._refused_turns:
+                        wait_s = _TURN_S  # the refused calls first
+                    elif wait_s <= 0:
                         if self.rate_per_s is not None:
                             self._tokens -= 1
                         if entered is not None:

@@ -65,8 +65,11 @@ class StateCheck(Protocol):
     #: how long after an effect ``check`` may still miss it (a search index's lag): the runner
     #: believes "absent" only from an answer given that long after the last attempt
     check_lag_s: float
-    #: how long one request may take: a call started by another process lands within it
-    timeout_s: float
+
+    @property
+    def timeout_s(self) -> float:
+        """How long one request may take: a call started by another process lands within it."""
+        ...
 
     def check(self, call: ActionCall) -> VendorResponse | None:
         """The effect if it already happened, else None. Raises a ConnectorError when it cannot

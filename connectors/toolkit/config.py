@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from runonce.connectors.toolkit.fields import COMMON_FIELDS, REQUIRED, Default, Field, FieldType, Spec
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import client_context, is_loopback
+from runonce.connectors.toolkit.transport import VendorHttp
 from runonce.errors import ConfigError
 from runonce.rate import Rate, whole
 
@@ -65,6 +66,11 @@ class VendorFields:
         """Whether the table has ``field`` (one of several ways to say one thing)."""
         self._read.add(field)
         return self._table.get(field) is not None
+
+    def http(self, url: str, *, shown_as: str | None = None) -> VendorHttp:
+        """The vendor's one HTTP seam for ``url`` (read by ``url`` or ``secret``): this vendor's
+        ``timeout_s`` and TLS (``tls``); ``shown_as`` when the URL is itself a credential."""
+        return VendorHttp(url, timeout_s=self.timeout_s, tls=self.tls(url), shown_as=shown_as)
 
     def tls(self, url: str) -> ssl.SSLContext | None:
         """The TLS context for ``url``: verified (``ca_file`` or the system's CAs) for https,

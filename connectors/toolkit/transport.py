@@ -31,17 +31,16 @@ again with the same key, one with a state check asks first, the rest are ``in_do
 from __future__ import annotations
 
 import enum
-import http.client
 import json
 import smtplib
-import socket
 import ssl
 import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
-from urllib.parse import urlsplit
+
+import httpx
 
 from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorError, RateLimited, TransientVendorError
 from runonce.connectors.toolkit.secrets import Secret
@@ -50,6 +49,10 @@ from runonce.telemetry import vendor as vendor_spans
 
 #: HTTP statuses that say the vendor did not act and a retry may succeed
 NOT_PERFORMED_STATUSES = frozenset({409, 429, 503})
+#: an idle kept-alive connection is closed before a server's usual idle timeout (Node's is 5 s),
+#: so a request is seldom written to a connection the server is closing: that request's fate
+#: would be unknown (see ``_translated``), though nothing was performed
+KEEPALIVE_EXPIRY_S = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,54 +62,95 @@ class HttpResult:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def http_request(method: str, url: str, body: bytes | None = None, *, headers: Mapping[str, str] | None = None,
-                 timeout_s: float = 30.0, tls: ssl.SSLContext | None = None) -> HttpResult:
-    """One request, any answer returned as it came (a JSON body decoded); only what happened on
-    the wire raises: nothing sent (TransientVendorError) or sent and unanswered (OutcomeUnknown).
-    ``https`` URLs verify the server against ``tls`` (the system's CAs when None)."""
-    with vendor_spans.http(method, url) as traced:
-        raw, resp = _exchange(method, url, body, dict(headers or {}, **traced.headers), timeout_s, tls)
-        traced.answered(resp.status)
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        data = raw.decode("utf-8", "replace")
-    return HttpResult(resp.status, data, {k.lower(): v for k, v in resp.getheaders()})
+class VendorHttp:
+    """One vendor's HTTP: its base URL, its timeout and TLS, a pool of kept-alive connections
+    (httpx; safe to share between the executor's threads), and what happened on the wire
+    translated once, here, into what it means for safety.
+
+    ``request`` returns any answer as it came (a JSON body decoded); only the wire raises:
+    nothing sent (TransientVendorError; a TLS handshake that fails, PermanentVendorError), or
+    sent and unanswered (OutcomeUnknown). A target is a path joined to the base URL, or an
+    absolute URL (a token endpoint named by the vendor's answer). ``https`` is verified against
+    ``tls`` (the system's CAs when None). ``shown_as`` replaces the URL in every message and
+    span when the URL is itself a credential (a Slack incoming webhook's). ``transport`` is
+    httpx's own seam: a test hands in ``httpx.MockTransport`` to play the wire."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 30.0, tls: ssl.SSLContext | None = None,
+                 shown_as: str | None = None, transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._shown_as = shown_as
+        verify = tls or client_context(None)  # an absolute target may be https on an http base
+        # trust_env off: the TLS context and the route are the connectors file's, never an
+        # environment variable's (HTTP_PROXY, SSL_CERT_FILE) picked up in silence
+        self._client = httpx.Client(timeout=timeout_s, verify=verify, trust_env=False,
+                                    follow_redirects=False, transport=transport,
+                                    limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S))
+
+    def url(self, target: str = "") -> str:
+        """What messages name for ``target``: its URL, or ``shown_as``; never a query string
+        (where a vendor API may carry a token)."""
+        if self._shown_as is not None:
+            return self._shown_as
+        return self._full(target).split("?", 1)[0]
+
+    def _full(self, target: str) -> str:
+        return target if "://" in target else f"{self.base_url}{target}"
+
+    def request(self, method: str, target: str = "", body: bytes | None = None, *,
+                headers: Mapping[str, str] | None = None) -> HttpResult:
+        with vendor_spans.http(method, self._full(target), redacted=self._shown_as is not None) as traced:
+            try:
+                response = self._client.request(method, self._full(target), content=body,
+                                                headers=dict(headers or {}, **traced.headers))
+            except httpx.HTTPError as exc:
+                raise _translated(exc, f"{method} {self.url(target)}", self.timeout_s) from exc
+            traced.answered(response.status_code)
+        raw = response.content
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError:
+            data = raw.decode("utf-8", "replace")
+        return HttpResult(response.status_code, data, {k.lower(): v for k, v in response.headers.items()})
+
+    def json(self, method: str, target: str = "", payload: Mapping[str, Any] | None = None, *,
+             headers: Mapping[str, str] | None = None) -> HttpResult:
+        """A JSON request, its answer through the generic table (``raise_for_status``)."""
+        body = json.dumps(payload).encode() if payload is not None else None
+        result = self.request(method, target, body, headers={"Content-Type": "application/json", **(headers or {})})
+        return raise_for_status(method, self.url(target), result)
+
+    def close(self) -> None:
+        self._client.close()
 
 
-def _exchange(method: str, url: str, body: bytes | None, headers: dict[str, str], timeout_s: float,
-              tls: ssl.SSLContext | None) -> tuple[bytes, http.client.HTTPResponse]:
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    conn: http.client.HTTPConnection
-    if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(host, parts.port or 443, timeout=timeout_s,
-                                           context=tls or client_context(None))
-    else:
-        conn = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout_s)
-    sent = False
-    try:
-        try:
-            conn.connect()
-        except ssl.SSLError as exc:  # the handshake failed: nothing was sent, and it will fail again
-            raise PermanentVendorError(f"{method} {url}: TLS: {exc}") from exc
-        except OSError as exc:  # nothing was sent: safe to retry
-            raise TransientVendorError(f"{method} {url}: cannot connect: {exc}") from exc
-        try:
-            conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body,
-                         headers=headers)
-            sent = True
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (socket.timeout, TimeoutError) as exc:
-            raise OutcomeUnknown(f"{method} {url}: no answer within {timeout_s:.0f} s") from exc
-        except (http.client.HTTPException, OSError) as exc:
-            if sent:
-                raise OutcomeUnknown(f"{method} {url}: connection lost after the request was sent: {exc}") from exc
-            raise TransientVendorError(f"{method} {url}: {exc}") from exc
-    finally:
-        conn.close()
-    return raw, resp
+def _translated(exc: httpx.HTTPError, what: str, timeout_s: float) -> Exception:
+    """httpx's failures by what they say of the request: never sent, or sent and unanswered."""
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        if _caused_by(exc, ssl.SSLError):  # the handshake failed: nothing sent, and it will fail again
+            return PermanentVendorError(f"{what}: TLS: {_cause_text(exc)}")
+        return TransientVendorError(f"{what}: cannot connect: {exc}")
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)):
+        return PermanentVendorError(f"{what}: {exc}")  # never sent, and never will be
+    if isinstance(exc, httpx.TimeoutException):  # read or write: the request may be at the vendor
+        return OutcomeUnknown(f"{what}: no answer within {timeout_s:.0f} s")
+    return OutcomeUnknown(f"{what}: connection lost after the request was sent: {exc}")
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _cause_text(exc: BaseException) -> str:
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, ssl.SSLError):
+        seen = seen.__cause__ or seen.__context__
+    return str(seen or exc)
 
 
 def raise_for_status(method: str, url: str, result: HttpResult) -> HttpResult:
@@ -123,15 +167,6 @@ def raise_for_status(method: str, url: str, result: HttpResult) -> HttpResult:
     if status >= 400:
         raise PermanentVendorError(f"{method} {url}: HTTP {status}: {data}")
     return result
-
-
-def http_json(method: str, url: str, payload: Mapping[str, Any] | None = None, *,
-              headers: Mapping[str, str] | None = None, timeout_s: float = 30.0,
-              tls: ssl.SSLContext | None = None) -> HttpResult:
-    body = json.dumps(payload).encode() if payload is not None else None
-    result = http_request(method, url, body, headers={"Content-Type": "application/json", **(headers or {})},
-                          timeout_s=timeout_s, tls=tls)
-    return raise_for_status(method, url, result)
 
 
 def retry_after_seconds(value: str | None, now_s: float | None = None) -> float | None:

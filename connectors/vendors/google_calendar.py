@@ -35,7 +35,6 @@ import datetime as dt
 import hashlib
 import json
 import re
-import ssl
 import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -49,7 +48,7 @@ from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import client_context
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status, retry_after_seconds
 
 TOOLS = frozenset({"schedule_calendar_event"})
 BASE_URL = "https://www.googleapis.com"
@@ -76,7 +75,8 @@ class ServiceAccount:
     """A service account's key, through google-auth; one refresh at a time, shared by every
     thread of the executor."""
 
-    def __init__(self, key: Secret, subject: str | None, tls: ssl.SSLContext | None, timeout_s: float) -> None:
+    def __init__(self, key: Secret, subject: str | None, http: VendorHttp) -> None:
+        """``http``: the seam the token exchange goes through (its endpoint, absolute, is the key's)."""
         from google.oauth2 import service_account
 
         self.source = f"service account key {key.source}"
@@ -89,8 +89,7 @@ class ServiceAccount:
             raise PermanentVendorError(f"{self.source} is not a service account's JSON key: "
                                        f"{type(exc).__name__}") from None
         self._lock = threading.Lock()
-        self._tls = tls
-        self._timeout_s = timeout_s
+        self._http = http
 
     def bearer(self) -> str:
         import google.auth.exceptions
@@ -98,7 +97,7 @@ class ServiceAccount:
         with self._lock:
             if not self._credentials.valid:
                 try:
-                    self._credentials.refresh(_TokenRequest(self._tls, self._timeout_s))
+                    self._credentials.refresh(_TokenRequest(self._http))
                 except google.auth.exceptions.RefreshError as exc:
                     # google-auth's message is the token endpoint's answer: no key in it
                     what = f"Google refused the {self.source}: {exc.args[0] if exc.args else exc}"
@@ -122,9 +121,8 @@ class _TokenRequest:
     """google-auth's transport (``google.auth.transport.Request``), over runonce's HTTP seam: the
     token exchange verifies TLS as every other call does, and its failures are translated once."""
 
-    def __init__(self, tls: ssl.SSLContext | None, timeout_s: float) -> None:
-        self._tls = tls
-        self._timeout_s = timeout_s
+    def __init__(self, http: VendorHttp) -> None:
+        self._http = http
 
     def __call__(self, url: str, method: str = "GET", body: bytes | str | None = None,
                  headers: Mapping[str, str] | None = None, timeout: float | None = None,
@@ -133,8 +131,7 @@ class _TokenRequest:
 
         data = body.encode("utf-8") if isinstance(body, str) else body
         try:
-            return _TokenResponse(http_request(method, url, data, headers=headers,
-                                               timeout_s=timeout or self._timeout_s, tls=self._tls))
+            return _TokenResponse(self._http.request(method, url, data, headers=headers))
         except ConnectorError as exc:
             raise google.auth.exceptions.TransportError(str(exc)) from exc  # type: ignore[no-untyped-call]
 
@@ -143,51 +140,47 @@ class _TokenRequest:
 class GoogleCalendarConnector:
     name: str
     credentials: BearerSource
-    base_url: str = BASE_URL
+    http: VendorHttp
     send_updates: str = "all"
     default_duration_min: int = 30
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     capability = Capability.NATURAL_KEY
 
     def _events_url(self, call: ActionCall) -> str:
         calendar = str(call.params.get("calendar_id") or "").strip()
         if not calendar:
             raise PermanentVendorError(f"{call.tool}: params field 'calendar_id' is required")
-        return f"{self.base_url}/calendar/v3/calendars/{quote(calendar, safe='@.')}/events"
+        return f"/calendar/v3/calendars/{quote(calendar, safe='@.')}/events"
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.credentials.bearer()}", "Accept": "application/json"}
 
     def perform(self, call: ActionCall) -> VendorResponse:
-        url = self._events_url(call)
+        path = self._events_url(call)
         event = event_body(call, self.default_duration_min)
-        insert = f"{url}?{urlencode({'sendUpdates': self.send_updates})}"
-        result = http_request("POST", insert, json.dumps(event).encode(),
-                              headers={**self._headers(), "Content-Type": "application/json"},
-                              timeout_s=self.timeout_s, tls=self.tls)
+        result = self.http.request("POST", f"{path}?{urlencode({'sendUpdates': self.send_updates})}",
+                                   json.dumps(event).encode(),
+                                   headers={**self._headers(), "Content-Type": "application/json"})
         if result.status == 409 and "duplicate" in _reasons(result):
-            return self._existing(url, event["id"])
-        body = _raise_for_google("POST", url, result)
+            return self._existing(path, event["id"])
+        body = _raise_for_google("POST", self.http.url(path), result)
         return VendorResponse(str(body.get("id") or event["id"]), "created")
 
-    def _existing(self, url: str, eid: str) -> VendorResponse:
+    def _existing(self, path: str, eid: str) -> VendorResponse:
         """The event that already holds the id: created by an earlier attempt, or action, with
         the same natural id. Its own answer names it (it may have been cancelled since)."""
-        get = f"{url}/{eid}"
+        get = f"{path}/{eid}"
         try:
-            body = _raise_for_google("GET", get, http_request("GET", get, headers=self._headers(),
-                                                              timeout_s=self.timeout_s, tls=self.tls))
+            body = _raise_for_google("GET", self.http.url(get), self.http.request("GET", get, headers=self._headers()))
         except ConnectorError as exc:  # the 409 said the id is taken: that is the answer
             return VendorResponse(eid, f"already scheduled (409 duplicate; reading it: {exc})")
         return VendorResponse(str(body.get("id") or eid), f"already scheduled ({body.get('status', 'confirmed')})")
 
     def probe(self) -> str:
         """Google Calendar's harmless authenticated call: the first entry of the calendar list."""
-        url = f"{self.base_url}/calendar/v3/users/me/calendarList?maxResults=1"
-        _raise_for_google("GET", url, http_request("GET", url, headers=self._headers(), timeout_s=self.timeout_s,
-                                                   tls=self.tls))
+        path = "/calendar/v3/users/me/calendarList"
+        _raise_for_google("GET", self.http.url(path),
+                          self.http.request("GET", f"{path}?maxResults=1", headers=self._headers()))
         return f"GET /calendar/v3/users/me/calendarList answered ({self.credentials.source})"
 
 
@@ -286,7 +279,9 @@ def from_config(fields: VendorFields) -> GoogleCalendarConnector:
     credentials: BearerSource
     if key is not None:
         try:
-            credentials = ServiceAccount(key, subject, client_context(fields.ca_file), fields.timeout_s)
+            # the token endpoint is the key's own (absolute): verified against ca_file, whatever base_url is
+            token_http = VendorHttp("", timeout_s=fields.timeout_s, tls=client_context(fields.ca_file))
+            credentials = ServiceAccount(key, subject, token_http)
         except ImportError as exc:
             raise fields.error("service_account_key", f"needs google-auth: pip install 'runonce[google]' "
                                                       f"({exc})") from None
@@ -298,9 +293,9 @@ def from_config(fields: VendorFields) -> GoogleCalendarConnector:
             raise fields.error("subject", "impersonates a user through a service account's key; a token "
                                           "already belongs to its user")
         credentials = StaticBearer(token)
-    return GoogleCalendarConnector(fields.name, credentials, base_url,
+    return GoogleCalendarConnector(fields.name, credentials, fields.http(base_url),
                                    fields.choice("send_updates"), fields.integer("default_duration_min"),
-                                   fields.tools(TOOLS), fields.timeout_s, fields.tls(base_url))
+                                   fields.tools(TOOLS))
 
 
 KIND = Kind(FIELDS, from_config)

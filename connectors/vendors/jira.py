@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import ssl
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlencode
@@ -38,7 +37,7 @@ from runonce.connectors.toolkit.errors import OutcomeUnknown, PermanentVendorErr
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status
 
 TOOLS = frozenset({"create_jira_ticket"})
 
@@ -58,15 +57,17 @@ def label(call: ActionCall) -> str:
 @dataclass
 class JiraCloudConnector:
     name: str
-    base_url: str
+    http: VendorHttp
     email: str
     api_token: Secret
     issue_type: str = "Task"
     check_lag_s: float = 10.0
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     capability = Capability.STATE_CHECK
+
+    @property
+    def timeout_s(self) -> float:
+        return self.http.timeout_s
 
     def _headers(self) -> dict[str, str]:
         basic = base64.b64encode(f"{self.email}:{self.api_token.reveal()}".encode()).decode()
@@ -83,10 +84,9 @@ class JiraCloudConnector:
                                                                           or self.issue_type)},
                   "summary": summary, "description": adf(description),
                   "labels": [label(call)]}
-        url = f"{self.base_url}/rest/api/3/issue"
-        result = http_request("POST", url, json.dumps({"fields": fields}).encode(),
-                              headers={**self._headers(), "Content-Type": "application/json"},
-                              timeout_s=self.timeout_s, tls=self.tls)
+        url = self.http.url("/rest/api/3/issue")
+        result = self.http.request("POST", "/rest/api/3/issue", json.dumps({"fields": fields}).encode(),
+                                   headers={**self._headers(), "Content-Type": "application/json"})
         body = _raise_for_jira("POST", url, result)
         if not body.get("key"):
             # a 2xx that names no issue: one may well exist; the state check (its label) decides
@@ -96,19 +96,18 @@ class JiraCloudConnector:
 
     def check(self, call: ActionCall) -> VendorResponse | None:
         query = urlencode({"jql": f'labels = "{label(call)}"', "fields": "key", "maxResults": 1})
-        url = f"{self.base_url}/rest/api/3/search/jql?{query}"
-        body = _raise_for_jira("GET", url, http_request("GET", url, headers=self._headers(), timeout_s=self.timeout_s,
-                                                        tls=self.tls))
+        url = self.http.url("/rest/api/3/search/jql")
+        body = _raise_for_jira("GET", url, self.http.request("GET", f"/rest/api/3/search/jql?{query}",
+                                                             headers=self._headers()))
         issues = body.get("issues") or []
         if issues and not issues[0].get("key"):
-            raise OutcomeUnknown(f"GET {url.split('?')[0]}: found an issue with no key")
+            raise OutcomeUnknown(f"GET {url}: found an issue with no key")
         return VendorResponse(str(issues[0]["key"]), "found by state check") if issues else None
 
     def probe(self) -> str:
         """Jira's harmless authenticated call: ``GET /rest/api/3/myself``."""
-        url = f"{self.base_url}/rest/api/3/myself"
-        body = _raise_for_jira("GET", url, http_request("GET", url, headers=self._headers(), timeout_s=self.timeout_s,
-                                                        tls=self.tls))
+        body = _raise_for_jira("GET", self.http.url("/rest/api/3/myself"),
+                               self.http.request("GET", "/rest/api/3/myself", headers=self._headers()))
         return f"GET /rest/api/3/myself: {body.get('emailAddress', self.email)} (token {self.api_token.source})"
 
 
@@ -116,11 +115,11 @@ def _raise_for_jira(method: str, url: str, result: HttpResult) -> Mapping[str, A
     body: Mapping[str, Any] = result.body if isinstance(result.body, dict) else {}
     if result.status < 400:
         return body
-    said = (f"{method} {url.split('?')[0]}: HTTP {result.status} "
+    said = (f"{method} {url}: HTTP {result.status} "
             f"{'; '.join(map(str, body.get('errorMessages') or []))} {body.get('errors') or ''}").rstrip()
     if result.status in (401, 403):
         raise PermanentVendorError(f"{said} (Jira refused the credentials)")
-    raise_for_status(method, url.split("?")[0], result)
+    raise_for_status(method, url, result)
     return body
 
 
@@ -135,11 +134,9 @@ FIELDS = Spec("jira", (
 
 
 def from_config(fields: VendorFields) -> JiraCloudConnector:
-    base_url = fields.url("base_url")
-    token = fields.secret("api_token")
-    return JiraCloudConnector(fields.name, base_url, fields.text("email"), token, fields.text("issue_type"),
-                              fields.number("search_lag_s"), fields.tools(TOOLS), fields.timeout_s,
-                              fields.tls(base_url))
+    http = fields.http(fields.url("base_url"))
+    return JiraCloudConnector(fields.name, http, fields.text("email"), fields.secret("api_token"),
+                              fields.text("issue_type"), fields.number("search_lag_s"), fields.tools(TOOLS))
 
 
 KIND = Kind(FIELDS, from_config)

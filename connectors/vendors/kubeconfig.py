@@ -25,6 +25,7 @@ from runonce.connectors.toolkit.bearer import BearerSource, StaticBearer
 from runonce.connectors.toolkit.errors import TransientVendorError
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import is_loopback
+from runonce.connectors.toolkit.transport import VendorHttp
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -62,6 +63,10 @@ class ApiServer:
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token.bearer()}"} if self.token is not None else {}
+
+    def http(self, timeout_s: float) -> VendorHttp:
+        """The connector's HTTP seam to this server, with its TLS (a client certificate included)."""
+        return VendorHttp(self.url, timeout_s=timeout_s, tls=self.tls)
 
 
 def _server(url: str, where: str) -> str:

@@ -44,7 +44,7 @@ from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited, TransientVendorError
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status, retry_after_seconds
 from runonce.connectors.vendors.kubeconfig import (
     SERVICE_ACCOUNT_DIR,
     ApiServer,
@@ -83,10 +83,14 @@ def _name(call: ActionCall, value: object, field: str) -> str:
 class KubernetesConnector:
     name: str
     api: ApiServer
+    http: VendorHttp
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
     capability = Capability.STATE_CHECK
     check_lag_s = 0.0  # a read from the API server is its latest state
+
+    @property
+    def timeout_s(self) -> float:
+        return self.http.timeout_s
 
     def _url(self, call: ActionCall) -> str:
         p = call.params
@@ -96,11 +100,11 @@ class KubernetesConnector:
                                        f"{', '.join(WORKLOADS)}, got {kind[:40]!r}")
         target = _name(call, p.get("deployment") or p.get("name") or p.get("service"), "service")
         namespace = _name(call, p.get("namespace") or self.api.namespace, "namespace")
-        return f"{self.api.url}/apis/apps/v1/namespaces/{quote(namespace)}/{WORKLOADS[kind]}/{quote(target)}"
+        return f"/apis/apps/v1/namespaces/{quote(namespace)}/{WORKLOADS[kind]}/{quote(target)}"
 
-    def _get(self, url: str) -> Mapping[str, Any]:
-        return _raise_for_kubernetes("GET", url, http_request("GET", url, headers=self._headers(),
-                                                              timeout_s=self.timeout_s, tls=self.api.tls))
+    def _get(self, path: str) -> Mapping[str, Any]:
+        return _raise_for_kubernetes("GET", self.http.url(path), self.http.request("GET", path,
+                                                                                   headers=self._headers()))
 
     def _headers(self) -> dict[str, str]:
         return {**self.api.headers(), "Accept": "application/json"}
@@ -109,8 +113,8 @@ class KubernetesConnector:
         return _found(call, self._get(self._url(call)))
 
     def perform(self, call: ActionCall) -> VendorResponse:
-        url = self._url(call)
-        current = self._get(url)
+        path = self._url(call)
+        current = self._get(path)
         done = _found(call, current)
         if done is not None:
             return done
@@ -123,23 +127,21 @@ class KubernetesConnector:
         mine = at.isoformat(timespec="microseconds").replace("+00:00", "Z")
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now, annotation(call): mine,
                                                                     **stale}}}}}
-        target = f"{url}?{urlencode({'fieldManager': FIELD_MANAGER})}"
-        body = _raise_for_kubernetes("PATCH", url, http_request(
-            "PATCH", target, json.dumps(patch).encode(),
-            headers={**self._headers(), "Content-Type": STRATEGIC_MERGE}, timeout_s=self.timeout_s, tls=self.api.tls))
+        body = _raise_for_kubernetes("PATCH", self.http.url(path), self.http.request(
+            "PATCH", f"{path}?{urlencode({'fieldManager': FIELD_MANAGER})}", json.dumps(patch).encode(),
+            headers={**self._headers(), "Content-Type": STRATEGIC_MERGE}))
         generation = (body.get("metadata") or {}).get("generation")
-        return VendorResponse(_ref(url, mine), f"rollout restarted (generation {generation})")
+        return VendorResponse(_ref(path, mine), f"rollout restarted (generation {generation})")
 
     def probe(self) -> str:
         """Whether these credentials may patch deployments in their namespace: a
         SelfSubjectAccessReview, which every authenticated user may create."""
-        url = f"{self.api.url}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                   "spec": {"resourceAttributes": {"namespace": self.api.namespace, "verb": "patch",
                                                   "group": "apps", "resource": "deployments"}}}
-        body = _raise_for_kubernetes("POST", url, http_request(
-            "POST", url, json.dumps(review).encode(), headers={**self._headers(), "Content-Type": "application/json"},
-            timeout_s=self.timeout_s, tls=self.api.tls))
+        body = _raise_for_kubernetes("POST", self.http.url(path), self.http.request(
+            "POST", path, json.dumps(review).encode(), headers={**self._headers(), "Content-Type": "application/json"}))
         status = body.get("status") or {}
         if not status.get("allowed"):
             # a probe that finds the credential cannot do the job fails: every restart would be refused
@@ -221,7 +223,7 @@ def from_config(fields: VendorFields) -> KubernetesConnector:
     namespace = fields.text("namespace")
     if namespace:
         api = ApiServer(api.url, api.tls, api.token, namespace, api.source)
-    return KubernetesConnector(fields.name, api, fields.tools(TOOLS), fields.timeout_s)
+    return KubernetesConnector(fields.name, api, api.http(fields.timeout_s), fields.tools(TOOLS))
 
 
 KIND = Kind(FIELDS, from_config)

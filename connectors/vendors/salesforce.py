@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import ssl
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
@@ -32,7 +31,7 @@ from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status
 
 TOOLS = frozenset({"update_salesforce_field"})
 API_VERSION = "v62.0"
@@ -50,31 +49,32 @@ def _name(call: ActionCall, field: str, default: str | None = None) -> str:
 @dataclass
 class SalesforceConnector:
     name: str
-    instance_url: str
+    http: VendorHttp
     token: Secret
     api_version: str = API_VERSION
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     capability = Capability.STATE_CHECK
     check_lag_s = 0.0  # a record read by id is consistent
+
+    @property
+    def timeout_s(self) -> float:
+        return self.http.timeout_s
 
     def _url(self, call: ActionCall) -> str:
         record_id = str(call.params.get("record_id") or "")
         if not record_id:
             raise PermanentVendorError(f"{call.tool}: params field 'record_id' is required")
         sobject = _name(call, "object", "Opportunity")
-        return f"{self.instance_url}/services/data/{self.api_version}/sobjects/{sobject}/{quote(record_id, safe='')}"
+        return f"/services/data/{self.api_version}/sobjects/{sobject}/{quote(record_id, safe='')}"
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token.reveal()}", "Accept": "application/json"}
 
     def check(self, call: ActionCall) -> VendorResponse | None:
         field = _name(call, "field")
-        url = self._url(call)
-        read = f"{url}?{urlencode({'fields': field})}"
-        record = _raise_for_salesforce("GET", url, http_request("GET", read, headers=self._headers(),
-                                                                timeout_s=self.timeout_s, tls=self.tls))
+        path = self._url(call)
+        record = _raise_for_salesforce("GET", self.http.url(path), self.http.request(
+            "GET", f"{path}?{urlencode({'fields': field})}", headers=self._headers()))
         if field in record and record[field] == call.params.get("value"):
             return VendorResponse(f"{record.get('Id', call.params['record_id'])}.{field}", "already set")
         return None
@@ -83,17 +83,16 @@ class SalesforceConnector:
         done = self.check(call)
         if done is not None:
             return done
-        field, url = _name(call, "field"), self._url(call)
-        _raise_for_salesforce("PATCH", url, http_request(
-            "PATCH", url, json.dumps({field: call.params.get("value")}).encode(),
-            headers={**self._headers(), "Content-Type": "application/json"}, timeout_s=self.timeout_s, tls=self.tls))
+        field, path = _name(call, "field"), self._url(call)
+        _raise_for_salesforce("PATCH", self.http.url(path), self.http.request(
+            "PATCH", path, json.dumps({field: call.params.get("value")}).encode(),
+            headers={**self._headers(), "Content-Type": "application/json"}))
         return VendorResponse(f"{call.params['record_id']}.{field}", "written")
 
     def probe(self) -> str:
         """Salesforce's harmless authenticated call: the org's API limits."""
-        url = f"{self.instance_url}/services/data/{self.api_version}/limits"
-        _raise_for_salesforce("GET", url, http_request("GET", url, headers=self._headers(), timeout_s=self.timeout_s,
-                                                       tls=self.tls))
+        path = f"/services/data/{self.api_version}/limits"
+        _raise_for_salesforce("GET", self.http.url(path), self.http.request("GET", path, headers=self._headers()))
         return f"GET /services/data/{self.api_version}/limits answered (token {self.token.source})"
 
 
@@ -120,10 +119,9 @@ FIELDS = Spec("salesforce", (
 
 
 def from_config(fields: VendorFields) -> SalesforceConnector:
-    instance_url = fields.url("instance_url")
-    token = fields.secret("token")
-    return SalesforceConnector(fields.name, instance_url, token, fields.text("api_version"), fields.tools(TOOLS),
-                               fields.timeout_s, fields.tls(instance_url))
+    http = fields.http(fields.url("instance_url"))
+    return SalesforceConnector(fields.name, http, fields.secret("token"), fields.text("api_version"),
+                               fields.tools(TOOLS))
 
 
 KIND = Kind(FIELDS, from_config)

@@ -41,7 +41,7 @@ from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
 from runonce.connectors.toolkit.tls import is_loopback
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status, retry_after_seconds
 
 TOOLS = frozenset({"post_slack_message"})
 #: ok:false errors that say nothing was posted and a later call may succeed
@@ -82,19 +82,15 @@ class SlackConnector:
 
     name: str
     token: Secret
-    base_url: str = "https://slack.com"
+    http: VendorHttp
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     capability = Capability.NONE
 
     def _call(self, method: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        url = f"{self.base_url}/api/{method}"
-        result = http_request("POST", url, json.dumps(body).encode(),
-                              headers={"Authorization": f"Bearer {self.token.reveal()}",
-                                       "Content-Type": "application/json; charset=utf-8"},
-                              timeout_s=self.timeout_s, tls=self.tls)
-        return _raise_for_slack(url, result)
+        result = self.http.request("POST", f"/api/{method}", json.dumps(body).encode(),
+                                   headers={"Authorization": f"Bearer {self.token.reveal()}",
+                                            "Content-Type": "application/json; charset=utf-8"})
+        return _raise_for_slack(self.http.url(f"/api/{method}"), result)
 
     def perform(self, call: ActionCall) -> VendorResponse:
         answer = self._call("chat.postMessage", message(call))
@@ -137,21 +133,22 @@ class SlackWebhookConnector:
     429 its rate limit; 5xx unknown."""
 
     name: str
-    url: Secret
+    #: the incoming webhook's URL, which is the credential: shown as its source, never itself
+    http: VendorHttp
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     capability = Capability.NONE
+
+    @classmethod
+    def at(cls, name: str, url: Secret, *, tools: frozenset[str] = TOOLS, timeout_s: float = 30.0,
+           tls: ssl.SSLContext | None = None) -> SlackWebhookConnector:
+        """The connector for the webhook at ``url``, named in every message and span by its source."""
+        shown = f"the incoming webhook of {name} ({url.source})"
+        return cls(name, VendorHttp(url.reveal(), timeout_s=timeout_s, tls=tls, shown_as=shown), tools)
 
     def perform(self, call: ActionCall) -> VendorResponse:
         body = {k: v for k, v in message(call).items() if k != "channel"}
-        shown = f"the incoming webhook of {self.name} ({self.url.source})"  # the URL itself is the secret
-        try:
-            result = http_request("POST", self.url.reveal(), json.dumps(body).encode(),
-                                  headers={"Content-Type": "application/json"}, timeout_s=self.timeout_s,
-                                  tls=self.tls)
-        except (TransientVendorError, OutcomeUnknown, PermanentVendorError) as exc:
-            raise type(exc)(f"{shown}: {type(exc).__name__}") from None  # its text holds the URL
+        shown = self.http.url()
+        result = self.http.request("POST", "", json.dumps(body).encode(), headers={"Content-Type": "application/json"})
         if result.status == 429:
             raise RateLimited(f"POST {shown}: HTTP 429", retry_after_seconds(result.headers.get("retry-after")))
         if result.status == 503:
@@ -174,9 +171,8 @@ WEBHOOK_FIELDS = Spec("slack-webhook", (
 
 
 def from_config(fields: VendorFields) -> SlackConnector:
-    base_url = fields.url("base_url")
     token = fields.secret("token")
-    return SlackConnector(fields.name, token, base_url, fields.tools(TOOLS), fields.timeout_s, fields.tls(base_url))
+    return SlackConnector(fields.name, token, fields.http(fields.url("base_url")), fields.tools(TOOLS))
 
 
 def webhook_from_config(fields: VendorFields) -> SlackWebhookConnector:
@@ -185,7 +181,8 @@ def webhook_from_config(fields: VendorFields) -> SlackWebhookConnector:
     if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname or "")):
         raise fields.error("url", "must be an https:// URL (an incoming webhook's: hooks.slack.com/services/...); "
                                   "plain http only to loopback")
-    return SlackWebhookConnector(fields.name, url, fields.tools(TOOLS), fields.timeout_s, fields.tls(url.reveal()))
+    return SlackWebhookConnector.at(fields.name, url, tools=fields.tools(TOOLS), timeout_s=fields.timeout_s,
+                                    tls=fields.tls(url.reveal()))
 
 
 KIND = Kind(FIELDS, from_config)

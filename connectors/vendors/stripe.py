@@ -30,7 +30,6 @@ Stripe's errors, read before the generic HTTP table (``_raise_for_stripe``):
 from __future__ import annotations
 
 import logging
-import ssl
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlencode
@@ -41,7 +40,7 @@ from runonce.connectors.toolkit.errors import PermanentVendorError, RateLimited
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import HttpResult, http_request, raise_for_status, retry_after_seconds
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status, retry_after_seconds
 
 log = logging.getLogger("runonce.connectors.vendors.stripe")
 
@@ -76,32 +75,27 @@ def charge_form(call: ActionCall) -> dict[str, str]:
 @dataclass
 class StripeConnector:
     name: str
-    base_url: str
+    http: VendorHttp
     api_key: Secret
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     capability = Capability.VENDOR_KEY
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key.reveal()}", "Stripe-Version": STRIPE_VERSION}
 
     def perform(self, call: ActionCall) -> VendorResponse:
-        url = f"{self.base_url}/v1/charges"
-        result = http_request("POST", url, urlencode(charge_form(call)).encode(),
-                              headers={**self._headers(), "Idempotency-Key": call.vendor_key,
-                                       "Content-Type": "application/x-www-form-urlencoded"},
-                              timeout_s=self.timeout_s, tls=self.tls)
-        _raise_for_stripe("POST", url, result, call)
+        result = self.http.request("POST", "/v1/charges", urlencode(charge_form(call)).encode(),
+                                   headers={**self._headers(), "Idempotency-Key": call.vendor_key,
+                                            "Content-Type": "application/x-www-form-urlencoded"})
+        _raise_for_stripe("POST", self.http.url("/v1/charges"), result, call)
         body: Mapping[str, Any] = result.body if isinstance(result.body, dict) else {}
         replayed = result.headers.get("idempotent-replayed") == "true"
         return VendorResponse(str(body.get("id")), "replayed" if replayed else str(body.get("status", "")))
 
     def probe(self) -> str:
         """Stripe's harmless authenticated call: the account's balance."""
-        url = f"{self.base_url}/v1/balance"
-        result = http_request("GET", url, headers=self._headers(), timeout_s=self.timeout_s, tls=self.tls)
-        _raise_for_stripe("GET", url, result, None)
+        result = self.http.request("GET", "/v1/balance", headers=self._headers())
+        _raise_for_stripe("GET", self.http.url("/v1/balance"), result, None)
         return f"GET /v1/balance answered {result.status} (key {self.api_key.source}, Stripe-Version {STRIPE_VERSION})"
 
 
@@ -135,9 +129,8 @@ FIELDS = Spec("stripe", (
 
 
 def from_config(fields: VendorFields) -> StripeConnector:
-    base_url = fields.url("base_url")
-    api_key = fields.secret("api_key")
-    return StripeConnector(fields.name, base_url, api_key, fields.tools(TOOLS), fields.timeout_s, fields.tls(base_url))
+    http = fields.http(fields.url("base_url"))
+    return StripeConnector(fields.name, http, fields.secret("api_key"), fields.tools(TOOLS))
 
 
 KIND = Kind(FIELDS, from_config)

@@ -24,7 +24,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import ssl
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -35,7 +34,7 @@ from runonce.connectors.toolkit.config import VendorFields
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import http_request, raise_for_status
+from runonce.connectors.toolkit.transport import VendorHttp, raise_for_status
 
 SECRET_PREFIX = "whsec_"
 
@@ -61,11 +60,9 @@ def sign(key: bytes, webhook_id: str, timestamp_s: int, body: bytes) -> str:
 @dataclass
 class StandardWebhookConnector:
     name: str
-    url: str
+    http: VendorHttp
     secret: Secret
     tools: frozenset[str]
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     #: seconds since the epoch; injectable so a test can sign at a fixed time
     clock: Callable[[], float] = time.time
     capability = Capability.VENDOR_KEY
@@ -78,8 +75,7 @@ class StandardWebhookConnector:
         headers = {"Content-Type": "application/json", "webhook-id": call.vendor_key,
                    "webhook-timestamp": str(int(now)),
                    "webhook-signature": sign(signing_key(self.secret.reveal()), call.vendor_key, int(now), body)}
-        result = raise_for_status("POST", self.url, http_request("POST", self.url, body, headers=headers,
-                                                                  timeout_s=self.timeout_s, tls=self.tls))
+        result = raise_for_status("POST", self.http.url(), self.http.request("POST", "", body, headers=headers))
         answer = result.body if isinstance(result.body, dict) else {}
         return VendorResponse(str(answer.get("id") or call.vendor_key), f"HTTP {result.status}")
 
@@ -100,7 +96,7 @@ def from_config(fields: VendorFields) -> StandardWebhookConnector:
     tools = fields.tools(frozenset())
     if not tools:
         raise fields.error("tools", "name the tools this receiver performs, e.g. tools = [\"restart_service\"]")
-    return StandardWebhookConnector(fields.name, url, secret, tools, fields.timeout_s, fields.tls(url))
+    return StandardWebhookConnector(fields.name, fields.http(url), secret, tools)
 
 
 KIND = Kind(FIELDS, from_config)

@@ -69,12 +69,15 @@ def _span(name: str, attributes: Attributes, propagate: bool) -> Iterator[Vendor
             span.set_status(Status(StatusCode.ERROR))
 
 
-def http(method: str, url: str) -> contextlib.AbstractContextManager[VendorCall]:
+def http(method: str, url: str, *, redacted: bool = False) -> contextlib.AbstractContextManager[VendorCall]:
+    """``redacted``: the URL's path is a credential (a Slack incoming webhook's), so ``url.full``
+    says ``REDACTED`` in its place, as OpenTelemetry's HTTP conventions ask."""
     def attributes() -> Mapping[str, Attribute]:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        path = "/REDACTED" if redacted else parts.path
         return {"http.request.method": method, "server.address": parts.hostname or "",
-                "server.port": port, "url.full": f"{parts.scheme}://{parts.netloc}{parts.path}"}
+                "server.port": port, "url.full": f"{parts.scheme}://{parts.netloc}{path}"}
 
     return _span(method, attributes, propagate=True)
 

@@ -20,6 +20,7 @@ from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.bearer import StaticBearer
 from runonce.connectors.toolkit.errors import PermanentVendorError
 from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import VendorHttp
 from runonce.connectors.vendors.google_calendar import GoogleCalendarConnector, ServiceAccount, event_id
 from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
@@ -142,7 +143,7 @@ def test_without_a_natural_id_each_vendor_key_is_an_event_of_its_own(local: Loca
 
 def test_a_wrong_token_is_a_clear_permanent_failure_that_never_shows_it(vendors: VendorServer) -> None:
     wrong = f"ya29.{uuid.uuid4().hex}"
-    connector = GoogleCalendarConnector("calendar", StaticBearer(Secret("env:GOOGLE_TOKEN", wrong)), vendors.url)
+    connector = GoogleCalendarConnector("calendar", StaticBearer(Secret("env:GOOGLE_TOKEN", wrong)), VendorHttp(vendors.url))
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_event())
     assert outcome.status is Status.FAILED, outcome
     assert "Google refused the credentials" in (outcome.error or "") and "UNAUTHENTICATED" in (outcome.error or "")
@@ -155,8 +156,8 @@ def test_a_key_google_does_not_know_is_a_clear_permanent_failure_that_never_show
     """A key of the right shape, signed by a key the project never issued: the token endpoint
     refuses the JWT (invalid_grant), and nothing reaches the calendar."""
     stranger = ServiceAccountKey(f"{local.http_url}/token").key_json()
-    connector = GoogleCalendarConnector("calendar", ServiceAccount(Secret("file:key.json", stranger), None, None, 5.0),
-                                        vendors.url)
+    account = ServiceAccount(Secret("file:key.json", stranger), None, VendorHttp("", timeout_s=5.0))
+    connector = GoogleCalendarConnector("calendar", account, VendorHttp(vendors.url))
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_event())
     assert outcome.status is Status.FAILED, outcome
     assert "Google refused the service account key" in (outcome.error or "") and "invalid_grant" in (outcome.error or "")
@@ -168,9 +169,7 @@ def test_a_key_google_does_not_know_is_a_clear_permanent_failure_that_never_show
 def test_the_calendar_refuses_what_google_refuses(local: LocalVendors, vendors: VendorServer) -> None:
     """The sandbox answers as the API does: a client id outside base32hex, no end, no offset."""
     from runonce.connectors.toolkit.errors import PermanentVendorError as Refused
-    from runonce.connectors.toolkit.transport import http_json
-
-    url = f"{vendors.url}{CALENDARS}c1/events"
+    http = VendorHttp(vendors.url)
     auth = {"Authorization": f"Bearer {local.google_token}"}
     start = {"dateTime": "2026-12-01T15:00:00Z"}
     for body, said in (({"id": "UPPER-case", "start": start, "end": start}, "Invalid resource id value"),
@@ -178,7 +177,7 @@ def test_the_calendar_refuses_what_google_refuses(local: LocalVendors, vendors: 
                        ({"start": {"dateTime": "2026-12-01T15:00:00"}, "end": start}, "Missing time zone"),
                        ({"start": start, "end": start, "summry": "typo"}, 'Unknown name "summry"')):
         with pytest.raises(Refused, match=said):
-            http_json("POST", url, body, headers=auth)
+            http.json("POST", f"{CALENDARS}c1/events", body, headers=auth)
 
 
 def test_a_calendar_that_does_not_exist_fails_with_googles_reason(local: LocalVendors) -> None:

@@ -14,6 +14,7 @@ from runonce.connectors.executor import registry
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import VendorHttp
 from runonce.connectors.vendors.jira import JiraCloudConnector, label
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
@@ -50,7 +51,7 @@ def test_an_issue_is_created_as_jira_cloud_v3_defines_it(local: LocalVendors, ve
 def test_wrong_credentials_are_a_clear_permanent_failure_that_never_shows_the_token(vendors: VendorServer) -> None:
     email, _ = vendors.state.jira_account
     wrong = uuid.uuid4().hex
-    connector = JiraCloudConnector("jira", vendors.url, email, Secret("env:JIRA_API_TOKEN", wrong), check_lag_s=0.0)
+    connector = JiraCloudConnector("jira", VendorHttp(vendors.url), email, Secret("env:JIRA_API_TOKEN", wrong), check_lag_s=0.0)
     call = _ticket()
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(call)
     assert outcome is not None and outcome.status is Status.FAILED, outcome

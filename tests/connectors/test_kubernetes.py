@@ -127,7 +127,7 @@ def test_runonces_annotations_are_kept_to_the_newest(local: LocalVendors, vendor
 def test_a_wrong_token_is_a_clear_permanent_failure_that_never_shows_it(vendors: VendorServer) -> None:
     wrong = uuid.uuid4().hex
     api = ApiServer(vendors.url, None, StaticBearer(Secret("env:KUBE_TOKEN", wrong)), "default", "test")
-    connector = KubernetesConnector("kubernetes", api)
+    connector = KubernetesConnector("kubernetes", api, api.http(30.0))
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_restart())
     assert outcome.status is Status.FAILED, outcome
     assert "Kubernetes refused the credentials" in (outcome.error or "") and "Unauthorized" in (outcome.error or "")
@@ -148,8 +148,9 @@ def test_the_probe_asks_whether_the_credentials_may_patch(local: LocalVendors) -
 def test_a_probe_that_finds_the_credentials_may_not_patch_fails(local: LocalVendors) -> None:
     """Catches the probe answering "ok ... may NOT patch" (counted as passing by connectors check)."""
     connector = _connector(local)
-    readonly = KubernetesConnector("kubernetes", ApiServer(connector.api.url, connector.api.tls, connector.api.token,
-                                                           "readonly-apps", connector.api.source))
+    readonly_api = ApiServer(connector.api.url, connector.api.tls, connector.api.token, "readonly-apps",
+                             connector.api.source)
+    readonly = KubernetesConnector("kubernetes", readonly_api, connector.http)
     with pytest.raises(PermanentVendorError, match="may NOT patch deployments in namespace readonly-apps "
                                                    r"\(no RBAC policy matched\): grant it verb patch"):
         readonly.probe()

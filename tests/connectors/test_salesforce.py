@@ -10,6 +10,7 @@ from runonce.connectors.executor import registry
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import VendorHttp
 from runonce.connectors.vendors.salesforce import SalesforceConnector
 from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
@@ -60,7 +61,7 @@ def test_a_write_whose_answer_was_lost_is_found_set_and_not_written_again(local:
 
 def test_a_wrong_token_is_a_clear_permanent_failure_that_never_shows_it(vendors: VendorServer) -> None:
     wrong = "00D" + uuid.uuid4().hex
-    connector = SalesforceConnector("salesforce", vendors.url, Secret("env:SF_TOKEN", wrong))
+    connector = SalesforceConnector("salesforce", VendorHttp(vendors.url), Secret("env:SF_TOKEN", wrong))
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_update())
     assert outcome is not None and outcome.status is Status.FAILED, outcome
     assert "INVALID_SESSION_ID" in (outcome.error or "") and "Salesforce refused the token" in (outcome.error or "")

@@ -21,7 +21,7 @@ from runonce.connectors.toolkit.errors import (
     TransientVendorError,
 )
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import HttpResult
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp
 from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
@@ -65,7 +65,7 @@ def test_a_refused_post_is_failed_and_never_posted_again(vendors: VendorServer, 
 
 def test_a_wrong_token_is_a_clear_permanent_failure_that_names_slack_not_the_token(vendors: VendorServer) -> None:
     wrong = "xoxb-" + uuid.uuid4().hex
-    connector = SlackConnector("team-slack", Secret("env:SLACK_BOT_TOKEN", wrong), vendors.url)
+    connector = SlackConnector("team-slack", Secret("env:SLACK_BOT_TOKEN", wrong), VendorHttp(vendors.url))
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_call("hello"))
     assert outcome is not None and outcome.status is Status.FAILED, outcome
     assert "invalid_auth" in (outcome.error or "") and "Slack refused the token" in (outcome.error or "")
@@ -122,7 +122,7 @@ def test_the_incoming_webhook_kind_posts_once_and_hides_its_url(local: LocalVend
     [request] = vendors.ledger.requests("/services/", text)
     assert request.path.endswith("/<redacted>")  # the URL's secret is not in the record
     secret_segment = vendors.slack_hook_url.rsplit("/", 1)[1]
-    wrong = SlackWebhookConnector("alerts", Secret("file:x", vendors.slack_hook_url + "x"))
+    wrong = SlackWebhookConnector.at("alerts", Secret("file:x", vendors.slack_hook_url + "x"))
     with pytest.raises(PermanentVendorError) as refused:
         wrong.perform(_call("y"))
     assert "HTTP 404" in str(refused.value) and secret_segment not in str(refused.value)

@@ -11,6 +11,7 @@ import pytest
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import VendorHttp
 from runonce.connectors.vendors.jira import label
 from runonce.connectors.vendors.salesforce import SalesforceConnector
 from runonce.connectors.vendors.sandbox.faults import VendorFault
@@ -40,7 +41,8 @@ def test_a_redelivered_ticket_whose_search_cannot_answer_is_in_doubt(vendors: Ve
 
 
 def test_a_salesforce_read_that_fails_never_writes(vendors: VendorServer) -> None:
-    sf = SalesforceConnector("salesforce", vendors.url, Secret("test", vendors.state.salesforce_token), timeout_s=0.3)
+    sf = SalesforceConnector("salesforce", VendorHttp(vendors.url, timeout_s=0.3),
+                             Secret("test", vendors.state.salesforce_token))
     call = ActionCall("a1", "update_salesforce_field", {"record_id": "006B", "field": "Stage", "value": "Won"}, "k")
     vendors.state.faults.add(VendorFault("/services/data/", fail_500=10))
     out = ActionRunner(sf, FAST).reconcile(call, 1)

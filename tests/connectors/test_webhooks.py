@@ -15,6 +15,7 @@ from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.toolkit.errors import PermanentVendorError
 from runonce.connectors.toolkit.secrets import Secret
+from runonce.connectors.toolkit.transport import VendorHttp
 from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
@@ -65,7 +66,7 @@ def test_a_retry_after_a_lost_answer_sends_the_same_id_and_the_receiver_acts_onc
 
 def test_a_wrong_secret_is_refused_clearly_and_never_shown(vendors: VendorServer) -> None:
     wrong = "whsec_" + "QUJD" * 8
-    connector = StandardWebhookConnector("ops", f"{vendors.url}{HOOK}", Secret("env:OPS_WEBHOOK_SECRET", wrong),
+    connector = StandardWebhookConnector("ops", VendorHttp(f"{vendors.url}{HOOK}"), Secret("env:OPS_WEBHOOK_SECRET", wrong),
                                          frozenset({"restart_service"}))
     outcome = ActionRunner(connector, FAST, sleep=lambda _s: None).perform(_restart("k-wrong"))
     assert outcome is not None and outcome.status is Status.FAILED, outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import HttpResult, http_json
+from runonce.connectors.toolkit.transport import HttpResult, VendorHttp
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.slack import SlackConnector
 
@@ -13,13 +13,14 @@ from runonce.connectors.vendors.slack import SlackConnector
 POST = "/api/chat.postMessage"
 
 
-def slack_connector(vendors: VendorServer, cls: type[SlackConnector] = SlackConnector,
+def slack_connector(vendors: VendorServer, cls: type[SlackConnector] = SlackConnector, timeout_s: float = 30.0,
                     **fields: Any) -> SlackConnector:
     """``cls`` (SlackConnector or a test's subclass of it) with the sandbox's bot token."""
-    return cls("slack", Secret("test", vendors.state.slack_token), vendors.url, **fields)
+    return cls("slack", Secret("test", vendors.state.slack_token), VendorHttp(vendors.url, timeout_s=timeout_s),
+               **fields)
 
 
 def post(vendors: VendorServer, channel: str, text: str) -> HttpResult:
-    """One post through the generic HTTP seam (transport.http_json), with the bot token."""
-    return http_json("POST", f"{vendors.url}{POST}", {"channel": channel, "text": text},
-                     headers={"Authorization": f"Bearer {vendors.state.slack_token}"})
+    """One post through the generic HTTP seam (``VendorHttp.json``), with the bot token."""
+    return VendorHttp(vendors.url).json("POST", POST, {"channel": channel, "text": text},
+                                        headers={"Authorization": f"Bearer {vendors.state.slack_token}"})

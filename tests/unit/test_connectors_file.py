@@ -27,7 +27,7 @@ def load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> dict[s
 def test_the_issues_example_builds_with_tls_by_default(tmp_path: Path) -> None:
     vendors = load(tmp_path, STRIPE + "rate = { per_s = 50, in_flight = 32 }\n\n" + SMTP)
     payments, email = vendors["payments"], vendors["email"]
-    assert payments.connector.base_url == "https://api.stripe.com"  # type: ignore[attr-defined]
+    assert payments.connector.http.base_url == "https://api.stripe.com"  # type: ignore[attr-defined]
     assert payments.rate == Rate(50.0, 1, 32) and payments.connector.tools == {"charge_payment"}
     relay = email.connector.relay  # type: ignore[attr-defined]
     assert (relay.port, relay.tls.value, relay.context is not None) == (587, "starttls", True)

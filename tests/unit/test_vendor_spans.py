@@ -4,7 +4,7 @@ toolkit's one HTTP seam, against a loopback server that records what it received
 Catches: the request span not the child of the span current around it (the executor's
 ``execute_tool``); the W3C context not sent to the vendor, or sent when nothing traces; the
 query string (where a vendor API may carry a token) in ``url.full``; the answer's status not
-on the span."""
+on the span; a URL that is a credential in ``url.full``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 
-from runonce.connectors.toolkit.transport import http_request
+from runonce.connectors.toolkit.transport import VendorHttp
 
 TOKEN = "planted-query-token-5521"
 
@@ -69,8 +69,8 @@ def test_a_vendor_request_is_a_client_span_under_the_current_one_and_sends_its_c
     url, received = vendor
     provider, exporter = global_provider
     with provider.get_tracer("test").start_as_current_span("execute_tool charge_payment") as parent:
-        result = http_request("POST", f"{url}/v1/charges?key={TOKEN}", b"{}")
-        http_request("POST", f"{url}/v1/charges/decline", b"{}")
+        result = VendorHttp(url).request("POST", f"/v1/charges?key={TOKEN}", b"{}")
+        VendorHttp(url).request("POST", "/v1/charges/decline", b"{}")
     assert result.status == 200
     ok, declined = (s for s in exporter.get_finished_spans() if s.kind is SpanKind.CLIENT)
     assert ok.name == "POST" and ok.parent is not None
@@ -85,5 +85,18 @@ def test_a_vendor_request_is_a_client_span_under_the_current_one_and_sends_its_c
 
 def test_nothing_is_sent_or_made_when_nothing_traces(vendor: tuple[str, list[dict[str, str]]]) -> None:
     url, received = vendor
-    http_request("POST", f"{url}/v1/charges", b"{}")
+    VendorHttp(url).request("POST", "/v1/charges", b"{}")
     assert "traceparent" not in received[0]
+
+
+def test_a_url_that_is_a_credential_is_never_on_the_span(
+        vendor: tuple[str, list[dict[str, str]]], global_provider: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    """Catches a Slack incoming webhook's URL (its path is the credential) written whole into
+    ``url.full``: a trace backend would hold the key to the channel."""
+    url, _ = vendor
+    _, exporter = global_provider
+    VendorHttp(f"{url}/services/T1/B2/{TOKEN}", shown_as="the incoming webhook of alerts (env:HOOK)").request(
+        "POST", "", b"{}")
+    [span] = exporter.get_finished_spans()
+    assert span.attributes["url.full"] == f"{url}/REDACTED", span.attributes
+    assert TOKEN not in repr(dict(span.attributes))

@@ -5,7 +5,6 @@ describes, and found by its entry point (``[project.entry-points."runonce.connec
 from __future__ import annotations
 
 import json
-import ssl
 from dataclasses import dataclass
 
 from runonce.connectors import toolkit
@@ -21,12 +20,10 @@ FIELDS = toolkit.Spec("followup-email", (
 @dataclass
 class FollowupEmail:
     name: str
-    base_url: str
+    http: toolkit.VendorHttp
     api_key: toolkit.Secret
     sender: str
     tools: frozenset[str] = TOOLS
-    timeout_s: float = 30.0
-    tls: ssl.SSLContext | None = None
     #: the API replays the first answer to a repeated Idempotency-Key: calling again is safe
     capability = toolkit.Capability.VENDOR_KEY
 
@@ -42,10 +39,8 @@ class FollowupEmail:
                    "text": str(params.get("body", ""))}
         if params.get("campaign_id"):
             message["tags"] = [{"name": "campaign", "value": str(params["campaign_id"])}]
-        url = f"{self.base_url}/emails"
-        result = toolkit.http_request("POST", url, json.dumps(message).encode(), headers=self.headers(call),
-                                      timeout_s=self.timeout_s, tls=self.tls)
-        _raise_for_email_api("POST", url, result)
+        result = self.http.request("POST", "/emails", json.dumps(message).encode(), headers=self.headers(call))
+        _raise_for_email_api("POST", self.http.url("/emails"), result)
         return toolkit.VendorResponse(str(result.body["id"]))
 
 
@@ -59,9 +54,8 @@ def _raise_for_email_api(method: str, url: str, result: toolkit.HttpResult) -> N
 
 
 def from_config(fields: toolkit.VendorFields) -> FollowupEmail:
-    base_url = fields.url("base_url")
-    return FollowupEmail(fields.name, base_url, fields.secret("api_key"), fields.text("sender"), fields.tools(TOOLS),
-                         fields.timeout_s, fields.tls(base_url))
+    http = fields.http(fields.url("base_url"))
+    return FollowupEmail(fields.name, http, fields.secret("api_key"), fields.text("sender"), fields.tools(TOOLS))
 
 
 #: the entry point: its fields, declared, and the factory
