@@ -123,12 +123,15 @@ class Settings:
     metrics_host: str = setting("127.0.0.1", "RUNONCE_METRICS_HOST", "the address that port listens on: "
                                                                      "`0.0.0.0` in a pod (the kubelet probes the "
                                                                      "pod's address)", Reader.ALL)
-    static_membership: bool = setting(False, "RUNONCE_STATIC_MEMBERSHIP", "a stream worker joins its group as a "
-                                                                          "static member (KIP-345, "
-                                                                          "`group.instance.id` = its name): a pod "
-                                                                          "restarted under its name takes its "
-                                                                          "partitions back without a rebalance",
-                                      Reader.WORKER)
+    static_membership: bool = setting(True, "RUNONCE_STATIC_MEMBERSHIP", "a stream worker or an executor joins "
+                                                                         "its group as a static member (KIP-345, "
+                                                                         "`group.instance.id` = its transactional "
+                                                                         "id): restarted under its name, it takes "
+                                                                         "its partitions back without a "
+                                                                         "rebalance; `false`: it leaves the group "
+                                                                         "on a clean stop, so a scale-in moves its "
+                                                                         "partitions at once",
+                                      Reader.ALL)
     worker_name: str = setting("worker-0", "RUNONCE_WORKER_NAME", "names a worker's transactional id and its "
                                                                   "local RocksDB folder", Reader.WORKER)
     connectors_file: Path | None = setting(None, "RUNONCE_CONNECTORS", "the connectors file: which vendors the "

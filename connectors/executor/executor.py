@@ -43,9 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-import confluent_kafka
 from confluent_kafka import Message, TopicPartition
 
 from runonce.connectors.executor.batch import Memory, Plan, Work, collides, dead_letter, plan_work, skip
@@ -64,14 +63,14 @@ from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvalidInput
 from runonce.kafka import clients, groups, topics
 from runonce.kafka.checkpoint import CommitPath
-from runonce.kafka.fetch_stall import STATS_INTERVAL_MS, FetchStall
+from runonce.kafka.fetch_stall import FetchStall
 from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.health import Health
 from runonce.kafka.lag import LagGauge
-from runonce.kafka.loop import ConsumerLoop, GroupConsumer, Processed, RunsItsLoop, transactional_checkpoint
+from runonce.kafka.loop import ConsumerLoop, GroupConsumer, Processed, RunsItsLoop
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
+from runonce.kafka.process import Membership, transactional_clients
 from runonce.kafka.record import Out, Record
-from runonce.kafka.stats import stats_callback
 from runonce.rate import Rate
 from runonce.settings import Settings
 from runonce.telemetry.spans import Spans, configured_spans
@@ -86,18 +85,6 @@ log = logging.getLogger("runonce.executor")
 LOOKUP_TIMEOUT_S = 10.0
 #: while a batch's calls run, how often the executor looks at its lease and for a stop
 WATCH_SLICE_S = 0.2
-
-
-def executor_consumer_config(settings: Settings, group: str, instance: str) -> dict[str, Any]:
-    """Static membership (``group.instance.id``, KIP-345): a restarted executor takes its own
-    partitions back at once, instead of after the session timeout of the instance it replaces
-    (which never left: it was killed). The instance is the transactional id, one per slot, so
-    two live processes of one slot fence each other in the group as in their transactions; a
-    dead process's late JoinGroup that fences its restarted slot is an exit and a restart
-    (loop.py's ``_FATAL``)."""
-    return clients.transactional_consumer_config(settings.kafka_access(), group,
-                                                 session_timeout_ms=settings.executor_session_timeout_ms,
-                                                 **{"group.instance.id": instance})
 
 
 def results_folder(settings: Settings, transactional_id: str) -> Path:
@@ -146,7 +133,6 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     transactional_id = f"{group}-{slot}"
     access = settings.kafka_access()
     stall = FetchStall(source_topic)
-    group_stall = GroupStall()
     limit = vendor_pace(settings, connector.name, rate)
     lease = Lease.of_session(settings.executor_session_timeout_ms)
     throttle = Throttle(connector.name, limit.per_s, limit.burst,
@@ -154,15 +140,17 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     if metrics is not None:
         metrics.vendor_waiting.labels(connector.name).set_function(lambda: throttle.waiting)
     lag = [LagGauge(metrics.lag, group)] if metrics is not None else []
-    consumer = confluent_kafka.Consumer({**executor_consumer_config(settings, group, transactional_id), "statistics.interval.ms": STATS_INTERVAL_MS,
-                         "stats_cb": stats_callback(stall, group_stall, *lag)})
+    window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
+    failpoints = Failpoints.parse(settings.executor_failpoint)
+    connector = failpoints.around(connector)
+    # a dead process's late JoinGroup that fences its restarted slot (a static member) is an
+    # exit and a restart (loop.py's _FATAL)
+    made = transactional_clients(access, transactional_id,
+                                 Membership(group, settings.executor_session_timeout_ms, settings.static_membership),
+                                 transaction_timeout_ms=settings.executor_txn_timeout_ms,
+                                 producer_config={"linger.ms": 0}, stats_readers=[stall, *lag])
+    consumer, checkpoint = made.consumer, made.checkpoint
     with clients.closed_if_raised(consumer):
-        window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
-        failpoints = Failpoints.parse(settings.executor_failpoint)
-        connector = failpoints.around(connector)
-        checkpoint = transactional_checkpoint(access, transactional_id, consumer,
-                                              transaction_timeout_ms=settings.executor_txn_timeout_ms,
-                                              producer_config={"linger.ms": 0})
         try:
             store = ResultStore(results_folder(settings, transactional_id), key_window_ms=window_ms + CLOCK_MARGIN_MS)
         except BaseException:
@@ -176,7 +164,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     upkeep=Upkeep(transactional_id, consumer, source_topic, index, connector, stall=stall,
                                   prune_window_ms=window_ms),
                     counts=OutcomeCounts.of(metrics, connector.name, connector.tools),
-                    failpoints=failpoints, group_stall=group_stall,
+                    failpoints=failpoints, group_stall=made.group_stall,
                     limits=Limits(paced_batch(settings.executor_max_batch, limit, lease),
                                   limit.in_flight or settings.executor_max_in_flight), health=health)
 

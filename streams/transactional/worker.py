@@ -23,20 +23,18 @@ import logging
 import time
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Message, Producer, TopicPartition
 
 from runonce.core.policy import PolicyBook
 from runonce.errors import InvariantViolation
 from runonce.kafka import clients, loop, topics
 from runonce.kafka.checkpoint import Failure
-from runonce.kafka.fetch_stall import STATS_INTERVAL_MS
-from runonce.kafka.group_stall import GroupStall
 from runonce.kafka.health import Health
 from runonce.kafka.lag import LagGauge
-from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop, transactional_checkpoint
+from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
+from runonce.kafka.process import Membership, transactional_clients
 from runonce.kafka.record import Out, Record
-from runonce.kafka.stats import stats_callback
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
@@ -68,20 +66,12 @@ PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.m
                    "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024}
 
 
-def worker_consumer_config(settings: Settings, metrics: StreamMetrics, group: GroupStall) -> dict[str, Any]:
-    """The worker's consumer: explicit positions only (``auto.offset.reset=error``), read
-    committed, partition p of every input on one worker (range), fetches batched over
-    ``fetch_wait_ms``; its statistics feed the lag gauge and ``group`` (group_stall.py); a
-    static member with ``static_membership`` (a StatefulSet's pod)."""
-    return clients.transactional_consumer_config(settings.kafka_access(), GROUP,
-                                                session_timeout_ms=settings.worker_session_timeout_ms, **{
-        "partition.assignment.strategy": "range",
-        "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
-        "statistics.interval.ms": STATS_INTERVAL_MS, **clients.batched_fetch(settings.fetch_wait_ms),
-        "stats_cb": stats_callback(LagGauge(metrics.lag, GROUP), group),
-        # KIP-345, as the executors: the worker's name is its transactional id's and a pod's name
-        **({"group.instance.id": transactional_id_of(settings.worker_name)} if settings.static_membership else {}),
-    })
+def worker_consumer_config(settings: Settings) -> dict[str, Any]:
+    """What the worker's consumer adds to a transactional process's (process.py): partition p
+    of every input on one worker (range), fetches batched over ``fetch_wait_ms``."""
+    return {"partition.assignment.strategy": "range", "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
+            **clients.batched_fetch(settings.fetch_wait_ms)}
 
 
 class TransactionalWorker(RunsItsLoop):
@@ -112,17 +102,17 @@ class TransactionalWorker(RunsItsLoop):
         #: where each assigned partition started (a partition without a committed offset rewinds here)
         self.starts: dict[tuple[str, int], int] = {}
         self.transactional_id = transactional_id_of(settings.worker_name)
-        #: notices a consumer that lost its group coordinator for good (runonce/kafka/group_stall.py)
-        self.group_stall = GroupStall()
-        self.consumer = consumer if consumer is not None else Consumer(
-            worker_consumer_config(settings, self.metrics, self.group_stall))
         self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
                                                                         to_end=True)
-        with clients.closed_if_raised(self.consumer, self.reader):
-            self.checkpoint = transactional_checkpoint(
-                self.access, self.transactional_id, self.consumer, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-                producer_config=PRODUCER_CONFIG, new_producer=new_producer, watchdog=watchdog,
+        with clients.closed_if_raised(self.reader):
+            made = transactional_clients(
+                self.access, self.transactional_id,
+                Membership(GROUP, settings.worker_session_timeout_ms, settings.static_membership),
+                transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, consumer_config=worker_consumer_config(settings),
+                producer_config=PRODUCER_CONFIG, stats_readers=[LagGauge(self.metrics.lag, GROUP)],
+                consumer=consumer, new_producer=new_producer, watchdog=watchdog,
                 on_step=lambda step, seconds: self._took(step.value, seconds))
+        self.consumer, self.checkpoint, self.group_stall = made.consumer, made.checkpoint, made.group_stall
         self.loop = ConsumerLoop(self.transactional_id, self.consumer, self, INPUTS, wait_s=self.max_wait_s,
                                  group_stall=self.group_stall, health=health)
 

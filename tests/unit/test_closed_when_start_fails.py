@@ -4,8 +4,9 @@ itself in its deallocator and serves queued callbacks (stats every 5 s, errors) 
 interpreter that is shutting down: an executor once died of SIGSEGV (-11) right after naming a
 failed TLS handshake, where the exit code should have been 2.
 
-Catches: ``clients.closed_if_raised`` taken out of ``create_executor`` or of the worker's
-constructor (the consumer is still open after the failure), or its ``except`` not closing."""
+Catches: ``clients.closed_if_raised`` taken out of ``process.transactional_clients`` (where
+both processes make their consumer and commit path) or of the worker's constructor (its
+reader), or its ``except`` not closing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from runonce.connectors.executor import executor as executor_module
 from runonce.core.policy import PolicyBook
 from runonce.errors import HandshakeFailed
-from runonce.kafka import clients
+from runonce.kafka import clients, process
 from runonce.settings import Settings
 from runonce.streams.transactional import worker as worker_module
 from tests.support.executor_fakes import KeyedVendor
@@ -49,9 +50,8 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     MADE.clear()
     monkeypatch.setattr(confluent_kafka, "Consumer", RecordedConsumer)
     monkeypatch.setattr(clients, "Consumer", RecordedConsumer)
-    monkeypatch.setattr(worker_module, "Consumer", RecordedConsumer)
-    monkeypatch.setattr(executor_module, "transactional_checkpoint", cannot_start)
-    monkeypatch.setattr(worker_module, "transactional_checkpoint", cannot_start)
+    monkeypatch.setattr(process, "Consumer", RecordedConsumer)
+    monkeypatch.setattr(process, "transactional_checkpoint", cannot_start)
 
 
 def test_an_executor_that_cannot_start_its_commit_path_closes_its_consumer(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runonce.connectors.executor.executor import Executor, Limits, executor_consumer_config
+from runonce.connectors.executor.executor import Executor, Limits
 from runonce.connectors.executor.lease import Lease
 from runonce.connectors.executor.result_store import IndexEntry
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
@@ -28,6 +28,7 @@ from runonce.kafka.positions import (
     rewind_positions,
     start_positions,
 )
+from runonce.kafka.process import Membership, consumer_settings
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.streams.records import decision_record
@@ -51,14 +52,16 @@ from tests.support.executor_fakes import (
 # -- where it starts ---------------------------------------------------------------------
 
 def test_the_client_never_picks_a_position() -> None:
-    assert executor_consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["auto.offset.reset"] == "error"
+    assert consumer_settings("127.0.0.1:9", "g-0", Membership("g", 30_000, True))["auto.offset.reset"] == "error"
 
 
-def test_a_slot_is_a_static_member_of_its_group() -> None:
+def test_a_static_member_joins_as_its_transactional_id() -> None:
     """A restarted slot rejoins as the instance it replaces, so the broker hands its partitions
     back at once rather than after the killed process's session timeout (bench/executor_restart.py
-    --kill measures it)."""
-    assert executor_consumer_config(Settings(bootstrap="127.0.0.1:9"), "g", "g-0")["group.instance.id"] == "g-0"
+    --kill measures it); a process that is not static leaves its group on a clean stop."""
+    assert consumer_settings("127.0.0.1:9", "g-0", Membership("g", 30_000, True))["group.instance.id"] == "g-0"
+    assert "group.instance.id" not in consumer_settings("127.0.0.1:9", "g-0", Membership("g", 30_000, False))
+    assert Settings().static_membership is True  # the executors were always static; the worker now too
 
 
 def test_committed_offsets_always_win_whatever_the_policy() -> None:

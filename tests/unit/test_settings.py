@@ -61,13 +61,10 @@ def test_replication_is_automatic_unless_set_and_never_below_one() -> None:
 
 
 def test_the_stream_workers_fetches_wait_for_more_records_unless_told_not_to() -> None:
-    from runonce.kafka.group_stall import GroupStall
-    from runonce.streams.metrics import StreamMetrics
     from runonce.streams.transactional.worker import worker_consumer_config
 
     def fetch(env: dict[str, str]) -> tuple[object, object]:
-        config = worker_consumer_config(Settings.from_env({"RUNONCE_BOOTSTRAP": "127.0.0.1:9", **env}), StreamMetrics(),
-                                 GroupStall())
+        config = worker_consumer_config(Settings.from_env({"RUNONCE_BOOTSTRAP": "127.0.0.1:9", **env}))
         return config.get("fetch.wait.max.ms"), config.get("fetch.min.bytes")
 
     assert fetch({}) == (5, 1024 * 1024)  # one fetch per 5 ms under load, not one per record
