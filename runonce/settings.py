@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from runonce import rate
 from runonce.errors import ConfigError
+from runonce.executor_failpoint import parse_failpoint
 from runonce.kafka import client_config
 from runonce.kafka.access import MECHANISMS, KafkaAccess
 from runonce.kafka.client_config import ClientConfig
@@ -123,15 +124,12 @@ class Settings:
     metrics_host: str = setting("127.0.0.1", "RUNONCE_METRICS_HOST", "the address that port listens on: "
                                                                      "`0.0.0.0` in a pod (the kubelet probes the "
                                                                      "pod's address)", Reader.ALL)
-    static_membership: bool = setting(True, "RUNONCE_STATIC_MEMBERSHIP", "a stream worker or an executor joins "
-                                                                         "its group as a static member (KIP-345, "
-                                                                         "`group.instance.id` = its transactional "
-                                                                         "id): restarted under its name, it takes "
-                                                                         "its partitions back without a "
-                                                                         "rebalance; `false`: it leaves the group "
-                                                                         "on a clean stop, so a scale-in moves its "
-                                                                         "partitions at once",
-                                      Reader.ALL)
+    static_membership: bool = setting(False, "RUNONCE_STATIC_MEMBERSHIP", "a stream worker joins its group as a "
+                                                                          "static member (KIP-345, "
+                                                                          "`group.instance.id` = its name): a pod "
+                                                                          "restarted under its name takes its "
+                                                                          "partitions back without a rebalance",
+                                      Reader.WORKER)
     worker_name: str = setting("worker-0", "RUNONCE_WORKER_NAME", "names a worker's transactional id and its "
                                                                   "local RocksDB folder", Reader.WORKER)
     connectors_file: Path | None = setting(None, "RUNONCE_CONNECTORS", "the connectors file: which vendors the "
@@ -332,9 +330,11 @@ class Settings:
             kind = _ENUMS.get(f.type if isinstance(f.type, str) else "")
             if kind is not None and not isinstance(value, kind):
                 raise ConfigError(f"{f.name} must be one of {', '.join(m.value for m in kind)}, got {value!r}")
-        if self.executor_failpoint is not None and not _executor_failpoint_ok(self.executor_failpoint):
-            raise ConfigError(f"executor_failpoint must be one of {', '.join(EXECUTOR_FAILPOINTS)}, each "
-                              f"optionally :N (the Nth pass), got {self.executor_failpoint!r}")
+        if self.executor_failpoint is not None:
+            try:
+                parse_failpoint(self.executor_failpoint)
+            except ValueError as exc:
+                raise ConfigError(f"executor_failpoint {exc}") from None
         if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
             raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
                               f"got {self.stream_failpoint!r}")
@@ -401,14 +401,6 @@ def settings_table() -> str:
 #: the variables that name a principal: never handed down to a child process
 _PRINCIPAL_VARS = frozenset({f"RUNONCE_{who}SASL_{what}" for who in ("", "READER_")
                              for what in ("USERNAME", "PASSWORD", "PASSWORD_FILE")})
-
-EXECUTOR_FAILPOINTS = ("before_call", "after_call", "after_commit", "before_vendor_commit", "abort_result",
-                       "before_index_write", "stall_before_call")
-
-
-def _executor_failpoint_ok(value: str) -> bool:
-    point, _, nth = value.partition(":")
-    return point in EXECUTOR_FAILPOINTS and (not nth or (nth.isdigit() and int(nth) >= 1))
 
 
 def _stream_failpoint_ok(value: str) -> bool:

@@ -48,7 +48,7 @@ from typing import Sequence
 from confluent_kafka import Message, TopicPartition
 
 from runonce.connectors.executor.batch import Memory, Plan, Work, collides, dead_letter, plan_work, skip
-from runonce.connectors.executor.failpoints import Failpoints, Point
+from runonce.connectors.executor.failpoints import Failpoints
 from runonce.connectors.executor.lease import NO_LEASE, Lease
 from runonce.connectors.executor.metrics import ExecutorMetrics, OutcomeCounts
 from runonce.connectors.executor.offsets import Offsets
@@ -61,6 +61,7 @@ from runonce.connectors.toolkit.base import ActionCall, Connector
 from runonce.core.action import parse_params
 from runonce.core.policy import PolicyBook
 from runonce.errors import FatalError, InvalidInput
+from runonce.executor_failpoint import Point
 from runonce.kafka import clients, groups, topics
 from runonce.kafka.checkpoint import CommitPath
 from runonce.kafka.fetch_stall import FetchStall
@@ -143,10 +144,12 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
     failpoints = Failpoints.parse(settings.executor_failpoint)
     connector = failpoints.around(connector)
-    # a dead process's late JoinGroup that fences its restarted slot (a static member) is an
-    # exit and a restart (loop.py's _FATAL)
+    # Always a static member, a slot being its transactional id: an executor's group holds only
+    # its own vendor's slots, so no other protocol ever joins it (as faust's would join the
+    # worker's: why the worker's is a setting, off by default). A dead process's late JoinGroup
+    # that fences its restarted slot is an exit and a restart (loop.py's _FATAL).
     made = transactional_clients(access, transactional_id,
-                                 Membership(group, settings.executor_session_timeout_ms, settings.static_membership),
+                                 Membership(group, settings.executor_session_timeout_ms, static=True),
                                  transaction_timeout_ms=settings.executor_txn_timeout_ms,
                                  producer_config={"linger.ms": 0}, stats_readers=[stall, *lag])
     consumer, checkpoint = made.consumer, made.checkpoint

@@ -10,7 +10,6 @@ where it is (``passing``); without a failpoint every call is a no-op."""
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import signal
@@ -19,27 +18,9 @@ import time
 from typing import Callable
 
 from runonce.connectors.toolkit.base import ActionCall, CommitHook, Connector
+from runonce.executor_failpoint import Point, parse_failpoint
 
 log = logging.getLogger("runonce.executor")
-
-
-class Point(enum.Enum):
-    """Where the executor can be killed (runonce.settings.EXECUTOR_FAILPOINTS, same names)."""
-
-    #: intents committed, no vendor called yet
-    BEFORE_CALL = "before_call"
-    #: every vendor call of the batch answered, no result committed
-    AFTER_CALL = "after_call"
-    #: results and offsets committed
-    AFTER_COMMIT = "after_commit"
-    #: a committed transaction's results not yet in the local results index
-    BEFORE_INDEX_WRITE = "before_index_write"
-    #: inside the vendor's own transaction, its effect and marker written, before its COMMIT
-    BEFORE_VENDOR_COMMIT = "before_vendor_commit"
-    #: not a kill: each record's first result transaction is written, then aborted
-    ABORT_RESULT = "abort_result"
-    #: not a kill: at the first BEFORE_CALL, stop for N seconds (a paused process), then go on
-    STALL_BEFORE_CALL = "stall_before_call"
 
 
 def _sigkill() -> None:
@@ -60,8 +41,7 @@ class Failpoints:
         """From the setting (validated by runonce.settings): ``POINT[:N]``, or None for none."""
         if not text:
             return cls()
-        point, _, nth = text.partition(":")
-        return cls(Point(point), int(nth or 1))
+        return cls(*parse_failpoint(text))
 
     def passing(self, where: Point) -> None:
         """The executor is at ``where``: the Nth pass of the configured point is the kill."""

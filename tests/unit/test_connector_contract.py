@@ -18,11 +18,11 @@ from typing import Callable
 import pytest
 
 from runonce.connectors.executor import registry
-from runonce.connectors.executor.failpoints import Failpoints, Point
+from runonce.connectors.executor.failpoints import Failpoints
 from runonce.connectors.toolkit.base import ActionCall, Capability, CommitHook, Connector, StateCheck, VendorResponse
 from runonce.connectors.toolkit.config import VendorFields
 from runonce.errors import ConfigError
-from runonce.settings import EXECUTOR_FAILPOINTS
+from runonce.executor_failpoint import Point
 
 ROOT = Path(__file__).parents[2]
 CALL = ActionCall("a1", "t", {}, "k1")
@@ -50,10 +50,6 @@ class Transactional(Plain):
 
     def hooked(self, before_commit: Callable[[ActionCall], None]) -> Connector:
         return dataclasses.replace(self, before_commit=before_commit)
-
-
-def test_the_failpoints_are_the_settings_names() -> None:
-    assert {p.value for p in Point} == set(EXECUTOR_FAILPOINTS)
 
 
 def test_a_failpoint_kills_at_its_nth_pass_of_its_own_point_only() -> None:

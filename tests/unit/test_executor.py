@@ -30,7 +30,6 @@ from runonce.kafka.positions import (
 )
 from runonce.kafka.process import Membership, consumer_settings
 from runonce.sdk.submit import build_request
-from runonce.settings import Settings
 from runonce.streams.records import decision_record
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE
@@ -61,7 +60,6 @@ def test_a_static_member_joins_as_its_transactional_id() -> None:
     --kill measures it); a process that is not static leaves its group on a clean stop."""
     assert consumer_settings("127.0.0.1:9", "g-0", Membership("g", 30_000, True))["group.instance.id"] == "g-0"
     assert "group.instance.id" not in consumer_settings("127.0.0.1:9", "g-0", Membership("g", 30_000, False))
-    assert Settings().static_membership is True  # the executors were always static; the worker now too
 
 
 def test_committed_offsets_always_win_whatever_the_policy() -> None:
