@@ -8,10 +8,12 @@ produced with an idempotent producer.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
@@ -26,8 +28,20 @@ from runonce.wire.codec import Codec
 from runonce.wire.keys import routing_key
 from runonce.wire.trace import TraceHeaders
 
+log = logging.getLogger("runonce.sdk")
+
 #: delivered positions kept for the taking (a gateway takes each at once; a bare submitter never)
 MAX_POSITIONS = 10_000
+#: how long one wait for a request's own delivery polls the producer before it looks again
+_POLL_SLICE_S = 0.05
+
+
+@dataclass(slots=True)
+class _Delivery:
+    """One request's delivery, as its caller awaits it: its own error, never another's."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    error: KafkaError | None = None
 
 
 def build_request(tool: str, params: Mapping[str, Any], *, agent_id: str, idempotency_key: str | None = None,
@@ -61,7 +75,13 @@ class Submitter:
         # An agent waits on each submit: no linger (librdkafka's default holds a record 5 ms);
         # what arrives while a request is in flight still goes in the next one together.
         self._producer = clients.producer(bootstrap, **{"linger.ms": 0})
+        #: errors of requests no caller awaits (``send`` without ``delivered``), for ``flush``
         self._errors: list[KafkaError] = []
+        #: the requests whose callers await their own delivery (``delivered``), by action id
+        self._awaited: dict[str, _Delivery] = {}
+        #: the requests whose callers stopped waiting (answered "undelivered"): their late
+        #: delivery or error is logged, and kept for no one
+        self._abandoned: set[str] = set()
         #: where each delivered request landed, by action id, until ``position`` takes it
         self._positions: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._lock = threading.Lock()
@@ -99,8 +119,19 @@ class Submitter:
         return None
 
     def _on_delivery(self, action_id: str, err: Any, msg: Any) -> None:
+        with self._lock:
+            awaited = self._awaited.get(action_id)
+            abandoned = action_id in self._abandoned
+            self._abandoned.discard(action_id)
+        if awaited is not None:
+            awaited.error = err
+            awaited.done.set()
+        elif abandoned:
+            log.warning("action %s, whose caller was told it was undelivered, %s", action_id,
+                        f"was not delivered either: {err}" if err is not None else "was delivered after all")
         if err is not None:
-            self._errors.append(err)
+            if awaited is None and not abandoned:
+                self._errors.append(err)
             return
         offset = msg.offset()
         if offset is None:
@@ -118,6 +149,33 @@ class Submitter:
         what finds the action again from any process (``Outcomes.look_back``)."""
         with self._lock:
             return self._positions.pop(action_id, None)
+
+    def delivered(self, action_id: str, record: Mapping[str, Any], headers: TraceHeaders = ()) -> None:
+        """Send one request and wait for its own delivery: what its record met is raised here,
+        and never what another's met. A gateway serves many callers on one producer; a request
+        that timed out stays queued and may be delivered after a heal, or fail then: that late
+        error is logged, and answers no one else's call."""
+        delivery = _Delivery()
+        with self._lock:
+            self._awaited[action_id] = delivery
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            self.send(record, headers)
+            while not delivery.done.is_set():
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
+                    raise BrokerUnavailable(f"action {action_id} undelivered after {self.timeout_s:.0f} s")
+                try:
+                    self._producer.poll(min(_POLL_SLICE_S, left_s))  # serves every caller's deliveries
+                except KafkaException as exc:
+                    raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
+        finally:
+            with self._lock:
+                self._awaited.pop(action_id, None)
+                if not delivery.done.is_set():
+                    self._abandoned.add(action_id)
+        if delivery.error is not None:
+            raise clients.translate(delivery.error, f"action {action_id} undelivered") from None
 
     def flush(self) -> None:
         deadline = time.monotonic() + self.timeout_s
