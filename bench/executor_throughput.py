@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.local_broker import OUT, assigned_executor, local_broker  # noqa: E402
-from bench.vendor_servers import approve as approve_many  # noqa: E402
+from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
+from bench.vendor_servers import params_for  # noqa: E402
 from runonce.connectors.executor import registry  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.connectors.vendors.sandbox.faults import VendorFault  # noqa: E402
@@ -66,7 +66,8 @@ def sandbox_alone(sandbox: LocalVendors, n: int, in_flight: int) -> float:
 
 def approve(bootstrap: str, partitions: int, n: int, run: str) -> None:
     """N approved charges straight to actions.approved, as the stream job writes them."""
-    approve_many(bootstrap, partitions, "charge_payment", n, run)
+    approve_many(bootstrap, partitions,
+                 (("charge_payment", params_for("charge_payment", run, i), f"{run}-{i}") for i in range(n)))
 
 
 def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: int, max_in_flight: int,

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: the extra (pyproject.toml) that brings each optional package
-_EXTRA_OF = {"rocksdict": "worker", "prometheus_client": "worker", "httpx": "worker", "faust": "faust", "mode": "faust",
+_EXTRA_OF = {"rocksdict": "worker", "prometheus_client": "worker", "faust": "faust", "mode": "faust",
              "mcp": "gateway", "starlette": "gateway", "uvicorn": "gateway", "anyio": "gateway",
              "aiosmtpd": "sandbox", "trustme": "sandbox", "pyarrow": "export"}
 

@@ -125,6 +125,10 @@ class VendorState:
 class _Handler(BaseHTTPRequestHandler):
     state: VendorState  # set on the subclass built by VendorServer
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as a vendor's own server sets it (Go's net/http, stripe-mock's, on every
+    # connection): http.server writes an answer's headers and body apart, and with Nagle on, the
+    # body of an answer on a kept-alive connection waited 40 ms for the client's delayed ACK
+    disable_nagle_algorithm = True
     raw_body = b""  # the request's bytes as sent (a webhook's signature covers them)
 
     def log_message(self, *args: Any) -> None:  # quiet
