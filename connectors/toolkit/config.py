@@ -67,10 +67,10 @@ class VendorFields:
         self._read.add(field)
         return self._table.get(field) is not None
 
-    def http(self, url: str, *, shown_as: str | None = None) -> VendorHttp:
-        """The vendor's one HTTP seam for ``url`` (read by ``url`` or ``secret``): this vendor's
-        ``timeout_s`` and TLS (``tls``); ``shown_as`` when the URL is itself a credential."""
-        return VendorHttp(url, timeout_s=self.timeout_s, tls=self.tls(url), shown_as=shown_as)
+    def http(self, url: str) -> VendorHttp:
+        """The vendor's one HTTP seam for ``url`` (read by ``url``): this vendor's ``timeout_s``
+        and TLS (``tls``)."""
+        return VendorHttp(url, timeout_s=self.timeout_s, tls=self.tls(url))
 
     def tls(self, url: str) -> ssl.SSLContext | None:
         """The TLS context for ``url``: verified (``ca_file`` or the system's CAs) for https,

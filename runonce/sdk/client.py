@@ -162,7 +162,7 @@ class ActionClient:
         action_id = str(record["action_id"])
         caller = trace_headers(trace if trace is not None else current_carrier())
         with self._spans.submit(tool, action_id, caller) as headers:
-            self._submitter.delivered(action_id, record, headers)
+            self._submitter.delivered(record, headers)
         return Handle(self, action_id, self._submitter.position(action_id))
 
     @property

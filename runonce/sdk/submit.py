@@ -150,11 +150,12 @@ class Submitter:
         with self._lock:
             return self._positions.pop(action_id, None)
 
-    def delivered(self, action_id: str, record: Mapping[str, Any], headers: TraceHeaders = ()) -> None:
+    def delivered(self, record: Mapping[str, Any], headers: TraceHeaders = ()) -> None:
         """Send one request and wait for its own delivery: what its record met is raised here,
         and never what another's met. A gateway serves many callers on one producer; a request
         that timed out stays queued and may be delivered after a heal, or fail then: that late
         error is logged, and answers no one else's call."""
+        action_id = str(record["action_id"])
         delivery = _Delivery()
         with self._lock:
             self._awaited[action_id] = delivery

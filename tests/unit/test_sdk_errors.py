@@ -63,7 +63,7 @@ def test_a_delivery_error_answers_its_own_request_and_never_the_next_callers(
     submitter = Submitter(f"127.0.0.1:{port}", timeout_s=0.5)
     first = build_request("charge_payment", {"amount_cents": 1}, agent_id="a", action_id="first")
     with pytest.raises(BrokerUnavailable, match="action first undelivered after"):
-        submitter.delivered("first", first)
+        submitter.delivered(first)
     # the cut outlasts the message timeout: librdkafka reports the first request's error now
     submitter._on_delivery("first", KafkaError(KafkaError._MSG_TIMED_OUT), None)  # noqa: SLF001
 
@@ -73,7 +73,7 @@ def test_a_delivery_error_answers_its_own_request_and_never_the_next_callers(
 
     def call() -> None:
         try:
-            submitter.delivered("second", second)
+            submitter.delivered(second)
         except BaseException as exc:  # noqa: BLE001 (the test's verdict)
             raised.append(exc)
 
