@@ -6,7 +6,7 @@ the CLI (and by test fixtures), and everything below takes a ``Settings``.
 Each setting is declared once, below: its field, its type, its default, and in ``setting(...)``
 its ``RUNONCE_*`` variable, its bounds, the processes that read it and what it is for.
 ``from_env`` reads and ``validate`` checks every declared one from that declaration, and
-docs/operating.md's table of settings is ``settings_table()`` (a test holds them together).
+docs/operating.md's table of settings is written from ``settings_table()`` (runonce/ops/generated.py).
 """
 
 from __future__ import annotations

@@ -72,20 +72,6 @@ def test_the_stream_workers_fetches_wait_for_more_records_unless_told_not_to() -
     assert fetch({"RUNONCE_FETCH_WAIT_MS": "0"}) == (None, None)  # librdkafka's own: answered at once
 
 
-def test_the_operating_page_lists_every_setting_as_declared() -> None:
-    """Catches a setting added, renamed or given another default in runonce/settings.py and not
-    in docs/operating.md (run: ``RUNONCE_FETCH_WAIT_MS``'s default 5 -> 6 fails it)."""
-    import re
-    from pathlib import Path
-
-    from runonce.settings import settings_table
-
-    page = (Path(__file__).parents[2] / "docs" / "operating.md").read_text()
-    found = re.search(r"<!-- settings -->\n(.*?)\n<!-- /settings -->", page, flags=re.S)
-    assert found is not None, "docs/operating.md has no settings table"
-    assert found[1] == settings_table(), f"docs/operating.md's settings table should read:\n{settings_table()}"
-
-
 def test_every_declared_setting_is_read_from_its_variable_and_bounded() -> None:
     """Each declared integer is read from its own variable and refused outside its bounds, with
     the variable named. Catches a declaration whose variable ``from_env`` never reads."""
