@@ -91,147 +91,175 @@ def _sasl(prefix: str) -> Callable[[Mapping[str, str]], object]:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    home: Path = setting(Path(".runonce"), "RUNONCE_HOME", "where the local broker, worker state and pid files "
-                                                           "live", Reader.ALL)
-    cache_dir: Path = setting(None, "RUNONCE_CACHE_DIR", "where Maven-resolved broker jars and tools are cached, "
-                                                         "shared by every checkout", Reader.ALL,
-                              factory=lambda: _default_cache_dir({}), default_said="`$XDG_CACHE_HOME/runonce`")
-    bootstrap: str | None = setting(None, "RUNONCE_BOOTSTRAP", "the Kafka bootstrap servers", Reader.CLIENTS,
-                                    default_said="the local broker's address file")
-    kafka_version: str = setting(DEFAULT_KAFKA_VERSION, "RUNONCE_KAFKA_VERSION", "the Apache Kafka release the "
-                                                                                 "local broker runs", Reader.BROKER)
-    broker_host: str = setting("127.0.0.1", "RUNONCE_BROKER_HOST", "the address the local broker's client "
-                               "listeners bind and advertise (its controller stays on 127.0.0.1): the pods' "
-                               "bridge address for a cluster on this machine (scripts/kube.sh)", Reader.BROKER)
-    broker_heap_mb: int = setting(512, "RUNONCE_BROKER_HEAP_MB", "the local broker's JVM heap", Reader.BROKER,
-                                  bounds=(128, 4096))
-    partitions: int = setting(6, "RUNONCE_PARTITIONS", "partitions of every runonce topic: they bound the "
-                                                       "workers and each vendor's executors that do work",
-                              Reader.ALL, bounds=(1, 10_000))
-    replication_factor: int | None = setting(None, "RUNONCE_REPLICATION_FACTOR", "copies of every runonce topic",
-                                             Reader.ALL, bounds=(1, 100),
-                                             default_said="3, or the broker count when smaller")
-    min_insync_replicas: int | None = setting(None, "RUNONCE_MIN_INSYNC_REPLICAS", "brokers that must hold a "
-                                                                                   "write before it is acknowledged",
-                                              Reader.ALL, bounds=(1, 100),
-                                              default_said="2 when the factor is at least 3, else 1")
-    policy_file: Path | None = setting(None, "RUNONCE_POLICY_FILE", "your policies, layered over the shipped "
-                                                                    "ones (docs/policies.md)", Reader.ALL,
-                                       default_said="the shipped policies")
-    metrics_port: int = setting(0, "RUNONCE_METRICS_PORT", "Prometheus `/metrics`, with `/healthz` and `/readyz` "
-                                                           "beside it, of a worker or an executor; 0 serves none",
-                                Reader.ALL, bounds=(0, 65535))
-    metrics_host: str = setting("127.0.0.1", "RUNONCE_METRICS_HOST", "the address that port listens on: "
-                                                                     "`0.0.0.0` in a pod (the kubelet probes the "
-                                                                     "pod's address)", Reader.ALL)
-    static_membership: bool = setting(False, "RUNONCE_STATIC_MEMBERSHIP", "a stream worker joins its group as a "
-                                                                          "static member (KIP-345, "
-                                                                          "`group.instance.id` = its name): a pod "
-                                                                          "restarted under its name takes its "
-                                                                          "partitions back without a rebalance",
-                                      Reader.WORKER)
-    worker_name: str = setting("worker-0", "RUNONCE_WORKER_NAME", "names a worker's transactional id and its "
-                                                                  "local RocksDB folder", Reader.WORKER)
-    connectors_file: Path | None = setting(None, "RUNONCE_CONNECTORS", "the connectors file: which vendors the "
-                                                                       "executors reach, and how (docs/vendors.md)",
-                                           Reader.EXECUTOR, default_said="`RUNONCE_HOME/connectors.toml`")
+    home: Path = setting(
+        Path(".runonce"), "RUNONCE_HOME",
+        "where the local broker, worker state and pid files live",
+        Reader.ALL)
+    cache_dir: Path = setting(
+        None, "RUNONCE_CACHE_DIR",
+        "where Maven-resolved broker jars and tools are cached, shared by every checkout",
+        Reader.ALL, factory=lambda: _default_cache_dir({}), default_said="`$XDG_CACHE_HOME/runonce`")
+    bootstrap: str | None = setting(
+        None, "RUNONCE_BOOTSTRAP",
+        "the Kafka bootstrap servers",
+        Reader.CLIENTS, default_said="the local broker's address file")
+    kafka_version: str = setting(
+        DEFAULT_KAFKA_VERSION, "RUNONCE_KAFKA_VERSION",
+        "the Apache Kafka release the local broker runs",
+        Reader.BROKER)
+    broker_host: str = setting(
+        "127.0.0.1", "RUNONCE_BROKER_HOST",
+        "the address the local broker's client listeners bind and advertise (its controller stays on 127.0.0.1): "
+        "the pods' bridge address for a cluster on this machine (scripts/kube.sh)",
+        Reader.BROKER)
+    broker_heap_mb: int = setting(
+        512, "RUNONCE_BROKER_HEAP_MB",
+        "the local broker's JVM heap",
+        Reader.BROKER, bounds=(128, 4096))
+    partitions: int = setting(
+        6, "RUNONCE_PARTITIONS",
+        "partitions of every runonce topic: they bound the workers and each vendor's executors that do work",
+        Reader.ALL, bounds=(1, 10_000))
+    replication_factor: int | None = setting(
+        None, "RUNONCE_REPLICATION_FACTOR",
+        "copies of every runonce topic",
+        Reader.ALL, bounds=(1, 100), default_said="3, or the broker count when smaller")
+    min_insync_replicas: int | None = setting(
+        None, "RUNONCE_MIN_INSYNC_REPLICAS",
+        "brokers that must hold a write before it is acknowledged",
+        Reader.ALL, bounds=(1, 100), default_said="2 when the factor is at least 3, else 1")
+    policy_file: Path | None = setting(
+        None, "RUNONCE_POLICY_FILE",
+        "your policies, layered over the shipped ones (docs/policies.md)",
+        Reader.ALL, default_said="the shipped policies")
+    metrics_port: int = setting(
+        0, "RUNONCE_METRICS_PORT",
+        "Prometheus `/metrics`, with `/healthz` and `/readyz` beside it, of a worker or an executor; 0 serves "
+        "none",
+        Reader.ALL, bounds=(0, 65535))
+    metrics_host: str = setting(
+        "127.0.0.1", "RUNONCE_METRICS_HOST",
+        "the address that port listens on: `0.0.0.0` in a pod (the kubelet probes the pod's address)",
+        Reader.ALL)
+    static_membership: bool = setting(
+        False, "RUNONCE_STATIC_MEMBERSHIP",
+        "a stream worker joins its group as a static member (KIP-345, `group.instance.id` = its name): a pod "
+        "restarted under its name takes its partitions back without a rebalance",
+        Reader.WORKER)
+    worker_name: str = setting(
+        "worker-0", "RUNONCE_WORKER_NAME",
+        "names a worker's transactional id and its local RocksDB folder",
+        Reader.WORKER)
+    connectors_file: Path | None = setting(
+        None, "RUNONCE_CONNECTORS",
+        "the connectors file: which vendors the executors reach, and how (docs/vendors.md)",
+        Reader.EXECUTOR, default_said="`RUNONCE_HOME/connectors.toml`")
     #: the environment the connectors file's ``{ env = "VAR" }`` secrets are read from (only those)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-    executor_failpoint: str | None = setting(None, "RUNONCE_EXECUTOR_FAILPOINT", "crash tests only: SIGKILL at "
-                                                                                 "a point of the executor's flow, "
-                                                                                 "`POINT[:N]`, or stall there, "
-                                                                                 "`stall_before_call:S` "
-                                                                                 "(connectors/executor/failpoints.py)",
-                                             Reader.EXECUTOR)
-    stream_failpoint: str | None = setting(None, "RUNONCE_STREAM_FAILPOINT", "faust tests only: "
-                                                                             "`kill_after_state[:ACTION_ID]` or "
-                                                                             "`pass_over:N[:TAG]`", Reader.WORKER)
-    executor_txn_timeout_ms: int = setting(60_000, "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS", "how long the broker lets an "
-                                                                                      "executor's transaction stay "
-                                                                                      "open before aborting it (a "
-                                                                                      "paused executor past it is "
-                                                                                      "a zombie, fenced)",
-                                           Reader.EXECUTOR, bounds=(1_000, 900_000),
-                                           why="the broker's transaction.max.timeout.ms")
-    executor_session_timeout_ms: int = setting(10_000, "RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS", "how long a killed "
-                                                                                              "executor's partitions "
-                                                                                              "wait for a new owner",
-                                               Reader.EXECUTOR, bounds=(6_000, 300_000),
-                                               why="the broker's group.min/max.session.timeout.ms")
-    worker_session_timeout_ms: int = setting(10_000, "RUNONCE_WORKER_SESSION_TIMEOUT_MS", "the same for the stream "
-                                                                                          "job's group, either "
-                                                                                          "runtime",
-                                             Reader.WORKER, bounds=(6_000, 300_000),
-                                             why="the broker's group.min/max.session.timeout.ms")
-    executor_max_batch: int = setting(500, "RUNONCE_EXECUTOR_MAX_BATCH", "the most approved records one batch "
-                                                                        "takes (one intent and one result "
-                                                                        "transaction per batch)",
-                                      Reader.EXECUTOR, bounds=(1, 10_000))
-    executor_max_in_flight: int = setting(16, "RUNONCE_EXECUTOR_MAX_IN_FLIGHT", "the most vendor calls in flight "
-                                                                                "at once, unless the vendor's "
-                                                                                "`rate.in_flight` says",
-                                          Reader.EXECUTOR, bounds=(1, 1_000))
-    vendor_rates: tuple[tuple[str, Rate], ...] = setting((), "RUNONCE_VENDOR_LIMITS", "a vendor's `rate` over the "
-                                                                                      "connectors file's: "
-                                                                                      "`payments:per_s=50,"
-                                                                                      "in_flight=32; ...`",
-                                                         Reader.EXECUTOR, read=lambda env: rate.overrides(
+    executor_failpoint: str | None = setting(
+        None, "RUNONCE_EXECUTOR_FAILPOINT",
+        "crash tests only: SIGKILL at a point of the executor's flow, `POINT[:N]`, or stall there, "
+        "`stall_before_call:S` (connectors/executor/failpoints.py)",
+        Reader.EXECUTOR)
+    stream_failpoint: str | None = setting(
+        None, "RUNONCE_STREAM_FAILPOINT",
+        "faust tests only: `kill_after_state[:ACTION_ID]` or `pass_over:N[:TAG]`",
+        Reader.WORKER)
+    executor_txn_timeout_ms: int = setting(
+        60_000, "RUNONCE_EXECUTOR_TXN_TIMEOUT_MS",
+        "how long the broker lets an executor's transaction stay open before aborting it (a paused executor past "
+        "it is a zombie, fenced)",
+        Reader.EXECUTOR, bounds=(1_000, 900_000), why="the broker's transaction.max.timeout.ms")
+    executor_session_timeout_ms: int = setting(
+        10_000, "RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS",
+        "how long a killed executor's partitions wait for a new owner",
+        Reader.EXECUTOR, bounds=(6_000, 300_000), why="the broker's group.min/max.session.timeout.ms")
+    worker_session_timeout_ms: int = setting(
+        10_000, "RUNONCE_WORKER_SESSION_TIMEOUT_MS",
+        "how long a killed stream worker's partitions wait for a new owner, either runtime",
+        Reader.WORKER, bounds=(6_000, 300_000), why="the broker's group.min/max.session.timeout.ms")
+    executor_max_batch: int = setting(
+        500, "RUNONCE_EXECUTOR_MAX_BATCH",
+        "the most approved records one batch takes (one intent and one result transaction per batch)",
+        Reader.EXECUTOR, bounds=(1, 10_000))
+    executor_max_in_flight: int = setting(
+        16, "RUNONCE_EXECUTOR_MAX_IN_FLIGHT",
+        "the most vendor calls in flight at once, unless the vendor's `rate.in_flight` says",
+        Reader.EXECUTOR, bounds=(1, 1_000))
+    vendor_rates: tuple[tuple[str, Rate], ...] = setting(
+        (), "RUNONCE_VENDOR_LIMITS",
+        "a vendor's `rate` over the connectors file's: `payments:per_s=50,in_flight=32; ...`",
+        Reader.EXECUTOR,
+        read=lambda env: rate.overrides(
                                                              env["RUNONCE_VENDOR_LIMITS"]),
-                                                         default_said="none")
-    runtime: Runtime = setting(Runtime.TRANSACTIONAL, "RUNONCE_RUNTIME", "the stream job's runtime: "
-                                                                         "`transactional` (exactly once, "
-                                                                         "confluent-kafka) or `faust`", Reader.WORKER)
-    txn_max_records: int = setting(2000, "RUNONCE_TXN_MAX_RECORDS", "transactional runtime: the most records one "
-                                                                    "transaction takes (what arrived while the "
-                                                                    "previous one committed)",
-                                   Reader.WORKER, bounds=(1, 100_000))
-    txn_max_wait_ms: int = setting(20, "RUNONCE_TXN_MAX_WAIT_MS", "... and how long an idle worker waits for a "
-                                                                  "first record before looking again",
-                                   Reader.WORKER, bounds=(1, 10_000))
-    fetch_wait_ms: int = setting(5, "RUNONCE_FETCH_WAIT_MS", "transactional runtime: how long the broker holds a "
-                                                             "worker's fetch for more records (0: it answers at "
-                                                             "once, one fetch per record under agents' "
-                                                             "one-at-a-time produces; bench/fetch_cost.py)",
-                                 Reader.WORKER, bounds=(0, 500))
-    processing_guarantee: Guarantee = setting(Guarantee.AT_LEAST_ONCE, "RUNONCE_GUARANTEE", "faust runtime only: "
-                                                                                             "`at_least_once` or "
-                                                                                             "`exactly_once`",
-                                              Reader.WORKER)
-    sasl_username: str | None = setting(None, "RUNONCE_SASL_USERNAME", "this process's SASL principal on a "
-                                                                       "secured broker", Reader.CLIENTS,
-                                        default_said="unauthenticated")
-    sasl_password: str | None = setting(None, "RUNONCE_SASL_PASSWORD", "its password, or `..._PASSWORD_FILE` (a "
-                                                                       "file's first line, out of `ps`)",
-                                        Reader.CLIENTS, read=_sasl("RUNONCE_SASL"), secret=True)
-    sasl_mechanism: str | None = setting(None, "RUNONCE_SASL_MECHANISM", "one of " + ", ".join(MECHANISMS),
-                                         Reader.CLIENTS, default_said="the client settings' `sasl.mechanism`, "
+        default_said="none")
+    runtime: Runtime = setting(
+        Runtime.TRANSACTIONAL, "RUNONCE_RUNTIME",
+        "the stream job's runtime: `transactional` (exactly once, confluent-kafka) or `faust`",
+        Reader.WORKER)
+    txn_max_records: int = setting(
+        2000, "RUNONCE_TXN_MAX_RECORDS",
+        "transactional runtime: the most records one transaction takes (what arrived while the previous one "
+        "committed)",
+        Reader.WORKER, bounds=(1, 100_000))
+    txn_max_wait_ms: int = setting(
+        20, "RUNONCE_TXN_MAX_WAIT_MS",
+        "transactional runtime: how long an idle worker waits for a first record before looking again",
+        Reader.WORKER, bounds=(1, 10_000))
+    fetch_wait_ms: int = setting(
+        5, "RUNONCE_FETCH_WAIT_MS",
+        "transactional runtime: how long the broker holds a worker's fetch for more records (0: it answers at "
+        "once, one fetch per record under agents' one-at-a-time produces; bench/fetch_cost.py)",
+        Reader.WORKER, bounds=(0, 500))
+    processing_guarantee: Guarantee = setting(
+        Guarantee.AT_LEAST_ONCE, "RUNONCE_GUARANTEE",
+        "faust runtime only: `at_least_once` or `exactly_once`",
+        Reader.WORKER)
+    sasl_username: str | None = setting(
+        None, "RUNONCE_SASL_USERNAME",
+        "this process's SASL principal on a secured broker",
+        Reader.CLIENTS, default_said="unauthenticated")
+    sasl_password: str | None = setting(
+        None, "RUNONCE_SASL_PASSWORD",
+        "its password, or `..._PASSWORD_FILE` (a file's first line, out of `ps`)",
+        Reader.CLIENTS, read=_sasl("RUNONCE_SASL"), secret=True)
+    sasl_mechanism: str | None = setting(
+        None, "RUNONCE_SASL_MECHANISM",
+        "one of " + ", ".join(MECHANISMS),
+        Reader.CLIENTS,
+        default_said="the client settings' `sasl.mechanism`, "
                                                                       "else PLAIN")
-    kafka_config: ClientConfig = setting(None, "RUNONCE_KAFKA_CONFIG", "a properties file of librdkafka settings "
-                                                                       "(TLS, SASL, OIDC), and "
-                                                                       "`RUNONCE_KAFKA_CONFIG_<KEY>` each "
-                                                                       "(docs/kafka.md)", Reader.CLIENTS,
-                                         factory=ClientConfig, read=client_config.from_env, default_said="none")
-    reader_sasl_username: str | None = setting(None, "RUNONCE_READER_SASL_USERNAME", "the principal that reads "
-                                                                                     "outcomes for agents (the "
-                                                                                     "SDK's awaits, `runonce "
-                                                                                     "mcp`), when not this "
-                                                                                     "process's own",
-                                               Reader.CLIENTS)
-    reader_sasl_password: str | None = setting(None, "RUNONCE_READER_SASL_PASSWORD", "its password, or "
-                                                                                     "`..._PASSWORD_FILE`",
-                                               Reader.CLIENTS, read=_sasl("RUNONCE_READER_SASL"), secret=True)
-    broker_users_file: Path | None = setting(None, "RUNONCE_BROKER_USERS", "a users file (`name=password` lines): "
-                                                                           "SASL on every listener, "
-                                                                           "StandardAuthorizer, deny by default; "
-                                                                           "`admin` its super user", Reader.BROKER)
-    broker_oidc_jwks_url: str | None = setting(None, "RUNONCE_BROKER_OIDC_JWKS_URL", "also accept OAUTHBEARER "
-                                                                                     "tokens, checked against this "
-                                                                                     "JWKS", Reader.BROKER)
-    broker_oidc_issuer: str | None = setting(None, "RUNONCE_BROKER_OIDC_ISSUER", "... issued by this provider "
-                                                                                 "(required with the JWKS)",
-                                             Reader.BROKER)
-    broker_oidc_audience: str = setting("runonce-kafka", "RUNONCE_BROKER_OIDC_AUDIENCE", "... for this audience",
-                                        Reader.BROKER)
+    kafka_config: ClientConfig = setting(
+        None, "RUNONCE_KAFKA_CONFIG",
+        "a properties file of librdkafka settings (TLS, SASL, OIDC), and `RUNONCE_KAFKA_CONFIG_<KEY>` each "
+        "(docs/kafka.md)",
+        Reader.CLIENTS, factory=ClientConfig, read=client_config.from_env, default_said="none")
+    reader_sasl_username: str | None = setting(
+        None, "RUNONCE_READER_SASL_USERNAME",
+        "the principal that reads outcomes for agents (the SDK's awaits, `runonce mcp`), when not this process's "
+        "own",
+        Reader.CLIENTS)
+    reader_sasl_password: str | None = setting(
+        None, "RUNONCE_READER_SASL_PASSWORD",
+        "its password, or `..._PASSWORD_FILE`",
+        Reader.CLIENTS, read=_sasl("RUNONCE_READER_SASL"), secret=True)
+    broker_users_file: Path | None = setting(
+        None, "RUNONCE_BROKER_USERS",
+        "a users file (`name=password` lines): SASL on every listener, StandardAuthorizer, deny by default; "
+        "`admin` its super user",
+        Reader.BROKER)
+    broker_oidc_jwks_url: str | None = setting(
+        None, "RUNONCE_BROKER_OIDC_JWKS_URL",
+        "also accept OAUTHBEARER tokens, checked against this JWKS",
+        Reader.BROKER)
+    broker_oidc_issuer: str | None = setting(
+        None, "RUNONCE_BROKER_OIDC_ISSUER",
+        "the issuer those tokens must name (required with the JWKS)",
+        Reader.BROKER)
+    broker_oidc_audience: str = setting(
+        "runonce-kafka", "RUNONCE_BROKER_OIDC_AUDIENCE",
+        "the audience those tokens must name",
+        Reader.BROKER)
 
     @property
     def broker_dir(self) -> Path:
