@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
+from runonce.ops import child
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 
@@ -80,8 +80,7 @@ def main() -> int:
     with local_broker("agent-call", say) as settings:
         sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
         env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
-        procs = [subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=open(OUT / f"agent-call-{name}.log", "wb"))
+        procs = [child.start(argv, env, OUT / f"agent-call-{name}.log", own_session=False)
                  for name, argv in (("worker", ["worker", "--name", "agent-call"]),
                                     ("executor", ["executor", "--vendor", "payments"]))]
         try:

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
+from runonce.ops import child
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.oracle import verify  # noqa: E402
@@ -43,10 +44,8 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        log = open(self.log_dir / f"{self.name}.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", self.name, "--runtime",
-                                      self.runtime], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = child.start(["worker", "--name", self.name, "--runtime", self.runtime], self.env,
+                                self.log_dir / f"{self.name}.log")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

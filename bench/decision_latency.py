@@ -63,6 +63,7 @@ from runonce.kafka.checkpoint import Step  # noqa: E402
 from runonce.kafka.clients import base_config  # noqa: E402
 from runonce.kafka.reader import read_messages  # noqa: E402
 from runonce.kafka.topics import admin_client  # noqa: E402
+from runonce.ops import child
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.streams.transactional.worker import DECIDE  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
@@ -293,8 +294,8 @@ def start_worker(settings: Any, metrics_port: int, profile: Path | None = None) 
     env = child_env(settings)
     env["RUNONCE_METRICS_PORT"] = str(metrics_port)
     prof = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    proc = subprocess.Popen([sys.executable, *prof, "-m", "runonce", "worker", "--name", "latency"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(OUT / "decision-latency-worker.log", "wb"))
+    proc = child.start(["worker", "--name", "latency"], env, OUT / "decision-latency-worker.log", own_session=False,
+                       python_flags=prof)
     # Warm-up: a few actions decided end to end before anything is timed.
     warm = runonce_load("steady", 40, f"warm{uuid.uuid4().hex[:4]}")
     runonce_run(settings.kafka_access(), warm, 20.0, "steady")

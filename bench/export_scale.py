@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 from bench.local_broker import OUT, local_broker  # noqa: E402
 from bench.sdk_outcomes import flood  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
+from runonce.ops import child
 from runonce.ops.export import export  # noqa: E402
 
 
@@ -44,8 +45,8 @@ def main() -> int:
         started = time.monotonic()
         env = {"RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": settings.bootstrap_servers(),
                "PATH": "/usr/bin:/bin"}
-        proc = subprocess.Popen([sys.executable, "-m", "runonce", "tail", "dropped", "-n", "1", "--since",
-                                 f"{int((time.time() - since) + 1)}s"], stdout=subprocess.PIPE, env=env, text=True)
+        proc = subprocess.Popen(child.argv("tail", "dropped", "-n", "1", "--since", f"{int((time.time() - since) + 1)}s"),
+                                stdout=subprocess.PIPE, env=env, text=True)
         first = proc.stdout.readline() if proc.stdout else ""
         first_line_s = time.monotonic() - started
         proc.wait(60)

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.local_broker import local_broker  # noqa: E402
+from runonce.ops import child  # noqa: E402
 
 # every long-running process and every command that talks to Kafka, as the test runs them
 from tests.integration.test_wrong_security_protocol import COMMANDS  # noqa: E402
@@ -42,8 +43,7 @@ def closed_port() -> int:
 def run(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "runonce", *argv], env=env, text=True, capture_output=True,
-                              timeout=BOUND_S, stdin=subprocess.DEVNULL)
+        done = child.run(argv, env, BOUND_S)
         said = (done.stdout + done.stderr).strip().splitlines()
         return time.monotonic() - started, said[-1] if said else f"exit {done.returncode}"
     except subprocess.TimeoutExpired:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from runonce.devbroker.users import SUPER_USER, client_config, write_private, wr
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.topics import create_topics
+from runonce.ops import child
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.testkit.decisions import approved_decision
@@ -68,9 +68,9 @@ def child_env(settings: Settings) -> dict[str, str]:
 def assigned_executor(env: Mapping[str, str], vendor: str, group: str, log_path: Path) -> subprocess.Popen[bytes]:
     """``runonce executor --vendor VENDOR`` from the end of actions.approved, once its consumer
     has its partitions (its log says ``assigned``)."""
-    proc = subprocess.Popen([sys.executable, "-m", "runonce", "executor", "--vendor", vendor, "--group", group,
-                             "--from-end", "--loglevel", "info"],
-                            env=dict(env), stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"))
+    log_path.unlink(missing_ok=True)  # "assigned" is this run's
+    proc = child.start(["executor", "--vendor", vendor, "--group", group, "--from-end", "--loglevel", "info"],
+                       env, log_path, own_session=False)
     while "assigned" not in log_path.read_text(errors="replace"):
         assert proc.poll() is None, log_path.read_text()[-3000:]
         time.sleep(0.05)

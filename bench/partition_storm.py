@@ -59,6 +59,7 @@ from runonce.devbroker.cluster import Cluster  # noqa: E402
 from runonce.kafka import clients, groups, topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
+from runonce.ops import child
 from runonce.sdk.submit import Submitter, build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.streams.records import output_key  # noqa: E402
@@ -93,10 +94,7 @@ class Proc:
         self.starts = 0
 
     def start(self) -> Proc:
-        log = open(self.logs / f"{self.name}.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", *self.argv], env=self.env, stdout=log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        self.proc = child.start(self.argv, self.env, self.logs / f"{self.name}.log")
         self.faults.place(self.name, self.proc.pid)
         self.starts += 1
         return self

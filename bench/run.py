@@ -42,6 +42,7 @@ from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.clients import producer_config  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.kafka.topics import admin_client, create_topics  # noqa: E402
+from runonce.ops import child
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
@@ -245,7 +246,7 @@ def run_impl(bootstrap: str, impl: Impl, n_backlog: int, latency_loads: list[tup
              codec: Codec, env: dict[str, str]) -> dict[str, Any]:
     say(f"{impl.name}: draining a backlog of {n_backlog} actions")
     before = end_offsets(bootstrap, impl.outputs)
-    proc = subprocess.Popen([sys.executable, *impl.argv], env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(impl.argv, env=env, stdout=subprocess.DEVNULL,
                             stderr=open(ROOT / "bench" / "out" / f"{impl.name}.log", "wb"))
     started_ms = time.time() * 1000
     peak = [0]
@@ -331,16 +332,16 @@ def main() -> int:
                "PYTHONPATH": str(ROOT)}
         impls = {
             "runonce": Impl("runonce", topics.REQUESTED, (topics.APPROVED, topics.DROPPED),
-                            ["-m", "runonce", "worker", "--name", "bench-tx", "--runtime", "transactional"],
+                            child.argv("worker", "--name", "bench-tx", "--runtime", "transactional"),
                             home / "state" / "bench-tx"),
             "runonce-faust": Impl("runonce-faust", topics.REQUESTED, (topics.APPROVED, topics.DROPPED),
-                                  ["-m", "runonce", "worker", "--name", "bench-faust", "--runtime", "faust"],
+                                  child.argv("worker", "--name", "bench-faust", "--runtime", "faust"),
                                   home / "state" / "bench-faust"),
             "quix": Impl("quix", "bench.quix.in", ("bench.quix.out",),
-                         [str(ROOT / "bench" / "impl_quix.py"), bootstrap, "bench.quix.in", "bench.quix.out",
+                         [sys.executable, str(ROOT / "bench" / "impl_quix.py"), bootstrap, "bench.quix.in", "bench.quix.out",
                           str(out_dir / "quix-state")], out_dir / "quix-state"),
             "bare": Impl("bare", "bench.bare.in", ("bench.bare.out",),
-                         [str(ROOT / "bench" / "impl_bare.py"), bootstrap, "bench.bare.in", "bench.bare.out"]),
+                         [sys.executable, str(ROOT / "bench" / "impl_bare.py"), bootstrap, "bench.bare.in", "bench.bare.out"]),
         }
         shutil.rmtree(out_dir / "quix-state", ignore_errors=True)
         n_backlog = 0

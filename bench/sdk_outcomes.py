@@ -32,6 +32,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from bench.local_broker import OUT, local_broker  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
+from runonce.ops import child
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
@@ -108,8 +109,7 @@ def main() -> int:
         sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
         vendors = sandbox.vendors
         env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
-        procs = [subprocess.Popen([sys.executable, "-m", "runonce", *argv], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=open(OUT / f"sdk-{name}.log", "wb"))
+        procs = [child.start(argv, env, OUT / f"sdk-{name}.log", own_session=False)
                  for name, argv in (("worker", ["worker", "--name", "sdk-bench"]),
                                     ("executor", ["executor", "--vendor", "payments"]))]
         try:

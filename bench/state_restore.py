@@ -30,6 +30,7 @@ from bench.local_broker import OUT, local_broker  # noqa: E402
 from runonce.core.decision import Claim, KeyState  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
+from runonce.ops import child
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.watch import DecisionWatcher  # noqa: E402
@@ -62,10 +63,10 @@ def restore_seconds(settings: Settings, name: str, out_dir: Path, runtime: str) 
     env = {"RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": settings.bootstrap_servers()}
     import os
 
-    log = open(out_dir / f"{name}.log", "wb")
+    (out_dir / f"{name}.log").unlink(missing_ok=True)
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", name, "--runtime", runtime],
-                            env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+    proc = child.start(["worker", "--name", name, "--runtime", runtime], {**os.environ, **env}, out_dir / f"{name}.log",
+                       own_session=False)
     peak_kb = 0
     try:
         with DecisionWatcher(settings.bootstrap_servers()) as watcher, \

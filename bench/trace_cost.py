@@ -41,6 +41,7 @@ from bench.decision_latency import decisions_reader, offer, pct, runonce_load, r
 from bench.local_broker import OUT, child_env, local_broker  # noqa: E402
 from runonce.core.policy import PolicyBook  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
+from runonce.ops import child
 from runonce.testkit.jaeger import Jaeger  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from runonce.wire.keys import routing_key  # noqa: E402
@@ -70,8 +71,7 @@ def start_worker(settings: Any, mode: str, jaeger: Jaeger) -> subprocess.Popen[b
     env = {k: v for k, v in child_env(settings).items() if not k.startswith("OTEL_")}
     env.update(mode_env(mode, jaeger))
     log = OUT / f"trace-cost-worker-{mode.rstrip('%')}.log"
-    return subprocess.Popen([sys.executable, "-m", "runonce", "worker", "--name", "trace-cost"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+    return child.start(["worker", "--name", "trace-cost"], env, log, own_session=False)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,6 +26,7 @@ from runonce.devbroker.users import write_private
 from runonce.errors import InvariantViolation
 from runonce.kafka import groups, topics
 from runonce.kafka.access import KafkaTarget
+from runonce.ops import child
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.postgres import LocalPostgres
@@ -229,10 +229,8 @@ class ProcessFleet:
         for vendor in vendors:
             group = f"{groups.EXECUTOR_PREFIX}demo-{run_id}-{vendor}"  # a name the executor principal may use
             groups.start_group_at_end(self._access.executor, group, topics.APPROVED)
-            with open(log_dir / f"executor-{vendor}.log", "ab") as log:
-                self._procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "runonce", "executor", "--vendor", vendor, "--group", group,
-                     "--slot", run_id], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            self._procs.append(child.start(["executor", "--vendor", vendor, "--group", group, "--slot", run_id],
+                                           env, log_dir / f"executor-{vendor}.log", own_session=False))
         self._progress(f"started {len(self._procs)} executors against the sandbox vendors (logs in {log_dir})")
 
     def stop(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import tomllib
@@ -24,6 +23,7 @@ from runonce.errors import ConfigError
 from runonce.kafka import acls, topics
 from runonce.kafka.access import KafkaAccess
 from runonce.kafka.topics import create_topics
+from runonce.ops import child
 from runonce.ops.observe.prometheus import Prometheus, Target
 from runonce.ops.supervise import exits, exits_file
 from runonce.settings import Settings
@@ -210,14 +210,11 @@ class Stack:
             elif svc.name.startswith("executor-"):
                 self._await_connectors_file()
             exits_file(self.pids, svc.name).unlink(missing_ok=True)  # this run's exits only
-            with open(self.logs / f"{svc.name}.log", "ab") as log:
-                metrics = ("--metrics-port", str(ports[svc.name])) if svc.job else ()
-                # under a supervisor that starts it again when it exits for a restart (supervise.py)
-                proc = subprocess.Popen([sys.executable, "-m", "runonce.ops.supervise", svc.name, str(self.pids), "--",
-                                         sys.executable, "-m", "runonce", *svc.argv, *metrics], stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=self.env(svc, secure),
-                                        start_new_session=True)
+            metrics = ("--metrics-port", str(ports[svc.name])) if svc.job else ()
+            # under a supervisor that starts it again when it exits for a restart (supervise.py)
+            supervisor = (sys.executable, "-m", "runonce.ops.supervise", svc.name, str(self.pids), "--")
+            proc = child.start([*svc.argv, *metrics], self.env(svc, secure), self.logs / f"{svc.name}.log",
+                               prefix=supervisor)
             (self.pids / f"{svc.name}.pid").write_text(str(proc.pid))
             started.append(svc.name)
             self.progress(f"{svc.name} started (pid {proc.pid}, log {self.logs / (svc.name + '.log')})")

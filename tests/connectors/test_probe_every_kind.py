@@ -9,19 +9,18 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 from runonce.connectors.vendors.sandbox.google_calendar import ServiceAccountKey
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.users import write_private
+from runonce.ops import child
 
 PROBED = ("calendar", "jira", "kubernetes", "payments", "salesforce", "slack", "smtp")
 
 
 def _check(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runonce", "connectors", "check", "--probe", "--file", str(path)],
-                          env=os.environ.copy(), text=True, capture_output=True, timeout=60)
+    return child.run(["connectors", "check", "--probe", "--file", str(path)], os.environ, 60)
 
 
 def _planted(local: LocalVendors) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
+from runonce.ops import child
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.scenarios import incidents
@@ -198,8 +198,7 @@ def test_connectors_check_probes_each_vendor_and_a_refused_password_names_no_sec
 def _cli(argv: list[str], env: dict[str, str], out: Path) -> subprocess.CompletedProcess[str]:
     import os
 
-    done = subprocess.run([sys.executable, "-m", "runonce", *argv], env={**os.environ, **env}, text=True,
-                          capture_output=True, timeout=60)
+    done = child.run(argv, {**os.environ, **env}, 60)
     out.write_text(done.stdout + done.stderr)
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout + done.stderr, "")
 

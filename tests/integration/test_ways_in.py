@@ -31,6 +31,7 @@ from runonce import tokens as token_store
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
+from runonce.ops import child
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.agents import http
@@ -83,7 +84,8 @@ def stack(broker: Settings, stream_worker: WorkerProcess,
 @asynccontextmanager
 async def stdio_session(env: dict[str, str], *args: str, agent: str = "sales-agent") -> AsyncIterator[ClientSession]:
     """``agent``: the name the MCP client gives itself (never the actions' agent id)."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "runonce", "mcp", *args], env=env)
+    python, *command = child.argv("mcp", *args)
+    params = StdioServerParameters(command=python, args=command, env=env)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write, client_info=_client_info(agent)) as session:
             await session.initialize()
@@ -304,8 +306,7 @@ def test_the_gateway_lets_in_only_tokens_and_each_calls_what_its_token_allows(
     # a revoked token stops working at once, without a restart
     intern = gateway.tokens["intern"]
     assert http("GET", f"{gateway.url}/v1/actions/nothing?wait=0", intern)[0] == 404  # let in: unknown action
-    revoke = subprocess.run([sys.executable, "-m", "runonce", "gateway", "token", "revoke", "intern",
-                             "--tokens", str(gateway.tokens_file)], env=env, capture_output=True, text=True)
+    revoke = child.run(["gateway", "token", "revoke", "intern", "--tokens", str(gateway.tokens_file)], env, 60)
     assert revoke.returncode == 0, revoke.stderr
     assert http("GET", f"{gateway.url}/v1/actions/nothing?wait=0", intern)[0] == 401
     assert intern not in gateway.tokens_file.read_text() and intern not in gateway.process.log_tail(500)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from runonce.ops import child
 from runonce.settings import Settings
 
 #: the issue's acceptance bound; each process takes 1-4 s here (docs/measured.md has no figure of it)
@@ -50,8 +50,7 @@ def test_settings_that_cannot_connect_stop_every_process_and_name_the_handshake(
            "RUNONCE_KAFKA_CONFIG": str(properties), "RUNONCE_CONNECTORS": str(connectors),
            "STRIPE_API_KEY": "sk_test_planted"}
     try:
-        done = subprocess.run([sys.executable, "-m", "runonce", *COMMANDS[command]], env=env, text=True,
-                              capture_output=True, timeout=BOUND_S, stdin=subprocess.DEVNULL)
+        done = child.run(COMMANDS[command], env, BOUND_S)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"runonce {command} with security.protocol={protocol} against a plaintext listener still ran "
                     f"after {BOUND_S:.0f} s: {exc.stderr!r}")

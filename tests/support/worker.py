@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from runonce.kafka import groups, topics
+from runonce.ops import child
 from runonce.settings import Settings
 
 
@@ -29,10 +29,7 @@ class RunonceProcess:
         env = {**os.environ, "RUNONCE_HOME": str(self.settings.home),
                "RUNONCE_BOOTSTRAP": self.settings.bootstrap_servers(),
                "RUNONCE_PARTITIONS": str(self.settings.partitions), **self.extra_env}
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "runonce", *self.argv], stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        log.close()
+        self.proc = child.start(self.argv, env, self.log_path)
         self.starts += 1
 
     def wait_exit(self, timeout_s: float) -> int:

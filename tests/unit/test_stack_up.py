@@ -22,6 +22,7 @@ import pytest
 
 from runonce.devbroker.broker import BrokerState, BrokerStatus, pid_alive
 from runonce.errors import ConfigError
+from runonce.ops import child
 from runonce.ops import stack as stack_module
 from runonce.ops.stack import Stack, services
 from runonce.settings import Settings
@@ -38,7 +39,7 @@ def test_two_homes_run_their_sandboxes_side_by_side(tmp_path: Path) -> None:
         for home in ("a", "b"):
             files.append(tmp_path / home / "connectors.toml")
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "runonce", *_sandbox_argv()], stdin=subprocess.DEVNULL,
+                child.argv(*_sandbox_argv()), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 env={**os.environ, "RUNONCE_HOME": str(tmp_path / home)}))
         deadline = time.monotonic() + 60
