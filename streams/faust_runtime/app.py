@@ -35,11 +35,10 @@ from runonce.errors import InvariantViolation
 from runonce.kafka import topics
 from runonce.kafka.reader import first_committed_offset
 from runonce.settings import Settings
-from runonce.streams.faust_runtime import kafka_config
-from runonce.streams.faust_runtime.drain import drain_before_commit
+from runonce.streams.faust_runtime import kafka_config, patches
 from runonce.streams.faust_runtime.failpoints import PassOver
-from runonce.streams.faust_runtime.fence import InputFence, fence_commits
-from runonce.streams.faust_runtime.markers import FirstCommitted, read_past_markers
+from runonce.streams.faust_runtime.fence import InputFence
+from runonce.streams.faust_runtime.markers import FirstCommitted
 from runonce.streams.faust_runtime.sink import FaustSink, SendFailureGuard
 from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
@@ -195,16 +194,15 @@ def create_faust_app(settings: Settings, policies: PolicyBook | None = None,
     )
     # A record faust cannot write must stop the worker, not be skipped (streams/faust_runtime/sink.py).
     app.sensors.add(SendFailureGuard())
-    # Outputs and changelog writes are acknowledged before any offset commit (drain.py).
-    drain_before_commit()
+    # Outputs and changelog writes are acknowledged before any offset commit (drain.py); recovery
+    # reads past commit markers (markers.py); input offsets are committed at the fence (fence.py).
+    patches.install()
     # Changelogs the transactional runtime wrote end in commit markers (markers.py); recovery
     # ends only where the broker, asked directly, has nothing committed left.
     app.first_committed_offset = functools.partial(first_committed_offset, access, group=APP_ID)
-    read_past_markers()
     # faust commits an input partition only as far as the pipeline has decided it (fence.py).
     fence = InputFence((topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS), app.first_committed_offset)
     app.runonce_fence = fence
-    fence_commits()
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
                      help="stage 1: dedup key -> first claim")

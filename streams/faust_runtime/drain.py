@@ -8,7 +8,7 @@ place (decisions, and the tables' changelog writes) could then be lost by a cras
 the offset of the input that caused them was already committed: a restored state behind
 its committed input, a claim forgotten (issue: "a decision changed after a crash").
 
-``drain_before_commit`` makes ``ProducerBuffer.flush`` wait until the queue is empty *and*
+The draining flush (installed by ``patches.py``) makes ``ProducerBuffer.flush`` wait until the queue is empty *and*
 no record is being handed on; faust's producer then awaits aiokafka's own flush, which
 waits for the broker's acknowledgements (acks=all), before the commit goes out.
 
@@ -23,14 +23,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
-
-from faust.transport.producer import ProducerBuffer
+from typing import Any, Awaitable, Callable
 
 from runonce.errors import ProducerStuck
 from runonce.kafka.watchdog import leave_for_restart
-
-_PATCHED = "_runonce_drains"
 
 #: the longest a flush waits without one record handed on before the worker leaves
 DRAIN_STUCK_S = 60.0
@@ -38,22 +34,15 @@ DRAIN_STUCK_S = 60.0
 
 @dataclass(frozen=True, slots=True)
 class DrainBound:
-    stuck_after_s: float
+    stuck_after_s: float = DRAIN_STUCK_S
     #: hears why the drain gave up; by default it exits the process (EXIT_STUCK)
-    stuck: Callable[[str], None]
-    clock: Callable[[], float]
+    stuck: Callable[[str], None] = leave_for_restart
+    clock: Callable[[], float] = time.monotonic
 
 
-def drain_before_commit(stuck_after_s: float = DRAIN_STUCK_S,
-                        stuck: Callable[[str], None] = leave_for_restart,
-                        clock: Callable[[], float] = time.monotonic) -> None:
-    """Install the draining flush (the patch once per process: every faust app in it gets it;
-    each call sets its bound). ``stuck`` and ``clock`` are injectable for tests."""
-    # the patch's own attribute on faust's class (faust has no seam for this: the module's docstring)
-    ProducerBuffer._runonce_bound = DrainBound(stuck_after_s, stuck, clock)  # type: ignore[attr-defined]  # noqa: SLF001
-    if getattr(ProducerBuffer, _PATCHED, False):
-        return
-    hand_on = ProducerBuffer._send_pending  # noqa: SLF001  # the method this patch wraps
+def counted_hand_on(hand_on: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """``ProducerBuffer._send_pending``, counting the record it has taken off the queue and not yet
+    handed to aiokafka (the record ``flush`` could not see)."""
 
     async def _send_pending(self: Any, fut: Any) -> None:
         self._runonce_in_hand = getattr(self, "_runonce_in_hand", 0) + 1
@@ -62,24 +51,31 @@ def drain_before_commit(stuck_after_s: float = DRAIN_STUCK_S,
         finally:
             self._runonce_in_hand -= 1
 
-    async def flush(self: Any) -> None:
-        bound: DrainBound = ProducerBuffer._runonce_bound  # type: ignore[attr-defined]  # noqa: SLF001
-        moved_at = bound.clock()
-        while self.size or getattr(self, "_runonce_in_hand", 0):
-            if self.state != "running":
-                raise RuntimeError("Cannot flush: Producer not Running")
-            self.message_sent.clear()
-            try:
-                await asyncio.wait_for(self.message_sent.wait(), timeout=0.1)
-                moved_at = bound.clock()
-            except asyncio.TimeoutError:
-                # still waiting: never return with records in hand, and never wait for ever
-                if bound.clock() - moved_at > bound.stuck_after_s:
-                    why = (f"faust's producer buffer handed on no record for {bound.stuck_after_s:.0f} s "
-                           f"with {self.size} queued and {getattr(self, '_runonce_in_hand', 0)} in hand")
-                    bound.stuck(why)
-                    raise ProducerStuck(why)  # reached only when ``stuck`` returns: never commit
+    return _send_pending
 
-    ProducerBuffer._send_pending = _send_pending  # type: ignore[method-assign]  # noqa: SLF001  # the patch
-    ProducerBuffer.flush = flush  # type: ignore[method-assign]
-    setattr(ProducerBuffer, _PATCHED, True)
+
+def draining_flush(bound: DrainBound) -> Callable[[Callable[..., Awaitable[None]]], Callable[..., Awaitable[None]]]:
+    """``ProducerBuffer.flush`` that returns only once nothing is queued or in hand, within
+    ``bound`` (faust's own flush is not called: it returns with records still queued)."""
+
+    def replace(_faust_flush: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        async def flush(self: Any) -> None:
+            moved_at = bound.clock()
+            while self.size or getattr(self, "_runonce_in_hand", 0):
+                if self.state != "running":
+                    raise RuntimeError("Cannot flush: Producer not Running")
+                self.message_sent.clear()
+                try:
+                    await asyncio.wait_for(self.message_sent.wait(), timeout=0.1)
+                    moved_at = bound.clock()
+                except asyncio.TimeoutError:
+                    # still waiting: never return with records in hand, and never wait for ever
+                    if bound.clock() - moved_at > bound.stuck_after_s:
+                        why = (f"faust's producer buffer handed on no record for {bound.stuck_after_s:.0f} s "
+                               f"with {self.size} queued and {getattr(self, '_runonce_in_hand', 0)} in hand")
+                        bound.stuck(why)
+                        raise ProducerStuck(why)  # reached only when ``stuck`` returns: never commit
+
+        return flush
+
+    return replace

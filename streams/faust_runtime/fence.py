@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 from runonce.errors import FatalError, RunonceError
 from runonce.streams.faust_runtime.markers import FirstCommitted
 
 #: (topic, partition)
 Key = tuple[str, int]
-
-_PATCHED = "_runonce_fences_commits"
 
 
 class RecordsSkipped(FatalError):
@@ -110,42 +108,45 @@ class InputFence:
         return None if part is None else part.next_offset
 
 
-def fence_commits() -> None:
-    """Make faust's consumer commit an app's input partitions at its fence (``app.runonce_fence``)
-    and tell the fence of its seeks and revocations. Patches faust's ``Consumer`` once per
-    process; an app without a fence keeps faust's own offsets."""
-    from faust.transport.consumer import Consumer
+def _fence_of(consumer: Any) -> InputFence | None:
+    fence: InputFence | None = getattr(consumer.app, "runonce_fence", None)  # a faust app not runonce's has none
+    return fence
 
-    if getattr(Consumer, _PATCHED, False):
-        return
-    new_offset = Consumer._new_offset  # noqa: SLF001  # the method this patch wraps
-    perform_seek = Consumer.perform_seek
-    on_revoked = Consumer.on_partitions_revoked
 
-    def fence_of(consumer: Any) -> InputFence | None:
-        return getattr(consumer.app, "runonce_fence", None)
+def fenced_offset(new_offset: Callable[[Any, Any], int | None]) -> Callable[[Any, Any], int | None]:
+    """``Consumer._new_offset``: an input partition of an app with a fence commits at its fence;
+    anything else keeps faust's own offset."""
 
     def _new_offset(self: Any, tp: Any) -> int | None:
-        offset: int | None = new_offset(self, tp)  # still called: it trims faust's list of acks
-        fence = fence_of(self)
+        offset = new_offset(self, tp)  # still called: it trims faust's list of acks
+        fence = _fence_of(self)
         if fence is None or tp.topic not in fence.topics:
             return offset
         return fence.commit_offset((tp.topic, tp.partition))
 
+    return _new_offset
+
+
+def seeks_told(perform_seek: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    """``Consumer.perform_seek``: the fence hears the committed offsets faust seeked to."""
+
     async def _perform_seek(self: Any) -> None:
         await perform_seek(self)
-        fence = fence_of(self)
+        fence = _fence_of(self)
         if fence is not None:
             fence.seeked({(tp.topic, tp.partition): self._committed_offset.get(tp)
                           for tp in self.assignment() if tp.topic in fence.topics})
 
+    return _perform_seek
+
+
+def revocations_told(on_revoked: Callable[[Any, Any], Awaitable[None]]) -> Callable[[Any, Any], Awaitable[None]]:
+    """``Consumer.on_partitions_revoked``: the fence forgets partitions before faust lets them go."""
+
     async def _on_partitions_revoked(self: Any, revoked: Any) -> None:
-        fence = fence_of(self)
+        fence = _fence_of(self)
         if fence is not None:
             fence.revoked((tp.topic, tp.partition) for tp in revoked)
         await on_revoked(self, revoked)
 
-    Consumer._new_offset = _new_offset  # type: ignore[method-assign]  # noqa: SLF001  # the patch
-    Consumer.perform_seek = _perform_seek  # type: ignore[method-assign]
-    Consumer.on_partitions_revoked = _on_partitions_revoked  # type: ignore[method-assign]
-    setattr(Consumer, _PATCHED, True)
+    return _on_partitions_revoked

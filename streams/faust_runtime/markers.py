@@ -6,7 +6,7 @@ end in a commit marker: an offset no consumer ever receives. faust's ``Recovery`
 for a record at the high watermark and, outside exactly-once mode, never stops waiting
 ("No event received for active tp ... "); in exactly-once mode it checks, after the queue
 has stayed empty for two cycles, whether the consumer's *position* has reached the high
-watermark, and if so declares the partition recovered. ``read_past_markers`` gives every
+watermark, and if so declares the partition recovered. Its patch (``patches.py``) gives every
 ``Recovery`` that check, whatever the processing guarantee, so a deployment can move between
 runtimes over the same changelogs.
 
@@ -31,15 +31,10 @@ import asyncio
 import logging
 from typing import Any, Callable, Optional
 
-import faust.tables.recovery as recovery
-from faust.tables.recovery import Recovery
-
 from runonce.errors import FatalError, RetryableError
 from runonce.streams.faust_runtime.stop import stop_before_ack
 
 log = logging.getLogger("runonce.streams")
-
-_PATCHED = "_runonce_reads_past_markers"
 
 #: the longest Recovery waits for one changelog event before it looks at positions again
 RECOVERY_CYCLE_S = 1.0
@@ -120,18 +115,18 @@ class _RecoveryView:
         setattr(self._app, name, value)
 
 
-def read_past_markers() -> None:
-    """Patch faust's Recovery (once per process). The app must offer
-    ``first_committed_offset`` (a ``FirstCommitted``): runonce's faust app does."""
-    if getattr(Recovery, _PATCHED, False):
-        return
-    init = Recovery.__init__
+def recovery_through_view(init: Callable[..., None]) -> Callable[..., None]:
+    """``Recovery.__init__``: the recovery sees its app through ``_RecoveryView``. The app must
+    offer ``first_committed_offset`` (a ``FirstCommitted``): runonce's faust app does."""
 
     def __init__(self: Any, app: Any, tables: Any, **kwargs: Any) -> None:
         view = _RecoveryView(app)
-        init(self, view, tables, **kwargs)  # type: ignore[arg-type]  # the app, seen through a view
+        init(self, view, tables, **kwargs)  # the app, seen through a view
         object.__setattr__(view, "_recovery", self)
 
-    Recovery.__init__ = __init__  # type: ignore[method-assign]  # the patch
-    setattr(recovery, "asyncio", _RecoveryClock())  # the cycle's length
-    setattr(Recovery, _PATCHED, True)
+    return __init__
+
+
+def recovery_clock(_asyncio: object) -> object:
+    """faust's recovery module's ``asyncio``: the same, but no wait longer than a cycle."""
+    return _RecoveryClock()

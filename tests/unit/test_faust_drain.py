@@ -11,7 +11,8 @@ import pytest
 from faust.transport.producer import ProducerBuffer
 
 from runonce.errors import ProducerStuck
-from runonce.streams.faust_runtime.drain import drain_before_commit
+from runonce.streams.faust_runtime import patches
+from runonce.streams.faust_runtime.drain import DrainBound
 from tests.support.clock import Clock
 
 
@@ -56,7 +57,7 @@ def test_fausts_own_flush_returns_with_records_still_buffered() -> None:
 
 
 def test_the_drain_returns_only_when_nothing_is_queued_or_in_hand() -> None:
-    drain_before_commit()
+    patches.install()
 
     async def go() -> list[str]:
         buf = Buffer(size=3)
@@ -72,7 +73,7 @@ def test_the_drain_returns_only_when_nothing_is_queued_or_in_hand() -> None:
 
 def test_a_drain_that_hands_on_nothing_gives_up_without_committing() -> None:
     heard: list[str] = []
-    drain_before_commit(stuck_after_s=3, stuck=heard.append, clock=Clock(per_look_s=1.0))
+    patches.install(DrainBound(stuck_after_s=3, stuck=heard.append, clock=Clock(per_look_s=1.0)))
     try:
         async def go() -> None:
             buf = Buffer(size=2)
@@ -83,13 +84,13 @@ def test_a_drain_that_hands_on_nothing_gives_up_without_committing() -> None:
             asyncio.run(go())
         assert len(heard) == 1 and "no record for 3 s with 2 queued and 1 in hand" in heard[0], heard
     finally:
-        drain_before_commit()
+        patches.install()
 
 
 def test_a_slow_drain_that_keeps_moving_is_not_stuck() -> None:
     heard: list[str] = []
     clock = Clock()
-    drain_before_commit(stuck_after_s=5, stuck=heard.append, clock=clock)
+    patches.install(DrainBound(stuck_after_s=5, stuck=heard.append, clock=clock))
     try:
         async def producer(buf: Buffer) -> None:
             while buf.size:  # 4 s between records: 16 s in all, more than the bound, never at once
@@ -108,4 +109,4 @@ def test_a_slow_drain_that_keeps_moving_is_not_stuck() -> None:
         assert asyncio.run(go()) == 0
         assert heard == [] and clock.now == 16.0
     finally:
-        drain_before_commit()
+        patches.install()

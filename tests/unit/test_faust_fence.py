@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from intervaltree import IntervalTree
 
-from runonce.streams.faust_runtime.fence import InputFence, RecordsSkipped, fence_commits
+from runonce.streams.faust_runtime import patches
+from runonce.streams.faust_runtime.fence import InputFence, RecordsSkipped
 
 T = "actions.requested"
 KEY = (T, 0)
@@ -147,7 +148,7 @@ def test_faust_commits_an_input_partition_at_the_fence_not_at_its_acks() -> None
     from faust.transport.consumer import Consumer
     from faust.types import TP
 
-    fence_commits()
+    patches.install()
     tp = TP(T, 0)
     fence = InputFence([T], _log_reader(set())[0])
     fence.seeked({KEY: 100})

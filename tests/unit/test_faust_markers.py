@@ -8,11 +8,12 @@ import time
 
 import faust.tables.recovery as recovery
 
-from runonce.streams.faust_runtime.markers import RECOVERY_CYCLE_S, read_past_markers
+from runonce.streams.faust_runtime import patches
+from runonce.streams.faust_runtime.markers import RECOVERY_CYCLE_S
 
 
 def test_recovery_waits_a_short_cycle_for_a_changelog_event() -> None:
-    read_past_markers()
+    patches.install()
 
     async def empty_cycle() -> float:
         queue: asyncio.Queue[object] = asyncio.Queue()
@@ -28,7 +29,7 @@ def test_recovery_waits_a_short_cycle_for_a_changelog_event() -> None:
 
 
 def test_a_shorter_wait_or_no_limit_is_left_as_asked() -> None:
-    read_past_markers()
+    patches.install()
 
     async def go() -> tuple[str, str]:
         async def soon(value: str) -> str:

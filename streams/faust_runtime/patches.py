@@ -1,0 +1,63 @@
+"""Every method of faust's own that runonce replaces, in one screen, and the one way they are put in.
+
+faust offers no seam for any of them (the module each names says why). Each replacement is made
+from faust's original, which it wraps or stands in for; ``install`` always makes it from the
+original as first found, so installing again (a test's other drain bound) never wraps a
+replacement. Installed by the faust app (``app.py``) before it makes anything of faust's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from runonce.streams.faust_runtime import drain, fence, markers
+from runonce.streams.faust_runtime.drain import DrainBound
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    #: a faust class or module, and the name replaced on it
+    owner: object
+    name: str
+    #: faust's original -> runonce's replacement
+    replace: Callable[[Any], object]
+    why: str
+
+
+def patches(bound: DrainBound) -> tuple[Patch, ...]:
+    import faust.tables.recovery as recovery_module
+    from faust.tables.recovery import Recovery
+    from faust.transport.consumer import Consumer
+    from faust.transport.producer import ProducerBuffer
+
+    return (
+        Patch(ProducerBuffer, "_send_pending", drain.counted_hand_on,
+              "drain.py: the record taken off the queue and not yet handed on is counted"),
+        Patch(ProducerBuffer, "flush", drain.draining_flush(bound),
+              "drain.py: offsets are committed only once nothing is queued or in hand"),
+        Patch(Consumer, "_new_offset", fence.fenced_offset,
+              "fence.py: an input partition is committed only as far as the pipeline decided it"),
+        Patch(Consumer, "perform_seek", fence.seeks_told, "fence.py: the fence starts where faust seeked"),
+        Patch(Consumer, "on_partitions_revoked", fence.revocations_told,
+              "fence.py: the fence forgets a partition faust lets go"),
+        Patch(Recovery, "__init__", markers.recovery_through_view,
+              "markers.py: recovery finishes past commit markers, believing the broker, not the position"),
+        Patch(recovery_module, "asyncio", markers.recovery_clock, "markers.py: recovery's cycle is 1 s, not 5 s"),
+    )
+
+
+#: faust's own, as first found (id of its owner, name): what every installation wraps
+_ORIGINALS: dict[tuple[int, str], object] = {}
+
+
+def original(owner: object, name: str) -> object:
+    """faust's own ``owner.name``, whether or not it is replaced now."""
+    return _ORIGINALS.get((id(owner), name), getattr(owner, name))
+
+
+def install(bound: DrainBound = DrainBound()) -> None:
+    """Puts every replacement in, made from faust's originals; ``bound`` is the draining flush's."""
+    for patch in patches(bound):
+        faust_own = _ORIGINALS.setdefault((id(patch.owner), patch.name), getattr(patch.owner, patch.name))
+        setattr(patch.owner, patch.name, patch.replace(faust_own))
