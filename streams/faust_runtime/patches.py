@@ -8,11 +8,22 @@ replacement. Installed by the faust app (``app.py``) before it makes anything of
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any, Callable
 
+from runonce.errors import FatalError
 from runonce.streams.faust_runtime import drain, fence, markers
 from runonce.streams.faust_runtime.drain import DrainBound
+
+#: the faust-streaming releases these replacements were written against (pyproject's `faust` extra)
+FITS = ">=0.11,<0.16"
+
+
+class FaustDoesNotFit(FatalError):
+    """The installed faust-streaming no longer has a method runonce replaces, or it takes other
+    parameters: the replacement would be set on nothing faust calls, or called wrongly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +34,8 @@ class Patch:
     #: faust's original -> runonce's replacement
     replace: Callable[[Any], object]
     why: str
+    #: the parameters faust's original takes (None: not a function)
+    takes: tuple[str, ...] | None
 
 
 def patches(bound: DrainBound) -> tuple[Patch, ...]:
@@ -33,17 +46,20 @@ def patches(bound: DrainBound) -> tuple[Patch, ...]:
 
     return (
         Patch(ProducerBuffer, "_send_pending", drain.counted_hand_on,
-              "drain.py: the record taken off the queue and not yet handed on is counted"),
+              "drain.py: the record taken off the queue and not yet handed on is counted", ("self", "fut")),
         Patch(ProducerBuffer, "flush", drain.draining_flush(bound),
-              "drain.py: offsets are committed only once nothing is queued or in hand"),
+              "drain.py: offsets are committed only once nothing is queued or in hand", ("self",)),
         Patch(Consumer, "_new_offset", fence.fenced_offset,
-              "fence.py: an input partition is committed only as far as the pipeline decided it"),
-        Patch(Consumer, "perform_seek", fence.seeks_told, "fence.py: the fence starts where faust seeked"),
+              "fence.py: an input partition is committed only as far as the pipeline decided it", ("self", "tp")),
+        Patch(Consumer, "perform_seek", fence.seeks_told, "fence.py: the fence starts where faust seeked",
+              ("self",)),
         Patch(Consumer, "on_partitions_revoked", fence.revocations_told,
-              "fence.py: the fence forgets a partition faust lets go"),
+              "fence.py: the fence forgets a partition faust lets go", ("self", "revoked")),
         Patch(Recovery, "__init__", markers.recovery_through_view,
-              "markers.py: recovery finishes past commit markers, believing the broker, not the position"),
-        Patch(recovery_module, "asyncio", markers.recovery_clock, "markers.py: recovery's cycle is 1 s, not 5 s"),
+              "markers.py: recovery finishes past commit markers, believing the broker, not the position",
+              ("self", "app", "tables", "kwargs")),
+        Patch(recovery_module, "asyncio", markers.recovery_clock, "markers.py: recovery's cycle is 1 s, not 5 s",
+              None),
     )
 
 
@@ -56,8 +72,31 @@ def original(owner: object, name: str) -> object:
     return _ORIGINALS.get((id(owner), name), getattr(owner, name))
 
 
+def misfits(listed: tuple[Patch, ...]) -> list[str]:
+    """What no longer fits in the installed faust: each name missing, or taking other parameters."""
+    found = []
+    for patch in listed:
+        owner = getattr(patch.owner, "__name__", repr(patch.owner))
+        if not hasattr(patch.owner, patch.name):
+            found.append(f"{owner}.{patch.name} is gone")
+            continue
+        if patch.takes is not None:
+            takes = tuple(inspect.signature(original(patch.owner, patch.name)).parameters)  # type: ignore[arg-type]
+            if takes != patch.takes:
+                found.append(f"{owner}.{patch.name} takes {takes}, not {patch.takes}")
+    return found
+
+
 def install(bound: DrainBound = DrainBound()) -> None:
-    """Puts every replacement in, made from faust's originals; ``bound`` is the draining flush's."""
-    for patch in patches(bound):
+    """Puts every replacement in, made from faust's originals; ``bound`` is the draining flush's.
+    Refuses (``FaustDoesNotFit``, before anything is replaced) a faust they no longer fit."""
+    listed = patches(bound)
+    wrong = misfits(listed)
+    if wrong:
+        raise FaustDoesNotFit(
+            f"faust-streaming {version('faust-streaming')} does not fit runonce's faust runtime (written for "
+            f"faust-streaming{FITS}): {'; '.join(wrong)}. Install a faust-streaming in that range, or run "
+            "`runonce worker --runtime transactional`")
+    for patch in listed:
         faust_own = _ORIGINALS.setdefault((id(patch.owner), patch.name), getattr(patch.owner, patch.name))
         setattr(patch.owner, patch.name, patch.replace(faust_own))

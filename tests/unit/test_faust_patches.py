@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from pathlib import Path
 from types import FunctionType, ModuleType
 
 import pytest
@@ -42,3 +43,32 @@ def test_installed_twice_each_replacement_wraps_fausts_own() -> None:
             module = getattr(held, "__module__", None) or ""
             assert not (callable(held) and module.startswith("runonce.")) or isinstance(held, DrainBound), (
                 f"{patch.name} wraps runonce's {held!r}, not faust's own")
+
+
+def test_a_faust_that_no_longer_fits_is_refused_by_name_before_anything_is_replaced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches the fit check gone (a renamed method would get a replacement faust never calls:
+    offsets committed past undecided records, in silence) or made after the replacing."""
+    from faust.transport.consumer import Consumer
+
+    patches.install()
+    installed = Consumer.perform_seek
+
+    async def perform_seek(self: object, partitions: object) -> None:  # a faust that changed it
+        raise AssertionError("never called")
+
+    monkeypatch.setitem(patches._ORIGINALS, (id(Consumer), "perform_seek"), perform_seek)  # noqa: SLF001
+    with pytest.raises(patches.FaustDoesNotFit) as refused:
+        patches.install()
+    said = str(refused.value)
+    assert "Consumer.perform_seek takes ('self', 'partitions'), not ('self',)" in said, said
+    assert "faust-streaming>=0.11,<0.16" in said and "--runtime transactional" in said, said
+    assert Consumer.perform_seek is installed  # nothing replaced
+
+
+def test_the_fit_is_checked_against_the_pinned_range() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    faust_extra = pyproject["project"]["optional-dependencies"]["faust"]
+    assert f"faust-streaming{patches.FITS}" in faust_extra, faust_extra
