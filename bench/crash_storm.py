@@ -25,12 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runonce.audit.oracle import verify  # noqa: E402
 from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.ops import child
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
-from runonce.testkit.oracle import verify  # noqa: E402
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced  # noqa: E402
 
 

@@ -31,9 +31,9 @@ import psycopg  # noqa: E402
 from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
 from runonce.connectors.executor import registry  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres  # noqa: E402
 from runonce.ops.demo import REFUND_SQL, REFUNDS_TABLE  # noqa: E402
-from runonce.testkit.postgres import LocalPostgres  # noqa: E402
-from runonce.testkit.watch import ResultWatcher  # noqa: E402
+from runonce.ops.watch import ResultWatcher  # noqa: E402
 
 
 def say(msg: str) -> None:

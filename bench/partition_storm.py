@@ -50,9 +50,11 @@ import psycopg  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from runonce import tokens as token_store  # noqa: E402
+from runonce.audit.oracle import Report, verify  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.connectors.vendors.jira import label as jira_label  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres  # noqa: E402
 from runonce.connectors.vendors.smtp import SmtpConnector  # noqa: E402
 from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
 from runonce.devbroker.cluster import Cluster  # noqa: E402
@@ -66,8 +68,6 @@ from runonce.streams.records import output_key  # noqa: E402
 from runonce.testkit.agents import Agent, charge_until_final  # noqa: E402
 from runonce.testkit.decisions import approved_decision  # noqa: E402
 from runonce.testkit.faults import Faults, leftovers  # noqa: E402
-from runonce.testkit.oracle import Report, verify  # noqa: E402
-from runonce.testkit.postgres import LocalPostgres  # noqa: E402
 from runonce.testkit.proxy import Delayed  # noqa: E402
 from runonce.testkit.workload import generate, in_order, send_paced  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402

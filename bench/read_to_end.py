@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.local_broker import local_broker  # noqa: E402
+from runonce.audit.oracle import verify  # noqa: E402
 from runonce.kafka import clients, topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
-from runonce.testkit.oracle import verify  # noqa: E402
 
 
 def _median_s(fn: object, rounds: int) -> float:

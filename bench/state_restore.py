@@ -31,9 +31,9 @@ from runonce.core.decision import Claim, KeyState  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.ops import child
+from runonce.ops.watch import DecisionWatcher  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
-from runonce.testkit.watch import DecisionWatcher  # noqa: E402
 
 
 def say(msg: str) -> None:

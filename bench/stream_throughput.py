@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.local_broker import local_broker, principal_env  # noqa: E402
 from runonce.kafka.access import KafkaTarget  # noqa: E402
+from runonce.ops.watch import DecisionWatcher  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Guarantee  # noqa: E402
-from runonce.testkit.watch import DecisionWatcher  # noqa: E402
 from runonce.testkit.workload import generate  # noqa: E402
 from tests.support.worker import WorkerProcess  # noqa: E402
 

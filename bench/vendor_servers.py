@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 from bench.local_broker import OUT, approve_many, assigned_executor, local_broker  # noqa: E402
 from runonce.connectors.executor import registry  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
+from runonce.ops.watch import ResultWatcher  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.vendor_servers import Mailpit, StripeMock  # noqa: E402
-from runonce.testkit.watch import ResultWatcher  # noqa: E402
 
 SECRETS = {"RUNONCE_BENCH_STRIPE_KEY": f"sk_test_{uuid.uuid4().hex}"}
 

@@ -50,6 +50,7 @@ last events of the namespace)."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -71,15 +72,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres  # noqa: E402
 from runonce.devbroker.broker import Broker  # noqa: E402
 from runonce.devbroker.users import client_config, write_users  # noqa: E402
 from runonce.kafka import acls  # noqa: E402
 from runonce.kafka.access import KafkaAccess  # noqa: E402
 from runonce.ops.demo import DemoAccess, Stage, format_table, run_demo, surprises  # noqa: E402
+from runonce.ops.scenarios import Incident  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
+from runonce.testkit import agents  # noqa: E402
 from runonce.testkit.faults import Faults  # noqa: E402
-from runonce.testkit.postgres import LocalPostgres  # noqa: E402
-from runonce.testkit.scenarios import Incident  # noqa: E402
 from runonce.testkit.storm import Burst, judge  # noqa: E402
 
 CACHE = Path(os.environ.get("RUNONCE_CACHE_DIR", Path.home() / ".cache" / "runonce"))
@@ -272,6 +274,12 @@ def run_pod(namespace: str, name: str, argv: list[str], timeout_s: float = 180) 
         kubectl("delete", "-n", namespace, f"pod/{name}", "--wait=false", check=False)
 
 
+#: the agents' plain HTTP client (runonce/testkit/agents.py ``http``), its source sent with each
+#: script run in a pod: the image carries no test tools
+IN_POD_HTTP = ("import json, urllib.error, urllib.request\nfrom typing import Any\n"
+               + inspect.getsource(agents.http) + "\n")
+
+
 def agent_call(release: Release, key: str) -> dict[str, Any]:
     """An agent's call from a pod of the namespace, through the gateway's Service by its cluster
     DNS name: POST /v1/actions/charge_payment until a final answer, honouring each 503's
@@ -279,7 +287,7 @@ def agent_call(release: Release, key: str) -> dict[str, Any]:
     Kafka yet: it answers 503, it does not leave the Service); every answer kept with its body,
     so a failed check says what it was answered."""
     script = ("import json, sys, time\n"
-              "from runonce.testkit.agents import http\n"
+              + IN_POD_HTTP +
               "url, key, token = sys.argv[1:4]\n"
               "answers, deadline = [], time.monotonic() + 150\n"
               "while time.monotonic() < deadline:\n"
@@ -409,8 +417,8 @@ def check_call(release: Release) -> None:
 INCIDENT_AGENTS = """
 import json, sys, time
 from concurrent.futures import ThreadPoolExecutor
-from runonce.testkit import scenarios
-from runonce.testkit.agents import http
+from runonce.ops import scenarios
+""" + IN_POD_HTTP + """
 url, token, run_id, name = sys.argv[1:5]
 every = [*scenarios.incidents(run_id), scenarios.refund_race(run_id), scenarios.approval_race(run_id)]
 incident = next(i for i in every if i.name == name)
@@ -597,7 +605,7 @@ def storm(release: Release, args: argparse.Namespace) -> None:
 #: and this script share the node's clock)
 AGENTS = """
 import json, sys, threading, time
-from runonce.testkit.agents import http
+""" + IN_POD_HTTP + """
 url, token, start_at, count, run = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 answers, lock = [], threading.Lock()
 def agent(i):

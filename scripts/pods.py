@@ -47,10 +47,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runonce.audit.oracle import verify  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
-from runonce.testkit.oracle import verify  # noqa: E402
 from runonce.testkit.storm import Burst, judge  # noqa: E402
 
 #: the sandbox vendors the workload reaches, and the tool each performs

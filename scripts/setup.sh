@@ -57,7 +57,7 @@ need_apt=()
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # PostgreSQL: the demo's refund row and the postgres connector's tests start a cluster of their
-# own with its initdb and pg_ctl (runonce/testkit/postgres.py)
+# own with its initdb and pg_ctl (connectors/vendors/sandbox/local_postgres.py)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 if [ $for_tests = 1 ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

@@ -21,6 +21,7 @@ python3 -m venv "$work/venv"
 cd "$work"
 "$work/venv/bin/python" - <<'PY'
 import importlib
+import importlib.util
 import pkgutil
 
 import runonce
@@ -32,7 +33,9 @@ names = ["runonce"] + [m.name for m in pkgutil.walk_packages(runonce.__path__, "
 for name in names:
     importlib.import_module(name)
 assert "site-packages" in runonce.__file__, runonce.__file__
-print(f"wheel: {len(names)} modules import from {runonce.__file__}")
+# every module imported above, so none of them needs the test tools, which the wheel leaves out
+assert importlib.util.find_spec("runonce.testkit") is None, "the wheel carries runonce/testkit"
+print(f"wheel: {len(names)} modules import from {runonce.__file__}, and no test tools are in it")
 PY
 # `runonce sandbox` (what docker-compose's sandbox service runs) answers on its HTTP port.
 ports=$("$work/venv/bin/python" -c 'import socket

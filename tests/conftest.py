@@ -11,12 +11,12 @@ from typing import Iterator
 
 import pytest
 
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres
 from runonce.devbroker.broker import Broker
 from runonce.kafka.topics import create_topics
 from runonce.settings import Settings
 from runonce.testkit import faults as network_faults
 from runonce.testkit.faults import Faults
-from runonce.testkit.postgres import LocalPostgres
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

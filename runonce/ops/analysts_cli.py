@@ -52,7 +52,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
-    from runonce.testkit.oracle import verify
+    from runonce.audit.oracle import verify
 
     deadline = time.monotonic() + args.wait
     while True:

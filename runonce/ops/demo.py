@@ -20,6 +20,7 @@ from runonce.connectors.executor import registry
 from runonce.connectors.toolkit.base import ActionCall, Connector
 from runonce.connectors.toolkit.errors import ConnectorError
 from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres
 from runonce.core.approval import Verdict
 from runonce.core.decision import Outcome, Reason
 from runonce.devbroker.users import write_private
@@ -27,11 +28,10 @@ from runonce.errors import InvariantViolation
 from runonce.kafka import groups, topics
 from runonce.kafka.access import KafkaTarget
 from runonce.ops import child
+from runonce.ops.scenarios import Incident, approval_race, incidents, refund_race
+from runonce.ops.watch import DecisionWatcher, ResultWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.postgres import LocalPostgres
-from runonce.testkit.scenarios import Incident, approval_race, incidents, refund_race
-from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from runonce.wire.decisions import DecisionView
 
 Progress = Callable[[str], None]

@@ -10,11 +10,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from runonce.audit.oracle import Report, verify
 from runonce.kafka import topics
 from runonce.kafka.access import KafkaTarget
 from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter
-from runonce.testkit.oracle import Report, verify
 from runonce.testkit.workload import Family, check_families, generate, in_order, send_paced
 from runonce.wire.codec import Codec
 from runonce.wire.results import Status

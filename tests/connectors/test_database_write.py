@@ -18,8 +18,8 @@ from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
 from runonce.connectors.toolkit.base import ActionCall, Capability
 from runonce.connectors.toolkit.errors import PermanentVendorError
 from runonce.connectors.vendors.postgres import PostgresConnector
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres
 from runonce.errors import ConfigError
-from runonce.testkit.postgres import LocalPostgres
 from runonce.wire.results import Status
 from tests.support.commit_cut import CommitCut
 

@@ -6,9 +6,9 @@ from typing import Iterator
 import pytest
 
 from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RUNTIMES, WorkerProcess
 
 

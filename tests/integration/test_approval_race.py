@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

@@ -30,10 +30,10 @@ from runonce.errors import ResultTimeout
 from runonce.kafka import groups, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.client import ActionClient
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.watch import DecisionWatcher
 from runonce.wire.codec import Codec
 from tests.support.cdp import BrowserSession
 from tests.support.load import final_results

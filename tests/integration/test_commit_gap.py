@@ -32,11 +32,11 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from runonce.audit.oracle import Report, verify
 from runonce.core.decision import Outcome, Reason
 from runonce.kafka import topics
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
-from runonce.testkit.oracle import Report, verify
 from tests.support.quota import produce_quota
 from tests.support.worker import RUNTIMES, Supervisor, WorkerProcess
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
+from runonce.audit.oracle import verify
 from runonce.kafka import topics
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.streams.transactional.worker import GROUP
-from runonce.testkit.oracle import verify
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
 from tests.support.load import describe_group
 from tests.support.worker import RUNTIMES, WorkerProcess

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
@@ -24,7 +25,6 @@ from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.streams.records import output_key
 from runonce.testkit.decisions import approved_decision
-from runonce.testkit.postgres import LocalPostgres
 from runonce.wire.codec import Codec
 from tests.integration.test_executor import FAST_TAKEOVER, own_approved_topic
 from tests.support.worker import RunonceProcess

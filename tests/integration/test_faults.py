@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
+from runonce.audit.oracle import verify
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.vendors.sandbox.faults import VendorFault
 from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
@@ -31,7 +32,6 @@ from runonce.kafka.reader import read_all
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.streams.transactional.worker import GROUP
-from runonce.testkit.oracle import verify
 from runonce.testkit.workload import Family, generate
 from runonce.wire.codec import Codec
 from tests.support.load import (

@@ -19,10 +19,10 @@ import pytest
 
 from runonce.core.decision import Outcome
 from runonce.kafka.partitioner import partition_for
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
 from runonce.streams.faust_runtime.stop import EXIT_STOPPED_BEFORE_ACK
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

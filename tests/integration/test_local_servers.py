@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from runonce.connectors.toolkit.tls import is_loopback
-from runonce.testkit.postgres import LocalPostgres
+from runonce.connectors.vendors.sandbox.local_postgres import LocalPostgres
 from runonce.testkit.vendor_servers import StripeMock
 
 

@@ -23,9 +23,9 @@ from confluent_kafka import Consumer, TopicPartition
 from runonce.core.decision import Outcome, Reason
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 pytestmark = pytest.mark.broker

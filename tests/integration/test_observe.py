@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 from confluent_kafka import Producer
 
+from runonce.audit.oracle import verify
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import free_ports
 from runonce.kafka import groups, topics
@@ -25,11 +26,10 @@ from runonce.ops.export import rows
 from runonce.ops.observe.prometheus import DASHBOARD, Prometheus, Target, packaged
 from runonce.ops.report.build import write_report
 from runonce.ops.report.page import PALETTE
+from runonce.ops.scenarios import incidents
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.oracle import verify
-from runonce.testkit.scenarios import incidents
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.browser import PageCounts, dump_dom, screenshot
 from tests.support.png import colours
 from tests.support.worker import RunonceProcess, WorkerProcess

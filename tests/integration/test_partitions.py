@@ -16,15 +16,15 @@ from typing import Iterator
 import pytest
 
 from runonce import tokens as token_store
+from runonce.audit.oracle import verify
 from runonce.connectors.toolkit.base import ActionCall
 from runonce.connectors.vendors.jira import label as jira_label
 from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.agents import Agent, charge_until_final, http
 from runonce.testkit.faults import Faults
-from runonce.testkit.oracle import verify
-from runonce.testkit.watch import DecisionWatcher
 from tests.integration.test_executor import FAST_TAKEOVER, approve_all, final_result, own_approved_topic
 from tests.integration.test_ways_in import Gateway, charges, start_gateway
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end

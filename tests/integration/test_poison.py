@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from runonce.audit.oracle import verify
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import read_all
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
-from runonce.testkit.oracle import verify
-from runonce.testkit.watch import DecisionWatcher
 from runonce.wire.codec import MAGIC, Codec
 from runonce.wire.headers import (
     H_ERROR_MESSAGE,

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from runonce.audit.oracle import verify
 from runonce.kafka import clients, topics
 from runonce.kafka.partitioner import partition_for
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter, build_request
 from runonce.settings import Settings
-from runonce.testkit.oracle import verify
-from runonce.testkit.watch import DecisionWatcher
 from runonce.wire.codec import MAGIC, Codec
 from runonce.wire.headers import H_ALERT, H_ERROR_MESSAGE, H_ERROR_TYPE, H_ORIGIN_TOPIC
 from tests.support.worker import WorkerProcess

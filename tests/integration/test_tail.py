@@ -10,9 +10,9 @@ import uuid
 import pytest
 
 from runonce.ops.cli import main
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import WorkerProcess
 
 # The default runtime only: tail reads the topics, whichever runtime wrote them.

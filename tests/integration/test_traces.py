@@ -23,11 +23,11 @@ import pytest
 from runonce.approvals.client import Approvals
 from runonce.core.approval import Verdict
 from runonce.kafka import topics
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.client import ActionClient
 from runonce.settings import Settings
 from runonce.testkit.jaeger import Jaeger, Span
 from runonce.testkit.vendor_servers import Mailpit, StripeMock
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

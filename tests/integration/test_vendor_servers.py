@@ -21,11 +21,11 @@ from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.ops import child
+from runonce.ops.scenarios import incidents
+from runonce.ops.watch import DecisionWatcher, ResultWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
-from runonce.testkit.scenarios import incidents
 from runonce.testkit.vendor_servers import Mailpit, StripeMock
-from runonce.testkit.watch import DecisionWatcher, ResultWatcher
 from tests.integration.test_executor import approve_all, own_approved_topic
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 

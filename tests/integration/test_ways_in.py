@@ -32,11 +32,11 @@ from runonce.connectors.vendors.sandbox.http_vendors import VendorServer
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.connectors.vendors.sandbox.smtp_server import SmtpServer
 from runonce.ops import child
+from runonce.ops.watch import DecisionWatcher
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.testkit.agents import http
 from runonce.testkit.proxy import RoundRobin
-from runonce.testkit.watch import DecisionWatcher
 from tests.support.worker import RunonceProcess, WorkerProcess, start_group_at_end
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

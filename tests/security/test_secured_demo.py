@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from runonce.audit.oracle import verify
 from runonce.ops.demo import DemoAccess, format_table, run_demo, surprises
-from runonce.testkit.oracle import verify
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import WorkerProcess
 

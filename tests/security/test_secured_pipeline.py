@@ -13,11 +13,11 @@ from typing import Iterator
 
 import pytest
 
+from runonce.audit.oracle import verify
 from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.sdk.client import ActionClient
-from runonce.testkit.oracle import verify
 from runonce.wire.codec import Codec
 from tests.security.conftest import SecuredCluster, Transport
 from tests.support.worker import RunonceProcess, WorkerProcess

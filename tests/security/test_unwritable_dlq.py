@@ -9,10 +9,10 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from runonce.audit.oracle import verify
 from runonce.kafka import acls, clients, topics
 from runonce.kafka.reader import read_all
 from runonce.streams.faust_runtime.stop import EXIT_STOPPED_BEFORE_ACK
-from runonce.testkit.oracle import verify
 from runonce.wire.headers import H_ORIGIN_OFFSET, H_ORIGIN_PARTITION
 from tests.security.conftest import SecuredCluster
 from tests.support.worker import RUNTIMES, WorkerProcess

@@ -144,7 +144,7 @@ def account_decisions(bootstrap: KafkaTarget, records: list[dict[str, Any]], fam
     """Wait until every requested record is decided, then check nothing was lost, decided
     twice or decided against its family's plan; the oracle's report (over the topics from
     ``since_ms`` on, when given: the test's own window)."""
-    from runonce.testkit.oracle import verify
+    from runonce.audit.oracle import verify
     from runonce.testkit.workload import check_families
 
     wanted = {r["action_id"] for r in records}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from runonce.ops.demo import Row
-from runonce.testkit.scenarios import incidents
+from runonce.ops.scenarios import incidents
 
 
 def test_a_row_is_as_expected_only_with_the_incidents_own_figures() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from runonce.audit.oracle import account, expected_mismatches
 from runonce.kafka.reader import Record
 from runonce.sdk.submit import build_request
-from runonce.testkit.oracle import account, expected_mismatches
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_ERROR_TYPE, H_ORIGIN_OFFSET, H_ORIGIN_PARTITION, H_ORIGIN_TOPIC
 

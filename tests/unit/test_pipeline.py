@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from runonce.kafka import topics
 from runonce.kafka.partitioner import partition_for
+from runonce.ops.scenarios import incidents
 from runonce.sdk.submit import build_request
-from runonce.testkit.scenarios import incidents
 from runonce.wire.headers import (
     H_ALERT,
     H_ERROR_MESSAGE,
