@@ -74,7 +74,8 @@ from runonce.kafka.process import Membership, transactional_clients
 from runonce.kafka.record import Out, Record
 from runonce.rate import Rate
 from runonce.settings import Settings
-from runonce.telemetry.spans import Spans, configured_spans
+from runonce.telemetry.configured import configured_spans
+from runonce.telemetry.spans import Spans
 from runonce.wire.codec import Codec
 from runonce.wire.headers import dead_letter_headers
 from runonce.wire.keys import request_key

@@ -32,7 +32,8 @@ from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
 from runonce.sdk.submit import Submitter, build_request
 from runonce.sdk.trace_context import current_carrier
-from runonce.telemetry.spans import Spans, configured_spans
+from runonce.telemetry.configured import configured_spans
+from runonce.telemetry.spans import Spans
 from runonce.wire.decisions import DecisionView
 from runonce.wire.results import CallStatus, Status
 from runonce.wire.trace import trace_headers

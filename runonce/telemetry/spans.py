@@ -65,14 +65,3 @@ def _nothing(status: str, attempts: int) -> None:
 
 
 NO_SPANS = NoSpans()
-
-
-def configured_spans() -> Spans:
-    """This process's spans: OpenTelemetry's when a tracer provider is set (by the
-    application, or by ``setup.configure_from_env``), else none. Asked once, when a client,
-    worker or executor is made: nothing is looked up per record."""
-    try:
-        from runonce.telemetry.otel import OtelSpans, provider_is_set
-    except ImportError:  # no opentelemetry-api: nothing to trace with
-        return NO_SPANS
-    return OtelSpans() if provider_is_set() else NO_SPANS

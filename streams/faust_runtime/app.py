@@ -44,7 +44,7 @@ from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
-from runonce.telemetry.spans import configured_spans
+from runonce.telemetry.configured import configured_spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")

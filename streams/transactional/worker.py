@@ -42,7 +42,7 @@ from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
-from runonce.telemetry.spans import configured_spans
+from runonce.telemetry.configured import configured_spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
