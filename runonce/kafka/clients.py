@@ -97,6 +97,18 @@ def metadata(client: AdminClient | Producer | Consumer, timeout_s: float, topic:
                 raise
 
 
+def check_connects(target: KafkaTarget, timeout_s: float) -> None:
+    """Connects with these settings and asks for the cluster's metadata, under the handshake
+    watch: settings that do not fit the listener raise ``HandshakeFailed`` (or ``AccessDenied``)
+    within seconds; a broker that does not answer within ``timeout_s`` raises
+    ``BrokerUnavailable``. For a process whose own clients have no such watch (faust's aiokafka)."""
+    admin = AdminClient(base_config(target))
+    try:
+        metadata(admin, timeout_s)
+    except KafkaException as exc:
+        raise translate(exc, f"Kafka at {as_access(target).bootstrap} did not answer within {timeout_s:.0f} s") from exc
+
+
 def base_config(bootstrap: KafkaTarget) -> dict[str, Any]:
     return {**as_access(bootstrap).librdkafka(), "logger": LIBRDKAFKA_LOG, "error_cb": ConnectionWatch()}
 

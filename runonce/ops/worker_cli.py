@@ -40,11 +40,20 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+#: how long a faust worker's start waits for the broker's first answer
+FAUST_CONNECT_S = 30.0
+
+
 def _run_faust(settings: Settings, policies: Any, metrics: Any, loglevel: str) -> int:
     import faust
 
+    from runonce.kafka.clients import check_connects
     from runonce.streams.faust_runtime.app import create_faust_app
 
+    # aiokafka retries a handshake that cannot succeed and then reports only "Unable to
+    # bootstrap": the same client settings are tried first under the handshake watch, which
+    # names the handshake (exit 2) as the transactional runtime's clients do
+    check_connects(settings.kafka_access(), FAUST_CONNECT_S)
     app = create_faust_app(settings, policies, metrics)
     say(f"stream worker {settings.worker_name} on {settings.kafka_access()} "
          f"(faust, {settings.processing_guarantee}, {len(policies.tools)} tool policies)")

@@ -5,7 +5,9 @@ submit, 180 s for a worker's transactional init) and look like a broker that is 
 Catches: ``error_cb`` dropped from ``clients.base_config`` (every command times out, or ends in
 "Broker transport failure" without a word of TLS); ``transactions.init_producer`` calling
 init_transactions once with its whole timeout (the worker and the executor run past the bound);
-``clients.metadata`` back to one blocking ``list_topics`` (``topics create``, ``tail``)."""
+``clients.metadata`` back to one blocking ``list_topics`` (``topics create``, ``tail``); the faust
+worker's start without ``check_connects`` (aiokafka's "Unable to bootstrap", exit 1, the
+handshake never named)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ COMMANDS = {
     "topics create": ["topics", "create"],
     "tail": ["tail", "results"],
     "worker": ["worker", "--name", "tls-worker"],
+    "worker --runtime faust": ["worker", "--name", "tls-faust", "--runtime", "faust"],
     "executor": ["executor", "--vendor", "payments"],
     "gateway": ["gateway", "serve", "--port", "0"],
 }
