@@ -213,7 +213,9 @@ class Holds:
                     reason = _DROP_REASON[outcome.change]
                     final = self._final(dict(record, outcome=Outcome.DROP.value, reason=reason.value),
                                         Outcome.DROP, reason, tool)
-                outs.append(self._continued(final, tool, entry, ended, outcome.change, event_time_ms))
+                # a redelivered verdict's release or drop: its spans were made the first time
+                outs.append(final.traced_as(entry.trace) if outcome.replay
+                            else self._continued(final, tool, entry, ended, outcome.change, event_time_ms))
                 if not outcome.replay:
                     self.metrics.holds_ended.labels(outcome.change.value).inc()
             self.store.put(p, ended.action_id.encode(), replace(entry, hold=ended).to_bytes())

@@ -267,7 +267,7 @@ class KeyStage(_Stage):
             self.store.put(p, key.encode(), new_state.to_bytes())
         self._latency.observe(time.perf_counter() - started)
         self.sweep(inbound.partition, origin.event_time_ms)
-        return result
+        return replace(result, replay=True) if decision.replay else result
 
     def _rekey(self, inbound: Inbound, key: str, origin: Origin) -> Out:
         headers = [
@@ -335,7 +335,7 @@ class ScopeStage(_Stage):
             self.store.put(p, scope.encode(), state)
         self._latency.observe(time.perf_counter() - started)
         self.sweep(p, origin.event_time_ms)
-        return result
+        return replace(result, replay=True) if decision.replay else result
 
 
 class Pipeline:
@@ -379,8 +379,10 @@ class Pipeline:
         trace context: a decision, a hold, a hand-off to stage 2 and a dead letter all stay in
         the caller's trace (wire/trace.py)."""
         out = self.stage_for(inbound.topic).process(inbound)
-        if out.decision is None or not self.spans.recording:
-            out = out.traced_as(inbound.headers)  # a hand-off, a re-key, a dead letter, or no tracer
+        if out.decision is None or not self.spans.recording or out.replay:
+            # a hand-off, a re-key, a dead letter, no tracer, or a replay (its span was made the
+            # first time: one span per decision, however often its record is delivered)
+            out = out.traced_as(inbound.headers)
         else:
             first = find_header(out.headers, H_FIRST_TRACEPARENT)
             decided = records.decided(out.decision, first.decode("ascii") if first is not None else None)
@@ -401,7 +403,8 @@ class Pipeline:
             try:
                 outs = self.holds.verdict(inbound)
             except Exception as exc:
-                outs = [self.keys.failed(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))]
+                dead = self.keys.failed(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
+                outs = [dead.traced_as(inbound.headers)]  # in the approver's trace, as a request's is in its caller's
         else:
             outs = [self.process(inbound)]
         if self.holds is not None:

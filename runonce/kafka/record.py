@@ -52,6 +52,9 @@ class Out:
     #: the decision record ``value`` encodes, for its span (runonce/telemetry): its facts are
     #: read only when spans are recorded, so a process that traces nothing builds nothing more
     decision: Mapping[str, Any] | None = None
+    #: a decision made before and made again (an at-least-once replay, a verdict redelivered):
+    #: its span was made the first time, and is not made twice
+    replay: bool = False
 
     def traced_as(self, source: Headers) -> Out:
         """This record with the trace context of the record it was written for (wire/trace.py),

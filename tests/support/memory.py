@@ -58,6 +58,8 @@ class MemoryPipeline:
         self.outputs: dict[str, list[tuple[bytes | None, bytes, Headers]]] = defaultdict(list)
         self.last_decision: dict[str, dict[str, Any]] = {}
         self._held: dict[str, dict[str, Any]] = {}
+        #: every request fed, in order (to redeliver one)
+        self.fed: list[Inbound] = []
 
     def _next_offset(self, topic: str, partition: int) -> int:
         offset = self.offsets[(topic, partition)]
@@ -70,6 +72,7 @@ class MemoryPipeline:
             partition = partition_for(key, self.partitions) if key else 0
         inbound = Inbound(topics.REQUESTED, partition, self._next_offset(topics.REQUESTED, partition), timestamp_ms,
                           key, value, tuple(headers))
+        self.fed.append(inbound)
         self.process(inbound)
         return inbound
 

@@ -21,6 +21,7 @@ from opentelemetry.trace import SpanKind
 from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.kafka.record import find_header
+from runonce.streams.ports import Inbound
 from runonce.telemetry.otel import OtelSpans
 from runonce.telemetry.setup import asked
 from runonce.telemetry.spans import NO_SPANS, Spans
@@ -153,6 +154,54 @@ def test_a_held_actions_release_continues_its_trace_after_the_wait_for_a_person(
     assert release.attributes["runonce.decision.outcome"] == "APPROVED"
     assert parent_span == f"{release.context.span_id:016x}"  # the executor's span is the release's child
     _no_secret(exporter.get_finished_spans())
+
+
+def test_a_decision_redelivered_is_one_span_however_often_its_record_comes(
+        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
+    """Catches a replay (the same record again after a crash, at least once; a verdict
+    redelivered) making a second decide span, or a second wait and release, for one decision;
+    stage 1's, stage 2's and a verdict's replays each."""
+    spans, exporter = exported
+    scoped = PolicyBook.from_toml("""
+[tools.update_salesforce_field]
+key = "require"
+scope = ["record_id"]
+natural_id = { fields = ["record_id", "field"], ttl = "24h" }
+""")
+    keyed_only = PolicyBook.from_toml('[tools.send_email]\nkey = "require"\n')  # decided in stage 1
+    for policies, tool, params in ((keyed_only, "send_email", {"to": "a@example.com", "subject": "s", "body": SECRET}),
+                                   (scoped, "update_salesforce_field", {"record_id": "r1", "field": "f", "value": 1})):
+        exporter.clear()
+        m = MemoryPipeline(policies=policies, spans=spans)  # stage 2 after a hop: its own replay
+        m.feed(tool, params, timestamp_ms=1_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
+        (request,) = m.fed
+        m.redeliver(request)
+        m.redeliver(request)
+        decided = [span for span in exporter.get_finished_spans() if span.name == f"decide {tool}"]
+        assert len(decided) == 1, [span.name for span in exporter.get_finished_spans()]
+        assert len(m.outputs[topics.APPROVED]) == 3  # each delivery's output written (the executor dedups)
+        for _, _, headers in m.outputs[topics.APPROVED][1:]:  # in the caller's trace still
+            assert _ids(find_header(headers, TRACEPARENT))[0] == TRACE_ID
+
+    exporter.clear()
+    m = MemoryPipeline(policies=HELD, spans=spans)
+    record = m.feed("send_email", {"to": "a@example.com"}, timestamp_ms=1_000, key="k-2",
+                    headers=((TRACEPARENT, PARENT.encode()),))
+    verdict = m.verdict(record["action_id"], "approve", approver="carol", timestamp_ms=61_000)
+    m.redeliver(verdict)
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert names.count("wait_for_approval send_email") == 1 and names.count("decide send_email") == 2, names
+
+
+def test_a_verdict_dead_lettered_stays_in_its_approvers_trace() -> None:
+    """Catches a verdict's dead letter written without the verdict's trace context (a request's
+    dead letter keeps its caller's): whoever looks for the approver's click finds where it went."""
+    m = MemoryPipeline(policies=HELD)
+    value = m.codec.encode("ApprovalVerdict", {"verdict_id": "v-1", "action_id": "a-1", "verdict": "approve",
+                                               "approver": "", "reason": ""})  # no approver: refused
+    m.process(Inbound(topics.APPROVALS, 0, 0, 5_000, b"a-1", value, ((TRACEPARENT, RETRY_PARENT.encode()),)))
+    (_, _, headers), = m.outputs[topics.DLQ]
+    assert find_header(headers, TRACEPARENT) == RETRY_PARENT.encode()
 
 
 @pytest.mark.parametrize("environ, on", [
