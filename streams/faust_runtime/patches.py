@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import requires, version
 from typing import Any, Callable
 
 from runonce.errors import FatalError
 from runonce.streams.faust_runtime import drain, fence, markers
 from runonce.streams.faust_runtime.drain import DrainBound
 
-#: the faust-streaming releases these replacements were written against (pyproject's `faust` extra)
-FITS = ">=0.11,<0.16"
+
+def fits() -> str:
+    """The faust-streaming releases these replacements were written for: the `faust` extra's
+    requirement, as pyproject.toml declares it (read from the installed metadata)."""
+    found = [r.split(";")[0].strip() for r in requires("runonce") or () if r.startswith("faust-streaming")]
+    return found[0] if found else "faust-streaming (see runonce's faust extra)"
 
 
 class FaustDoesNotFit(FatalError):
@@ -95,7 +99,7 @@ def install(bound: DrainBound = DrainBound()) -> None:
     if wrong:
         raise FaustDoesNotFit(
             f"faust-streaming {version('faust-streaming')} does not fit runonce's faust runtime (written for "
-            f"faust-streaming{FITS}): {'; '.join(wrong)}. Install a faust-streaming in that range, or run "
+            f"{fits()}): {'; '.join(wrong)}. Install a faust-streaming in that range, or run "
             "`runonce worker --runtime transactional`")
     for patch in listed:
         faust_own = _ORIGINALS.setdefault((id(patch.owner), patch.name), getattr(patch.owner, patch.name))
