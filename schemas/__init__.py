@@ -13,7 +13,7 @@ from typing import Any
 
 #: load order matters: a schema may name a record defined by an earlier one
 SCHEMA_FILES = ("action_requested.avsc", "action_decision.avsc", "action_result.avsc", "approval_verdict.avsc",
-                "verdict_decided.avsc")
+                "verdict_decided.avsc", "action_cancel.avsc")
 
 
 def load_raw(filename: str, folder: str = "") -> dict[str, Any]:

@@ -11,6 +11,9 @@
   releases the held decision to actions.approved (``verdict_by`` names the approver); a deny
   drops it (approval_denied). Every verdict, deciding or not, is written to actions.verdicts
   with what it changed.
+- **Cancels.** An agent that gives up on its held action writes a cancel to actions.cancels on
+  ``p``; ``Holds.cancel`` decides it as a deny by that agent (``agent:<id>``) when the agent is
+  the one the held request names, and writes what it did to actions.verdicts, as a verdict's.
 - **Expiry**, on event time: ``Holds.sweep`` runs for every record the partition decides and
   drops each hold whose expiry that record's time has reached (approval_expired). It scans
   the partition's holds only when one is due (the earliest due time is kept in memory; a
@@ -32,12 +35,14 @@ from typing import Any, Callable, Mapping
 from runonce.core.approval import (
     EXPIRY,
     ApprovalRule,
+    CancelRecord,
     Change,
     Hold,
     HoldStatus,
     Verdict,
     VerdictDecision,
     VerdictRecord,
+    decide_cancel,
     decide_verdict,
     hold,
     sweep,
@@ -141,11 +146,26 @@ class Holds:
                                 str(raw["approver"]), inbound.timestamp_ms, str(raw.get("reason") or ""))
         if not verdict.action_id or not verdict.verdict_id or not verdict.approver:
             raise DecodeError("a verdict needs an action_id, a verdict_id and an approver")
-        p = inbound.partition
-        raw_entry = self.store.get(p, verdict.action_id.encode())
-        entry = HoldEntry.from_bytes(raw_entry, p) if raw_entry is not None else None
+        entry = self._entry(inbound.partition, verdict.action_id)
         outcome = decide_verdict(entry.hold if entry is not None else None, verdict)
-        return self._apply(p, entry, outcome, verdict, inbound.timestamp_ms)
+        return self._apply(inbound.partition, entry, outcome, verdict, inbound.timestamp_ms)
+
+    def cancel(self, inbound: Inbound) -> list[Out]:
+        """An agent's cancel from actions.cancels: what it changed, and the drop it caused."""
+        _, raw = self.codec.decode(inbound.value, expect="ActionCancel")
+        cancel = CancelRecord(str(raw["cancel_id"]), str(raw["action_id"]), str(raw["agent_id"]),
+                              inbound.timestamp_ms, str(raw.get("reason") or ""))
+        if not cancel.action_id or not cancel.cancel_id or not cancel.agent_id:
+            raise DecodeError("a cancel needs an action_id, a cancel_id and an agent_id")
+        entry = self._entry(inbound.partition, cancel.action_id)
+        asked_by = (str(self.codec.decode(entry.decision, expect="ActionDecision")[1]["request"]["agent_id"])
+                    if entry is not None else None)
+        outcome = decide_cancel(entry.hold if entry is not None else None, cancel, asked_by)
+        return self._apply(inbound.partition, entry, outcome, cancel.as_verdict(), inbound.timestamp_ms)
+
+    def _entry(self, partition: int, action_id: str) -> HoldEntry | None:
+        raw = self.store.get(partition, action_id.encode())
+        return HoldEntry.from_bytes(raw, partition) if raw is not None else None
 
     def sweep(self, partition: int, event_time_ms: int) -> list[Out]:
         """Expire this partition's holds that are due; forget ended ones kept long enough."""

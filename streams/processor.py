@@ -399,9 +399,10 @@ class Pipeline:
     def process_all(self, inbound: Inbound) -> list[Out]:
         """Every output of one input: its decision (or a verdict's), and the holds on its
         partition that expire at its event time."""
-        if inbound.topic == topics.APPROVALS and self.holds is not None:
+        if inbound.topic in (topics.APPROVALS, topics.CANCELS) and self.holds is not None:
             try:
-                outs = self.holds.verdict(inbound)
+                outs = (self.holds.verdict(inbound) if inbound.topic == topics.APPROVALS
+                        else self.holds.cancel(inbound))
             except Exception as exc:
                 dead = self.keys.failed(inbound, exc, Origin(inbound.partition, inbound.offset, inbound.timestamp_ms))
                 outs = [dead.traced_as(inbound.headers)]  # in the approver's trace, as a request's is in its caller's

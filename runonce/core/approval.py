@@ -11,7 +11,13 @@ calls ``decide_verdict`` once per verdict, in order:
 
 Every other verdict changes nothing and says why (already released, by whom). Two people
 clicking approve at once are two records in one partition: the first releases, the second
-finds RELEASED. A verdict decided again (a redelivery) repeats its own change and writes
+finds RELEASED.
+
+An agent that gives up on its held action cancels it (``decide_cancel``): a deny whose decider
+is the agent (``agent:<agent id>``), decided as a verdict is, so a release that came first
+stands. Only the agent that asked for the action may cancel it, and a cancel can only deny:
+agents write cancels to a topic of their own (actions.cancels), never a verdict, so no agent
+can approve its own action. An approver's name never starts ``agent:``. A verdict decided again (a redelivery) repeats its own change and writes
 its state again, as stage 1 and 2 replays do ("Replays write again" in decide.py).
 
 A policy asks for approval with ``approval = {...}`` (core/policy.py); the stream job
@@ -48,6 +54,18 @@ class Change(enum.Enum):
 
 #: who decides an expiry
 EXPIRY = "expiry"
+#: how the decider of a hold its own agent cancelled is named: ``agent:<agent id>``
+AGENT_DECIDER_PREFIX = "agent:"
+
+
+def agent_decider(agent_id: str) -> str:
+    """The decider's name of a hold ``agent_id`` cancelled."""
+    return AGENT_DECIDER_PREFIX + agent_id
+
+
+def cancelled_by_agent(decided_by: str | None) -> bool:
+    """Whether a hold ended by ``decided_by`` was its agent's cancel, not a person's deny."""
+    return decided_by is not None and decided_by.startswith(AGENT_DECIDER_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +101,22 @@ class VerdictRecord:
     approver: str
     at_ms: int
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRecord:
+    """An agent's cancel of its own held action (actions.cancels)."""
+
+    cancel_id: str
+    action_id: str
+    agent_id: str
+    at_ms: int
+    reason: str = ""
+
+    def as_verdict(self) -> VerdictRecord:
+        """The deny it is, decided by the agent."""
+        return VerdictRecord(self.cancel_id, self.action_id, Verdict.DENY, agent_decider(self.agent_id), self.at_ms,
+                             self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +165,22 @@ def hold(action_id: str, rule: ApprovalRule, why: str, event_time_ms: int, prior
 
 
 def decide_verdict(prior: Hold | None, verdict: VerdictRecord) -> VerdictDecision:
+    """An approver's verdict (actions.approvals)."""
+    if cancelled_by_agent(verdict.approver):
+        return VerdictDecision(Change.NONE, note=f"an approver's name never starts {AGENT_DECIDER_PREFIX!r}: "
+                                                 "that is an agent's cancel, which only actions.cancels carries")
+    return _decide(prior, verdict)
+
+
+def decide_cancel(prior: Hold | None, cancel: CancelRecord, asked_by: str | None) -> VerdictDecision:
+    """An agent's cancel (actions.cancels) of the held action ``asked_by`` asked for: a deny by
+    that agent, or nothing (another agent's cancel, an action not held)."""
+    if prior is not None and cancel.agent_id != asked_by:
+        return VerdictDecision(Change.NONE, note="only the agent that asked for an action may cancel it")
+    return _decide(prior, cancel.as_verdict())
+
+
+def _decide(prior: Hold | None, verdict: VerdictRecord) -> VerdictDecision:
     if prior is None:
         return VerdictDecision(Change.NONE, note=f"no action {verdict.action_id} is held")
     if prior.status is not HoldStatus.HELD:

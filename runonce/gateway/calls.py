@@ -135,6 +135,13 @@ class Calls:
             lambda: self.client.look_up(action_id, requested_at, time.monotonic() + wait_s))
         return found if found is not None and found.tenant == caller.tenant else None
 
+    async def cancel(self, caller: Caller, action_id: str, requested_at: tuple[int, int], wait_s: float) -> bool:
+        """Cancel ``caller``'s held action as ``caller`` (the stream job checks it is the agent
+        that asked); False when it is not held. Call ``find`` first: it checks the tenant."""
+        return await anyio.to_thread.run_sync(
+            lambda: self.client.cancel(action_id, requested_at, time.monotonic() + wait_s, agent_id=caller.agent_id,
+                                       reason="its agent cancelled the task (MCP tasks/cancel)"))
+
     def _remember(self, handle: Handle, tenant: str) -> None:
         self._handles[handle.action_id] = (handle, tenant)
         while len(self._handles) > self._max:

@@ -72,7 +72,7 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
             return call_tool_result(waiting_for_approval(name, taken.action_id, taken.held))
         return call_tool_result(timed_out(name, taken.action_id, timeout_s))
 
-    async def get_task(ctx: ServerRequestContext[Any], params: GetTaskParams) -> dict[str, Any]:
+    async def get_task(ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         """A task's state, read from Kafka: any replica answers, and one restarted since too."""
         who, task = caller(ctx), tasks.TaskId.parse(params.task_id)
         found = (await calls.find(who, task.action_id, task.requested_at, TASK_LOOKUP_S)
@@ -82,6 +82,22 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
         return tasks.polled(task, found.tool, found.outcome, calls.held(task.action_id, who), found.requested_at_ms,
                             int(time.time() * 1000))
 
+    async def cancel_task(ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        """A task waiting for a person, cancelled by its agent (core/approval.py: an agent's
+        cancel); any replica takes it. A finished task, or one not waiting, is refused."""
+        who, task = caller(ctx), tasks.TaskId.parse(params.task_id)
+        found = (await calls.find(who, task.action_id, task.requested_at, TASK_LOOKUP_S)
+                 if who is not None and task is not None else None)
+        if who is None or task is None or found is None:
+            raise MCPError(INVALID_PARAMS, f"no task {params.task_id!r} of this caller's")
+        if found.agent_id != who.agent_id:
+            raise MCPError(INVALID_PARAMS, f"task {task} was asked for by another agent: only that agent may cancel it")
+        if found.outcome is not None or not await calls.cancel(who, task.action_id, task.requested_at,
+                                                                TASK_LOOKUP_S):
+            raise MCPError(INVALID_PARAMS, tasks.not_cancellable(task, found.outcome))
+        log.info("task %s cancelled by agent %s", task, who.agent_id)
+        return tasks.cancelled()
+
     server: Server[Any] = Server("runonce", instructions=(
         "Tools served through runonce: each call is performed at most once. A retry of a call "
         "returns the first call's result; an answer marked in_doubt will not change by calling again."),
@@ -89,13 +105,15 @@ def create_gateway(calls: Calls, policies: PolicyBook, *, timeout_s: float = 30.
     # registered as a request handler, not ``on_call_tool``: its answer may be a task (a dict
     # the runner passes through on the 2026-07-28 wire), which that hook's type does not admit
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
-    server.add_request_handler("tasks/get", GetTaskParams, get_task)
+    server.add_request_handler("tasks/get", TaskParams, get_task)
+    server.add_request_handler("tasks/cancel", TaskParams, cancel_task)
     server.extensions[tasks.EXTENSION] = {}
     return server
 
 
-class GetTaskParams(types.RequestParams):
-    """``tasks/get``'s params (the tasks extension's ``GetTaskRequest``)."""
+class TaskParams(types.RequestParams):
+    """``tasks/get``'s and ``tasks/cancel``'s params (the tasks extension's ``GetTaskRequest``
+    and ``CancelTaskRequest``)."""
 
     task_id: str
 

@@ -13,7 +13,13 @@ plain result.
 
 ``failed`` is for a denial or an expiry only: the action was never performed, and the error
 says why (code ``NOT_PERFORMED_CODE``). A vendor's refusal or an in-doubt outcome is ``completed``
-with ``isError``, as the extension's spec asks of a tool's own errors."""
+with ``isError``, as the extension's spec asks of a tool's own errors.
+
+``tasks/cancel`` on a task waiting for a person asks the stream job to deny its action as
+cancelled by its agent (an agent's cancel, core/approval.py): acknowledged once written, and
+``cancelled`` when decided, unless a person's release came first (the task then completes, as
+the extension's cooperative cancel allows). A task not waiting for a person cannot be cancelled:
+runonce never stops a vendor's call midway, and a finished task is final."""
 
 from __future__ import annotations
 
@@ -84,6 +90,8 @@ def polled(task: TaskId, tool: str, outcome: ActionOutcome | None, held: HeldFor
     if outcome is None:
         return _task(task, _working(held), created_ms, now_ms)
     told = answer(tool, outcome)
+    if outcome.cancelled:
+        return _task(task, ("cancelled", told.text), created_ms, now_ms)
     why = _NOT_PERFORMED_REASONS.get(outcome.drop_reason or "")
     if outcome.status is CallStatus.DROPPED and why is not None:
         return {**_task(task, ("failed", f"Not performed: {why}."), created_ms, now_ms),
@@ -91,6 +99,19 @@ def polled(task: TaskId, tool: str, outcome: ActionOutcome | None, held: HeldFor
                           "data": told.facts}}
     return {**_task(task, ("completed", told.text), created_ms, now_ms), "result": call_tool_result(told).model_dump(
         mode="json", by_alias=True, exclude_none=True)}
+
+
+def cancelled() -> dict[str, Any]:
+    """The ``CancelTaskResult``: an acknowledgement, the cancel written (not yet decided)."""
+    return {"resultType": "complete"}
+
+
+def not_cancellable(task: TaskId, outcome: ActionOutcome | None) -> str:
+    """Why ``tasks/cancel`` refuses a task: finished, or not waiting for a person."""
+    if outcome is not None:
+        return f"task {task} has ended ({outcome.status.value}): a finished task cannot be cancelled"
+    return (f"task {task} is not waiting for a person: its action is being decided or performed, and runonce "
+            "never stops a vendor's call midway; poll tasks/get for its outcome")
 
 
 def _working(held: HeldFor | None) -> tuple[str, str]:

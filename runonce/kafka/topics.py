@@ -26,7 +26,10 @@ DLQ = "actions.dlq"
 HELD = "actions.held"
 #: approvers' verdicts (ApprovalVerdict), on the partition their held record names
 APPROVALS = "actions.approvals"
-#: what each verdict (or expiry) did to its hold (VerdictDecided)
+#: agents' cancels of their own held actions (ActionCancel), on the partition their held record
+#: names: a topic of their own, so that an agent that may cancel may not approve
+CANCELS = "actions.cancels"
+#: what each verdict, cancel (or expiry) did to its hold (VerdictDecided)
 VERDICTS = "actions.verdicts"
 #: internal: stage 1 re-keys records whose Kafka partition is not their idempotency key's
 REKEY = "runonce.internal.rekey"
@@ -86,7 +89,11 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(APPROVALS, "approvers' verdicts, on the held action's partition",
               {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS,
                "max.message.bytes": str(1024 * 1024)}),
-    TopicSpec(VERDICTS, "what each verdict or expiry did to its held action",
+    # LogAppendTime, as a verdict's: is the cancel before the hold's expiry, on the broker's clock
+    TopicSpec(CANCELS, "agents' cancels of their own held actions, on the held action's partition",
+              {"message.timestamp.type": "LogAppendTime", "retention.ms": _WEEK_MS,
+               "max.message.bytes": str(1024 * 1024)}),
+    TopicSpec(VERDICTS, "what each verdict, cancel or expiry did to its held action",
               {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": str(1024 * 1024)}),
     TopicSpec(REKEY, "internal: records re-keyed by idempotency key",
               {"retention.ms": _WEEK_MS, "max.message.bytes": _COPY_LIMIT}),

@@ -24,6 +24,8 @@ from typing import Any, Callable, Generator, Mapping
 from confluent_kafka import KafkaException
 
 from runonce.core.action import Action
+from runonce.core.approval import cancelled_by_agent
+from runonce.core.decision import Reason
 from runonce.core.policy import PolicyBook
 from runonce.core.tenant import DEFAULT_TENANT, check_tenant
 from runonce.errors import InvariantViolation, ResultTimeout, RunonceError
@@ -34,6 +36,7 @@ from runonce.sdk.submit import Submitter, build_request
 from runonce.sdk.trace_context import current_carrier
 from runonce.telemetry.configured import configured_spans
 from runonce.telemetry.spans import Spans
+from runonce.wire.approvals import cancel_record, verdict_partition
 from runonce.wire.decisions import DecisionView
 from runonce.wire.results import CallStatus, Status
 from runonce.wire.trace import trace_headers
@@ -52,9 +55,18 @@ class ActionOutcome:
     drop_reason: str | None = None
     #: for a repeat that resolved to its original's result: why it was a repeat
     repeat_reason: str | None = None
+    #: for an action held for a person: who ended its hold (an approver, ``expiry``, or
+    #: ``agent:<id>`` when its own agent cancelled it)
+    verdict_by: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CallStatus(self.status))  # a str given is checked, and kept as the Enum
+
+    @property
+    def cancelled(self) -> bool:
+        """Not performed: its own agent cancelled it while it waited for a person."""
+        return (self.status is CallStatus.DROPPED and self.drop_reason == Reason.APPROVAL_DENIED.value
+                and cancelled_by_agent(self.verdict_by))
 
     @property
     def repeated(self) -> bool:
@@ -77,6 +89,8 @@ class Found:
 
     tool: str
     tenant: str
+    #: the agent that asked for it (the only one that may cancel it while it is held)
+    agent_id: str
     requested_at_ms: int
     #: None: no final outcome yet (held for a person, or still being performed)
     outcome: ActionOutcome | None
@@ -197,7 +211,7 @@ class ActionClient:
         if request.record["action_id"] != action_id:
             return None
         found = Found(str(request.record["tool"]), str(request.record.get("tenant") or DEFAULT_TENANT),
-                      int(request.record["requested_at_ms"]), None)
+                      str(request.record["agent_id"]), int(request.record["requested_at_ms"]), None)
         self._outcomes.watch(action_id)  # what the tail brings meanwhile is kept
         try:
             looked = self._outcomes.look_back(action_id, request, deadline)
@@ -220,7 +234,7 @@ class ActionClient:
             current, position = str(decision.first_action_id), decision.first_requested_at
             if not decision.resolves_to_original or position is None or current in seen:
                 return ActionOutcome(action_id, CallStatus.DROPPED, decision.action_id,
-                                     drop_reason=decision.reason.value)
+                                     drop_reason=decision.reason.value, verdict_by=decision.verdict_by)
             seen.add(current)
             self._outcomes.watch(current)
             try:
@@ -236,6 +250,25 @@ class ActionClient:
                     return _outcome(action_id, self._outcomes.result(current, deadline), repeat_reason)
             finally:
                 self._outcomes.forget(current)
+
+    def cancel(self, action_id: str, requested_at: tuple[int, int], deadline: float, *,
+               agent_id: str | None = None, reason: str = "") -> bool:
+        """Cancel a held action as its agent (``agent_id``, else this client's): the stream job
+        denies it with the agent as the decider, as it decides a person's verdict, so a release
+        that came first stands (the outcome says which). Only the agent the request names may
+        cancel it. False, and nothing written, when the action was not held (not decided yet,
+        or approved without a person); ``requested_at``: where its request is."""
+        held = self._outcomes.held(action_id)
+        if held is None:
+            request = self._outcomes.requested(requested_at, deadline)
+            if request.record["action_id"] != action_id:
+                return False
+            held = self._outcomes.held_back(action_id, request, deadline)
+        if held is None:
+            return False
+        self._submitter.cancel(cancel_record(action_id, agent_id or self._submitter.agent_id, reason),
+                               verdict_partition(held))
+        return True
 
     def tool(self, name: str, *, key_from: str | None = "idempotency_key") -> Callable[[Callable[..., Any]], Callable[..., ActionOutcome]]:
         """Decorate a tool function: calling it submits the action and waits for its outcome.

@@ -246,15 +246,40 @@ class Outcomes:
                     if r is not None and Status(r["status"]).final:
                         self._seen_result(r)
                         return Looked(None, r)  # the original's result: all a repeat needs
-            key = output_key.encode()
-            for msg in read_to_end(reader, starts(topics.APPROVED, topics.DROPPED), deadline):
-                if msg.key() == key:
-                    d = self._readable(msg, "ActionDecision")
-                    if d is not None and d["request"]["action_id"] == action_id:
-                        return Looked(d, None)  # decided, not (yet) performed
-            return Looked(None, None)  # still in flight: the tail will see what comes
+            decision = self._decision_of(reader, action_id, output_key, starts(topics.APPROVED, topics.DROPPED),
+                                         deadline)
+            return Looked(decision, None)  # decided, not (yet) performed; None: still in flight
         finally:
             reader.close()
+
+    def held_back(self, action_id: str, request: Requested, deadline: float) -> dict[str, Any] | None:
+        """The HELD record of an action (its ``hold_partition`` is where its verdicts and its
+        agent's cancel go), seen by the tail or read back from the partition its decisions
+        are on since it was requested; None: it was not held (or not yet)."""
+        with self._cond:
+            known = self._held.get(action_id)
+        if known is not None:
+            return known
+        reader = clients.reader(self.target, group=f"runonce-sdk-{uuid.uuid4().hex[:8]}", to_end=True)
+        try:
+            output_key = self._output_key(request.record)
+            partition = partition_for(output_key, self._partitions)
+            starts = [tp for tp in positions_at(reader, (topics.HELD,), request.at_ms - LOOKBACK_MARGIN_MS)
+                      if tp.partition == partition]
+            return self._decision_of(reader, action_id, output_key, starts, deadline)
+        finally:
+            reader.close()
+
+    def _decision_of(self, reader: Any, action_id: str, output_key: str, starts: list[TopicPartition],
+                     deadline: float) -> dict[str, Any] | None:
+        """The first decision of ``action_id`` from ``starts`` on, comparing Kafka keys first."""
+        key = output_key.encode()
+        for msg in read_to_end(reader, starts, deadline):
+            if msg.key() == key:
+                d = self._readable(msg, "ActionDecision")
+                if d is not None and d["request"]["action_id"] == action_id:
+                    return d
+        return None
 
     def requested(self, requested_at: tuple[int, int], deadline: float) -> Requested:
         """The request record at this place in actions.requested."""

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -119,6 +119,7 @@ class Submitter:
         return None
 
     def _on_delivery(self, action_id: str, err: Any, msg: Any) -> None:
+        """``action_id``: the request's (or a cancel's id, for a cancel)."""
         with self._lock:
             awaited = self._awaited.get(action_id)
             abandoned = action_id in self._abandoned
@@ -134,7 +135,7 @@ class Submitter:
                 self._errors.append(err)
             return
         offset = msg.offset()
-        if offset is None:
+        if offset is None or msg.topic() != topics.REQUESTED:  # a cancel's place finds nothing
             # delivered, where unknown: confluent-kafka gives None for an offset librdkafka does
             # not know, as for a retry the broker had already written (DUPLICATE_SEQUENCE_NUMBER
             # after a leader's loss); the action is found by its id instead of its position
@@ -156,27 +157,44 @@ class Submitter:
         that timed out stays queued and may be delivered after a heal, or fail then: that late
         error is logged, and answers no one else's call."""
         action_id = str(record["action_id"])
+        self._awaiting(action_id, f"action {action_id}", lambda: self.send(record, headers))
+
+    def cancel(self, record: Mapping[str, Any], partition: int) -> None:
+        """Send an agent's cancel of its held action (an ActionCancel) to actions.cancels, on the
+        partition its held record names, and wait for its own delivery."""
+        cancel_id, action_id = str(record["cancel_id"]), str(record["action_id"])
+        value = self.codec.encode("ActionCancel", dict(record))
+
+        def send() -> None:
+            self._producer.produce(topics.CANCELS, key=action_id.encode(), value=value, partition=partition,
+                                   on_delivery=functools.partial(self._on_delivery, cancel_id))
+            self._producer.poll(0)
+
+        self._awaiting(cancel_id, f"the cancel of action {action_id}", send)
+
+    def _awaiting(self, record_id: str, what: str, send: Callable[[], None]) -> None:
+        """``send`` one record and wait for its own delivery (by ``record_id``)."""
         delivery = _Delivery()
         with self._lock:
-            self._awaited[action_id] = delivery
+            self._awaited[record_id] = delivery
         deadline = time.monotonic() + self.timeout_s
         try:
-            self.send(record, headers)
+            send()
             while not delivery.done.is_set():
                 left_s = deadline - time.monotonic()
                 if left_s <= 0:
-                    raise BrokerUnavailable(f"action {action_id} undelivered after {self.timeout_s:.0f} s")
+                    raise BrokerUnavailable(f"{what} undelivered after {self.timeout_s:.0f} s")
                 try:
                     self._producer.poll(min(_POLL_SLICE_S, left_s))  # serves every caller's deliveries
                 except KafkaException as exc:
                     raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
         finally:
             with self._lock:
-                self._awaited.pop(action_id, None)
+                self._awaited.pop(record_id, None)
                 if not delivery.done.is_set():
-                    self._abandoned.add(action_id)
+                    self._abandoned.add(record_id)
         if delivery.error is not None:
-            raise clients.translate(delivery.error, f"action {action_id} undelivered") from None
+            raise clients.translate(delivery.error, f"{what} undelivered") from None
 
     def flush(self) -> None:
         deadline = time.monotonic() + self.timeout_s

@@ -36,6 +36,10 @@ class Answer:
 def answer(tool: str, outcome: ActionOutcome) -> Answer:
     facts = {"tool": tool, "action_id": outcome.action_id, "status": outcome.status,
              "vendor_ref": outcome.vendor_ref, "result_of": outcome.result_of}
+    if outcome.cancelled:
+        return Answer(f"Cancelled: this agent cancelled action {outcome.action_id} while it waited for a person's "
+                      "approval. It was not performed.", {**facts, "drop_reason": outcome.drop_reason,
+                                                           "verdict_by": outcome.verdict_by}, True)
     if outcome.status is CallStatus.DROPPED:
         reason = outcome.drop_reason or "?"
         return Answer(_DROPS.get(reason, f"Not performed: dropped by runonce ({reason})."),

@@ -26,6 +26,8 @@ class DecisionView:
     first_action_id: str | None
     #: where that action is in actions.requested: (partition, offset)
     first_requested_at: tuple[int, int] | None = None
+    #: who ended its hold: an approver, ``expiry``, or ``agent:<id>`` for its agent's cancel
+    verdict_by: str | None = None
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> DecisionView:
@@ -33,7 +35,7 @@ class DecisionView:
         first_at = ((int(record["first_partition"]), int(record["first_offset"]))
                     if record.get("first_partition") is not None and record.get("first_offset") is not None else None)
         return cls(request["action_id"], request["tool"], request["agent_id"], Outcome(record["outcome"]),
-                   Reason(record["reason"]), record["first_action_id"], first_at)
+                   Reason(record["reason"]), record["first_action_id"], first_at, record.get("verdict_by"))
 
     @property
     def approved(self) -> bool:

@@ -201,7 +201,8 @@ def create_faust_app(settings: Settings, policies: PolicyBook | None = None,
     # ends only where the broker, asked directly, has nothing committed left.
     app.first_committed_offset = functools.partial(first_committed_offset, access, group=APP_ID)
     # faust commits an input partition only as far as the pipeline has decided it (fence.py).
-    fence = InputFence((topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS), app.first_committed_offset)
+    fence = InputFence((topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS, topics.CANCELS),
+                       app.first_committed_offset)
     app.runonce_fence = fence
     rocks = {"driver": "rocksdict"}
     keys = app.Table("keys", default=None, partitions=n, key_type=bytes, value_type=bytes, options=rocks,
@@ -227,7 +228,8 @@ def create_faust_app(settings: Settings, policies: PolicyBook | None = None,
 
     requested = app.topic(topics.REQUESTED, topics.REKEY, key_type=bytes, value_type=bytes, partitions=n)
     scoped = app.topic(topics.SCOPED, key_type=bytes, value_type=bytes, partitions=n)
-    approvals = app.topic(topics.APPROVALS, key_type=bytes, value_type=bytes, partitions=n)
+    # verdicts and agents' cancels: both decided by the holds on their partition
+    approvals = app.topic(topics.APPROVALS, topics.CANCELS, key_type=bytes, value_type=bytes, partitions=n)
 
     # A crashed agent must take the worker down (and its supervisor restart it): faust's default
     # would log the crash and keep a live worker that decides nothing.

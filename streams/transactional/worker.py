@@ -55,7 +55,7 @@ def transactional_id_of(worker_name: str) -> str:
     return f"runonce-stream-{worker_name}"
 #: the step of ``runonce_transaction_step_seconds`` before the commit path's own (checkpoint.Step)
 DECIDE = "decide"
-INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS)
+INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS, topics.CANCELS)
 #: the broker aborts a worker's transaction open longer (transaction.timeout.ms). A batch
 #: commits in milliseconds; a short timeout bounds how long a worker that died mid-transaction
 #: (and does not come back) holds up the partitions' next owner: its restore and its stable

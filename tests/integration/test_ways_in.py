@@ -479,10 +479,13 @@ def test_a_held_charge_is_a_task_that_any_gateway_answers_and_the_approval_compl
     is held for a person; the call answers at once with a task in ``working``. Its state is
     the action's, read from Kafka: the other replica answers a poll, and so does a gateway
     started after the task was created. The approver's release completes the task with the
-    charge's result; a denied one fails with the reason.
+    charge's result; a denied one fails with the reason. The agent cancels a third task on
+    the other replica (``tasks/cancel``): it ends ``cancelled`` and a person's approve after
+    it performs nothing; cancelling it again is refused (it has ended).
     Catches: the task's state kept in the creating gateway's memory (the other replicas do
     not find it); ``look_up`` not following the release to the executor's result (the task
-    stays ``working``); a denial reported as completed."""
+    stays ``working``); a denial reported as completed; a cancel the stream job does not
+    decide (the task stays ``working``, or the approve after it charges the card)."""
     from runonce.approvals.client import Approvals
     from runonce.core.approval import Verdict
 
@@ -502,25 +505,49 @@ def test_a_held_charge_is_a_task_that_any_gateway_answers_and_the_approval_compl
         async with task_session(url, token) as session:
             return await poll(session, task_id)
 
+    async def cancel(url: str, task_id: str) -> BaseException | None:
+        async with task_session(url, token) as session:
+            request = mcp_types.Request[Any, Any](method="tasks/cancel", params={"taskId": task_id})
+            try:
+                await session.send_request(request, PolledTask, request_read_timeout_seconds=60.0)
+            except Exception as exc:
+                return exc
+        return None
+
     made = {verdict: asyncio.run(create(one.url, key)) for verdict, key in keys.items()}
-    for task in made.values():
+    cancel_key = f"task-cancel-{uuid.uuid4().hex[:6]}"
+    given_up = asyncio.run(create(one.url, cancel_key))
+    for task in (*made.values(), given_up):
         assert task.result_type == "task" and task.status == "working", task
         assert "approval" in (task.status_message or ""), task.status_message
-    # the other replica, which never saw the call, finds it in Kafka
+    # the other replica, which never saw the call, finds it in Kafka, and takes its cancel
     assert asyncio.run(state(two.url, made[Verdict.APPROVE].task_id)).status == "working"
+    assert asyncio.run(cancel(two.url, given_up.task_id)) is None
+    deadline = time.monotonic() + 60
+    ended = asyncio.run(state(two.url, given_up.task_id))
+    while ended.status == "working" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        ended = asyncio.run(state(two.url, given_up.task_id))
+    assert ended.status == "cancelled" and ended.result is None and ended.error is None, ended
     # a gateway started after the tasks were made: nothing of them in its memory
     late = start_gateway(broker, env, tmp_path, one.tokens_file, one.tokens, "gateway-late")
     try:
         with Approvals(broker.bootstrap_servers(), "carol") as carol:
             for verdict, task in made.items():
                 carol.verdict(task.task_id.split(".")[0], verdict, "test")
+            # after the cancel was decided: this approve finds the hold denied by the agent
+            late_yes = carol.verdict(given_up.task_id.split(".")[0], Verdict.APPROVE, "test")
+        assert (late_yes.change, late_yes.note) == ("none", "already denied by agent:billing-agent"), late_yes
         deadline = time.monotonic() + 90
         polled = {v: asyncio.run(state(late.url, t.task_id)) for v, t in made.items()}
         while any(p.status == "working" for p in polled.values()) and time.monotonic() < deadline:
             time.sleep(1.0)
             polled = {v: asyncio.run(state(late.url, t.task_id)) for v, t in made.items()}
+        again = asyncio.run(cancel(late.url, given_up.task_id))
     finally:
         late.process.stop()
+    assert "has ended (dropped)" in str(again), again
+    assert charges(vendors, cancel_key) == 0
     done, denied = polled[Verdict.APPROVE], polled[Verdict.DENY]
     assert done.status == "completed" and done.result is not None, done
     assert done.result["structuredContent"]["status"] == "succeeded" and not done.result["isError"], done.result

@@ -60,6 +60,8 @@ def test_an_agent_cannot_approve_its_own_action_and_an_approver_can_do_only_that
         err = _produce(connect(agent), topics.APPROVALS)
         assert err is not None and err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
                                                   KafkaError.CLUSTER_AUTHORIZATION_FAILED), (agent, err)
+    # an agent's cancel of its own held action is its to write: a cancel can only deny
+    assert _produce(connect("agent"), topics.CANCELS) is None
     approver = connect("approver")
     assert _produce(approver, topics.APPROVALS) is None  # the positive control
     list(read_all(approver, topics.HELD, timeout_s=20))  # reads what is held: no exception

@@ -16,6 +16,7 @@ from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
 from runonce.telemetry.spans import NO_SPANS, Spans
+from runonce.wire.approvals import cancel_record
 from runonce.wire.codec import Codec
 
 
@@ -95,6 +96,17 @@ class MemoryPipeline:
             "verdict_id": verdict_id or f"{approver}-{verdict}-{timestamp_ms}", "action_id": action_id,
             "verdict": verdict, "approver": approver, "reason": reason})
         inbound = Inbound(topics.APPROVALS, partition, self._next_offset(topics.APPROVALS, partition), timestamp_ms,
+                          action_id.encode(), value)
+        self.process(inbound)
+        return inbound
+
+    def cancel(self, action_id: str, *, agent_id: str, timestamp_ms: int, cancel_id: str | None = None,
+               reason: str = "") -> Inbound:
+        """An agent's cancel of a held action, on the partition its held record names."""
+        assert action_id in self._held, f"{action_id} was never held"
+        partition = self._held[action_id]["hold_partition"]
+        value = self.codec.encode("ActionCancel", cancel_record(action_id, agent_id, reason, cancel_id))
+        inbound = Inbound(topics.CANCELS, partition, self._next_offset(topics.CANCELS, partition), timestamp_ms,
                           action_id.encode(), value)
         self.process(inbound)
         return inbound

@@ -1,7 +1,8 @@
 """Properties of human approval's pure core (runonce/core/approval.py): for any interleaving of
-verdicts (approves and denies by several approvers, repeats, redeliveries, late ones) and
-expiry sweeps, a held action is released at most once, never after a deny or its expiry, and
-the first verdict in time order decides."""
+verdicts (approves and denies by several approvers, repeats, redeliveries, late ones), agents'
+cancels (its own agent's, and another's) and expiry sweeps, a held action is released at most
+once, never after a deny, a cancel or its expiry, and the first verdict, or its own agent's
+cancel, in time order decides."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from hypothesis import strategies as st
 from runonce.core.approval import (
     EXPIRY,
     ApprovalRule,
+    CancelRecord,
     Change,
     Hold,
     HoldStatus,
     Verdict,
     VerdictRecord,
+    agent_decider,
+    decide_cancel,
     decide_verdict,
     hold,
     sweep,
@@ -28,19 +32,30 @@ verdict_st = st.builds(VerdictRecord, verdict_id=st.sampled_from([f"v{i}" for i 
                        action_id=st.just("a1"), verdict=st.sampled_from(Verdict),
                        approver=st.sampled_from(["alice", "bob", "carol"]),
                        at_ms=st.integers(0, 30 * HOUR))
-#: a verdict, or an expiry sweep at some event time
-step_st = st.one_of(verdict_st, st.integers(0, 30 * HOUR))
+#: the agent that asked for the held action
+OWNER = "agent-a"
+#: a cancel by the action's own agent, or by another
+cancel_st = st.builds(lambda agent, i, at_ms: CancelRecord(f"{agent}-c{i}", "a1", agent, at_ms),
+                      st.sampled_from([OWNER, "agent-b"]), st.integers(0, 3), st.integers(0, 30 * HOUR))
+#: a verdict, a cancel, or an expiry sweep at some event time
+step_st = st.one_of(verdict_st, cancel_st, st.integers(0, 30 * HOUR))
+Step = VerdictRecord | CancelRecord | int
 
 
-def run(steps: list[VerdictRecord | int]) -> tuple[Hold, list[tuple[VerdictRecord | int, Change, bool]]]:
+def run(steps: list[Step]) -> tuple[Hold, list[tuple[Step, Change, bool]]]:
     """What the partition owner does, record by record: decide, store the new state."""
     state = hold("a1", RULE, "amount_cents 75000 > 50000", 0)
-    seen: dict[str, VerdictRecord] = {}
-    log = []
+    seen: dict[str, VerdictRecord | CancelRecord] = {}
+    log: list[tuple[Step, Change, bool]] = []
     for step in steps:
         if isinstance(step, VerdictRecord):
             step = seen.setdefault(step.verdict_id, step)  # a redelivery is the same record again
+            assert isinstance(step, VerdictRecord)
             d = decide_verdict(state, step)
+        elif isinstance(step, CancelRecord):
+            step = seen.setdefault(step.cancel_id, step)
+            assert isinstance(step, CancelRecord)
+            d = decide_cancel(state, step, OWNER)
         else:
             d = sweep(state, step)
         log.append((step, d.change, d.replay))
@@ -66,16 +81,27 @@ def test_a_held_action_is_released_at_most_once_and_never_after_a_deny_or_its_ex
 @given(st.lists(step_st, max_size=25))
 def test_the_first_step_that_can_end_the_hold_decides_it(steps) -> None:
     final, log = run(steps)
-    deciding = next((s for s in steps if isinstance(s, VerdictRecord) or s >= 24 * HOUR), None)
+    deciding = next((s for s in steps if isinstance(s, VerdictRecord)
+                     or (isinstance(s, CancelRecord) and s.agent_id == OWNER)
+                     or (isinstance(s, int) and s >= 24 * HOUR)), None)
     if deciding is None:
         assert final.status is HoldStatus.HELD
         return
     if isinstance(deciding, int) or deciding.at_ms >= 24 * HOUR:
         assert (final.status, final.decided_by) == (HoldStatus.EXPIRED, EXPIRY)
+    elif isinstance(deciding, CancelRecord):
+        assert (final.status, final.decided_by) == (HoldStatus.DENIED, agent_decider(OWNER))
     elif deciding.verdict is Verdict.APPROVE:
         assert (final.status, final.decided_by) == (HoldStatus.RELEASED, deciding.approver)
     else:
         assert (final.status, final.decided_by) == (HoldStatus.DENIED, deciding.approver)
+
+
+def test_an_approvers_name_never_passes_for_an_agents_cancel() -> None:
+    state = hold("a1", RULE, "always", 0)
+    posing = decide_verdict(state, VerdictRecord("v1", "a1", Verdict.DENY, agent_decider(OWNER), 10))
+    assert (posing.change, posing.new_hold) == (Change.NONE, None)
+    assert "agent's cancel" in posing.note
 
 
 @given(st.lists(verdict_st, min_size=1, max_size=10))

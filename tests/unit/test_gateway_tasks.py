@@ -81,12 +81,81 @@ def test_a_task_of_another_tenant_is_not_found() -> None:
 
         def look_up(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Found | None:
             assert (action_id, requested_at) == (ACTION, (3, 1207))
-            return Found("charge_payment", "acme", 1_700_000_000_000, outcome)
+            return Found("charge_payment", "acme", "billing", 1_700_000_000_000, outcome)
 
     calls = Calls(Looking())  # type: ignore[arg-type]
 
     async def find(tenant: str) -> Found | None:
         return await calls.find(Caller("agent", None, tenant), ACTION, (3, 1207), 0.1)
 
-    assert anyio.run(find, "acme") == Found("charge_payment", "acme", 1_700_000_000_000, outcome)
+    assert anyio.run(find, "acme") == Found("charge_payment", "acme", "billing", 1_700_000_000_000, outcome)
     assert anyio.run(find, "globex") is None
+
+
+def test_a_task_its_agent_cancelled_ends_cancelled_and_a_persons_deny_fails_it() -> None:
+    """Catches a cancel shown as a person's denial (``failed``), or any denial as cancelled."""
+    cancelled = ActionOutcome(ACTION, CallStatus.DROPPED, ACTION, drop_reason="approval_denied",
+                              verdict_by="agent:billing")
+    state = polled(TASK, "charge_payment", cancelled, None, 1, 2)
+    assert state["status"] == "cancelled" and "error" not in state and "result" not in state
+    assert "cancelled" in state["statusMessage"]
+    denied = ActionOutcome(ACTION, CallStatus.DROPPED, ACTION, drop_reason="approval_denied", verdict_by="carol")
+    assert polled(TASK, "charge_payment", denied, None, 1, 2)["status"] == "failed"
+
+
+@pytest.mark.parametrize("asked_by, tenant, outcome, held, refused", [
+    ("billing", "billing", None, True, None),
+    ("billing", "globex", None, True, "no task"),
+    ("someone-else", "billing", None, True, "asked for by another agent"),
+    ("billing", "billing", ActionOutcome(ACTION, CallStatus.SUCCEEDED, ACTION, "ch_1"), True, "has ended (succeeded)"),
+    ("billing", "billing", None, False, "not waiting for a person"),
+])
+def test_tasks_cancel_writes_the_agents_cancel_only_for_its_own_waiting_task(
+        asked_by: str, tenant: str, outcome: ActionOutcome | None, held: bool, refused: str | None) -> None:
+    """``tasks/cancel`` on the gateway: the agent's cancel is written for a task of its tenant
+    that it asked for and that waits for a person; every other case is refused before
+    anything is written. Catches the agent check dropped (any agent of a tenant cancelling
+    another's held action: the stream job would record it and change nothing, while the
+    gateway told the caller it was done), and a finished task's cancel written."""
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
+    from runonce.core.policy import PolicyBook
+    from runonce.gateway import server
+    from runonce.gateway.calls import Caller, Calls
+    from runonce.sdk.client import Found
+
+    written: list[tuple[str, tuple[int, int], str | None]] = []
+
+    class Client:
+        """What the gateway asks of ActionClient to cancel a task."""
+
+        policies = PolicyBook.load()
+
+        def look_up(self, action_id: str, requested_at: tuple[int, int], deadline: float) -> Found | None:
+            return Found("charge_payment", tenant, asked_by, 1_700_000_000_000, outcome)
+
+        def cancel(self, action_id: str, requested_at: tuple[int, int], deadline: float, *,
+                   agent_id: str | None = None, reason: str = "") -> bool:
+            if held:
+                written.append((action_id, requested_at, agent_id))
+            return held
+
+    gateway = server.create_gateway(Calls(Client()), PolicyBook.load(),  # type: ignore[arg-type]
+                                    local=Caller("billing", None, "billing"))
+    entry = gateway.get_request_handler("tasks/cancel")
+    assert entry is not None
+
+    async def cancel() -> object:
+        try:
+            return await entry.handler(None, server.TaskParams(task_id=str(TASK)))
+        except MCPError as exc:
+            return exc
+
+    answer = anyio.run(cancel)
+    if refused is None:
+        assert answer == {"resultType": "complete"}
+        assert written == [(ACTION, (3, 1207), "billing")]
+    else:
+        assert isinstance(answer, MCPError) and refused in str(answer), answer
+        assert written == []

@@ -80,6 +80,57 @@ def test_a_deny_drops_it_and_no_later_approve_releases_it() -> None:
     assert [v["change"] for v in pipe.verdicts()] == ["deny", "none"]
 
 
+def test_its_own_agent_cancels_a_held_action_as_a_deny_by_that_agent() -> None:
+    pipe = MemoryPipeline(policies=POLICIES)  # MemoryPipeline's requests are agent "test"'s
+    big = charge(pipe, 75_000, "k1")
+    pipe.cancel(big, agent_id="test", timestamp_ms=T0 + 10, reason="the user gave up")
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 20)
+    assert pipe.decisions(topics.APPROVED) == []
+    dropped = pipe.decision_for(big)
+    assert (dropped["outcome"], dropped["reason"], dropped["verdict_by"]) == ("DROPPED", "approval_denied",
+                                                                              "agent:test")
+    assert [(v["approver"], v["verdict"], v["change"], v["reason"]) for v in pipe.verdicts()] == [
+        ("agent:test", "deny", "deny", "the user gave up"), ("alice", "approve", "none", "")]
+    assert pipe.verdicts()[1]["note"] == "already denied by agent:test"
+
+
+def test_another_agents_cancel_changes_nothing_and_is_recorded() -> None:
+    pipe = MemoryPipeline(policies=POLICIES)
+    big = charge(pipe, 75_000, "k1")
+    pipe.cancel(big, agent_id="intruder", timestamp_ms=T0 + 10)
+    pipe.verdict(big, "approve", approver="alice", timestamp_ms=T0 + 20)
+    assert [(d["request"]["action_id"], d["verdict_by"]) for d in pipe.decisions(topics.APPROVED)] == [(big, "alice")]
+    assert [(v["approver"], v["change"], v["note"]) for v in pipe.verdicts()][0] == (
+        "agent:intruder", "none", "only the agent that asked for an action may cancel it")
+
+
+def test_a_cancel_after_the_release_changes_nothing_and_a_redelivered_cancel_drops_once() -> None:
+    pipe = MemoryPipeline(policies=POLICIES)
+    released, cancelled = charge(pipe, 75_000, "k1"), charge(pipe, 80_000, "k2")
+    pipe.verdict(released, "approve", approver="alice", timestamp_ms=T0 + 10)
+    pipe.cancel(released, agent_id="test", timestamp_ms=T0 + 20)
+    assert pipe.decision_for(released)["outcome"] == "APPROVED"
+    assert pipe.verdicts()[-1]["note"] == "already released by alice"
+    once = pipe.cancel(cancelled, agent_id="test", timestamp_ms=T0 + 30, cancel_id="c-1")
+    pipe.redeliver(once)  # as after a crash before its offset's commit
+    drops = [d for d in pipe.decisions(topics.DROPPED) if d["request"]["action_id"] == cancelled]
+    assert len({d["verdict_id"] for d in drops}) == 1 and drops[-1]["verdict_by"] == "agent:test"
+
+
+def test_an_approver_named_as_an_agent_decides_nothing() -> None:
+    pipe = MemoryPipeline(policies=POLICIES)
+    big = charge(pipe, 75_000, "k1")
+    pipe.verdict(big, "deny", approver="agent:test", timestamp_ms=T0 + 10)
+    assert pipe.decision_for(big)["outcome"] == "HELD"
+    assert pipe.verdicts()[0]["change"] == "none"
+
+
+def test_a_cancel_that_cannot_be_read_is_dead_lettered() -> None:
+    pipe = MemoryPipeline(policies=POLICIES)
+    pipe.process(Inbound(topics.CANCELS, 0, 0, T0, b"x", b"not a cancel"))
+    assert len(pipe.outputs[topics.DLQ]) == 1
+
+
 def test_a_hold_expires_on_event_time_and_a_late_approve_changes_nothing() -> None:
     pipe = MemoryPipeline(policies=POLICIES)
     big = charge(pipe, 75_000, "k1")

@@ -60,8 +60,9 @@ def test_secured_broker_properties_cover_every_listener_and_deny_by_default() ->
 def test_the_shipped_acl_file_is_least_privilege() -> None:
     grants = acls.load()
     agent = [g for g in grants if g.principal == "agent"]
+    # requests, and cancels of its own held actions (a cancel only ever denies): no verdict
     assert [(g.resource, g.name, set(g.operations)) for g in agent] == \
-        [("topic", "actions.requested", {"WRITE", "DESCRIBE"})]
+        [("topic", "actions.requested", {"WRITE", "DESCRIBE"}), ("topic", "actions.cancels", {"WRITE", "DESCRIBE"})]
     analyst = {(g.resource, g.name) for g in grants if g.principal == "analyst" and "READ" in g.operations}
     assert analyst == {("topic", "actions.dropped")}
     assert not any("ALTER" in g.operations or "CREATE" in g.operations for g in grants)
