@@ -447,6 +447,13 @@ class PolledTask(TaskFields):
     result_type: Literal["complete"] = "complete"
 
 
+class CancelAck(mcp_types.Result):
+    """``CancelTaskResult``: an empty acknowledgement."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["complete"] = "complete"
+
+
 @asynccontextmanager
 async def task_session(url: str, token: str) -> AsyncIterator[ClientSession]:
     """A 2026-07-28 session that declares the tasks extension on its calls and takes a task
@@ -509,7 +516,7 @@ def test_a_held_charge_is_a_task_that_any_gateway_answers_and_the_approval_compl
         async with task_session(url, token) as session:
             request = mcp_types.Request[Any, Any](method="tasks/cancel", params={"taskId": task_id})
             try:
-                await session.send_request(request, PolledTask, request_read_timeout_seconds=60.0)
+                await session.send_request(request, CancelAck, request_read_timeout_seconds=60.0)
             except Exception as exc:
                 return exc
         return None
