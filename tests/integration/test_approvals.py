@@ -248,6 +248,37 @@ def test_two_people_approving_on_the_page_at_once_release_once_and_both_see_who(
     assert stack.charge_requests(key) == 1
 
 
+def test_its_agent_cancels_a_held_charge_through_the_sdk_and_no_other_agent_can(stack: Stack) -> None:
+    """``ActionClient.cancel`` (what MCP's tasks/cancel calls) from a client that did not submit
+    the action (a restarted agent: it reads the held record back from Kafka). Another agent's
+    cancel is written (the SDK cannot know) and changes nothing; its own agent's drops it, and a
+    person's approve after that performs nothing. Catches the stream job's agent check dropped
+    (the intruder's cancel denies the charge), a cancel read back from the wrong partition
+    (never decided: the handle times out), and a cancel that a later approve overrides."""
+    key = f"appr-cancel-{uuid.uuid4().hex[:6]}"
+    with ActionClient(stack.bootstrap, agent_id="approvals-it") as agent:
+        handle = agent.submit("charge_payment", {"card": "tok_visa", "amount_cents": BIG}, idempotency_key=key)
+        assert handle.requested_at is not None
+        stack.decisions.wait([handle.action_id], timeout_s=60)
+    with Approvals(stack.bootstrap, "lena") as lena, ActionClient(stack.bootstrap, agent_id="intruder") as intruder:
+        assert intruder.cancel(handle.action_id, handle.requested_at, time.monotonic() + 30)  # written
+        deadline = time.monotonic() + 60
+        while not lena.get(handle.action_id).verdicts and time.monotonic() < deadline:
+            time.sleep(0.3)
+        refused = lena.get(handle.action_id).verdicts
+        assert [(v.approver, v.change) for v in refused] == [("agent:intruder", "none")], refused
+        with ActionClient(stack.bootstrap, agent_id="approvals-it") as again:  # the agent, restarted
+            assert again.cancel(handle.action_id, handle.requested_at, time.monotonic() + 30, reason="gave up")
+            retry = again.submit("charge_payment", {"card": "tok_visa", "amount_cents": BIG}, idempotency_key=key)
+            outcome = retry.result(timeout=60)
+        assert outcome.cancelled and outcome.verdict_by == "agent:approvals-it", outcome
+        late = lena.verdict(handle.action_id, Verdict.APPROVE)
+    assert (late.change, late.note) == ("none", "already denied by agent:approvals-it")
+    dropped = stack.decisions.wait([handle.action_id], final=True)[handle.action_id]
+    assert (dropped["reason"], dropped["verdict_by"]) == ("approval_denied", "agent:approvals-it")
+    assert stack.approved(handle.action_id) == [] and stack.charge_requests(key) == 0
+
+
 def test_the_faust_runtime_holds_and_releases_once_too(stack: Stack) -> None:
     """Last in the module: the transactional worker hands the group to a faust one (the same
     policy file), which restores the holds table the other wrote and holds new actions itself."""
@@ -275,5 +306,14 @@ def test_the_faust_runtime_holds_and_releases_once_too(stack: Stack) -> None:
         assert stack.performed(action_id) == "succeeded"
         # at-least-once: a release may be written again after a redelivery, never by another approver
         assert len({d["verdict_by"] for d in stack.approved(action_id)}) == 1 and stack.charge_requests(key) == 1
+        # and its agent's cancel (faust reads actions.cancels too)
+        given_up = f"appr-faust-cancel-{uuid.uuid4().hex[:6]}"
+        with ActionClient(stack.bootstrap, agent_id="approvals-it") as agent:
+            handle = agent.submit("charge_payment", {"card": "tok_visa", "amount_cents": BIG}, idempotency_key=given_up)
+            assert handle.requested_at is not None
+            stack.decisions.wait([handle.action_id], timeout_s=60)
+            assert agent.cancel(handle.action_id, handle.requested_at, time.monotonic() + 30)
+            assert handle.result(timeout=60).cancelled, faust.log_tail()
+        assert stack.charge_requests(given_up) == 0
     finally:
         faust.stop()
