@@ -1066,6 +1066,35 @@ def test_a_crewai_task_retried_by_its_guardrail_charges_once_where_the_models_ke
     assert charged(vendors, amounts["model"]) == 2  # without runonce's place: the retry charged again
 
 
+def test_a_crewai_crew_resumed_from_its_checkpoint_after_a_crash_charges_its_task_once(
+        broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]], tmp_path: Path) -> None:
+    """A crew's process dies in its second task, right after that task's charge; the crew is
+    restored from its newest checkpoint (the first task's: CrewAI's ``Crew.from_checkpoint``) in
+    a new process, which runs the second task again, and its charge (tests/crewai/crew_resume.py).
+    A resumed kickoff emits no started event: its id is the one restored with the checkpoint
+    (``Crew.checkpoint_kickoff_event_id``), and the keys are derived from it, so the charge
+    run again is a repeat, answered with the first's result. The first task is not run again.
+    Catches: keys of a resumed crew derived from anything but the restored kickoff id (a new
+    key: the card charged twice)."""
+    vendors, _, env = stack
+    python = Path(__file__).parents[2] / ".venv-crewai" / "bin" / "python"
+    assert python.exists(), f"{python}: no venv with CrewAI; run scripts/setup.sh"
+    script = Path(__file__).parents[1] / "crewai" / "crew_resume.py"
+    amount = 64_000 + 2 * int(uuid.uuid4().int % 1000)
+    answers = {}
+    for mode, code in (("first", 3), ("resume", 0)):
+        run = subprocess.run([str(python), str(script), mode, str(amount), str(tmp_path / "checkpoints")], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == code, (mode, run.returncode, run.stderr[-3000:])
+        answers[mode] = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert [(a["params"]["amount_cents"], a["answer"][:4]) for a in answers["first"]] == [
+        (amount, "Done"), (amount + 1, "Done")], answers
+    (resumed,) = answers["resume"]  # the second task only: the first completed before the crash
+    assert resumed["params"]["amount_cents"] == amount + 1, resumed
+    assert resumed["answer"].startswith("Not performed again"), resumed
+    assert charged(vendors, amount) == 1 and charged(vendors, amount + 1) == 1
+
+
 def test_an_agent_that_traces_sees_its_submit_as_a_child_of_its_own_span_and_the_record_carries_it(
         broker: Settings, stack: tuple[VendorServer, SmtpServer, dict[str, str]]) -> None:
     """An agent application with its own OpenTelemetry provider (here with the SDK's in-memory
