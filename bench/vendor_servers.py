@@ -1,10 +1,11 @@
 """What one executor sustains against the vendors' own servers, not runonce's sandbox:
 N approved charges to Stripe's ``stripe-mock`` (form-encoded, a secret key, an
-Idempotency-Key each), and N approved emails to Mailpit requiring STARTTLS and AUTH (a new
-TLS session and login per message, as connectors/toolkit/transport.py sends). Timed from the first
-approved record until every action has its final result on actions.results; the emails are
-also counted through Mailpit's own API (each recipient exactly once). Beside each, the
-connector alone with as many calls in flight, no Kafka.
+Idempotency-Key each), and N approved emails to Mailpit requiring STARTTLS and AUTH, twice:
+on kept sessions (``SmtpSessions``, the connector's default) and, the reference, with a new
+session (a connect, a TLS handshake and a login) per message (``messages_per_session = 1``).
+Timed from the first approved record until every action has its final result on
+actions.results; the emails are also counted through Mailpit's own API (each recipient
+exactly once). Beside each, the connector alone with as many calls in flight, no Kafka.
 
     .venv/bin/python bench/vendor_servers.py [--actions 2000] [--max-in-flight 16]
 
@@ -96,17 +97,20 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="runonce-bench-vendors-"))
     stripe = StripeMock(folder / "stripe-mock").start()
     mailpit = Mailpit(folder / "mailpit", "starttls", "bench", uuid.uuid4().hex).start()
-    path = folder / "connectors.toml"
+    path, fresh = folder / "connectors.toml", folder / "connectors-fresh-sessions.toml"
     path.write_text(f'[vendors.payments]\nkind = "stripe"\nbase_url = "{stripe.url}"\n'
                     f'api_key = {{ env = "RUNONCE_BENCH_STRIPE_KEY" }}\n\n' + mailpit.connectors_toml())
+    fresh.write_text(mailpit.connectors_toml() + "messages_per_session = 1\n")
     SECRETS.update(mailpit.secrets_env())
     rows = []
     try:
         with local_broker("vendor-servers", say) as settings:
-            for vendor, tool, server in (("payments", "charge_payment", "stripe-mock"),
-                                         ("email", "send_email", "Mailpit, STARTTLS + AUTH")):
+            for vendor, tool, server, path in (
+                    ("payments", "charge_payment", "stripe-mock", path),
+                    ("email", "send_email", "Mailpit, STARTTLS + AUTH, a new session per message", fresh),
+                    ("email", "send_email", "Mailpit, STARTTLS + AUTH, kept sessions", path)):
                 plain = alone(path, vendor, tool, min(args.actions, 1000), args.max_in_flight)
-                say(f"{vendor}: the connector alone, {args.max_in_flight} in flight: {plain:.0f}/s")
+                say(f"{server}: the connector alone, {args.max_in_flight} in flight: {plain:.0f}/s")
                 rate, statuses, run = through_executor(settings, path, vendor, tool, args.actions,
                                                        args.max_in_flight)
                 row: dict[str, Any] = {"vendor": vendor, "server": server, "actions": args.actions,

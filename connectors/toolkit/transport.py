@@ -36,6 +36,7 @@ import json
 import smtplib
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -241,15 +242,114 @@ def smtp_session(relay: SmtpRelay) -> smtplib.SMTP:
         raise TransientVendorError(f"{relay}: before sending: {type(exc).__name__}: {exc}") from exc
 
 
+#: an idle session older than this is closed, not reused: relays drop idle clients (RFC 5321
+#: asks servers to wait 5 minutes; many wait less), and a session that died quietly would hold
+#: a message up for a whole timeout
+SESSION_IDLE_S = 30.0
+#: how long the NOOP that checks a kept session before its next message may take
+_NOOP_TIMEOUT_S = 5.0
+
+
+@dataclass(slots=True)
+class _Kept:
+    smtp: smtplib.SMTP
+    #: messages sent on it
+    sent: int
+    idle_since_s: float
+
+
+class SmtpSessions:
+    """Authenticated sessions to one relay, kept open between messages: a TCP connect, a TLS
+    handshake and an AUTH cost more than a message does. A kept session is used again only
+    after it answers NOOP (nothing of a message goes out before that); one that does not is
+    closed, and another (or a new one) takes the message. Once a message is on its way, a
+    session that fails makes the message ``OutcomeUnknown`` exactly as a new session's would,
+    and is closed, never used again: a message is never sent a second time on another one.
+
+    ``messages_per_session``: a session is closed after this many (relays cap them: Exchange's
+    receive connectors take 20 by default); 1 opens a session per message. ``max_idle``: how many
+    are kept at most (as many as the executor has calls in flight, say); thread-safe."""
+
+    def __init__(self, relay: SmtpRelay, *, messages_per_session: int = 20, max_idle: int = 16) -> None:
+        self.relay = relay
+        self.messages_per_session = messages_per_session
+        self.max_idle = max_idle
+        self._idle: list[_Kept] = []
+        self._lock = threading.Lock()
+        #: sessions opened (a connect, TLS and AUTH each): what reusing saves, counted
+        self.opened = 0
+
+    def send(self, message: EmailMessage, sender: str) -> None:
+        """One message. Before it is on its way nothing is sent; once it is, a lost connection
+        or a timeout may hide a delivery: OutcomeUnknown."""
+        with vendor_spans.smtp(self.relay.host, self.relay.port):
+            kept = self._take()
+            try:
+                _send_on(self.relay, kept.smtp, message, sender)
+            except BaseException:
+                _quietly_close(kept.smtp)
+                raise
+            kept.sent += 1
+            self._give_back(kept)
+
+    def close(self) -> None:
+        """QUIT every kept session."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for kept in idle:
+            _quietly_close(kept.smtp)
+
+    def _take(self) -> _Kept:
+        while True:
+            with self._lock:
+                kept = self._idle.pop() if self._idle else None
+            if kept is None:
+                break
+            if time.monotonic() - kept.idle_since_s < SESSION_IDLE_S and _answers(kept.smtp, self.relay):
+                return kept
+            _quietly_close(kept.smtp)
+        smtp = smtp_session(self.relay)
+        with self._lock:
+            self.opened += 1
+        return _Kept(smtp, 0, time.monotonic())
+
+    def _give_back(self, kept: _Kept) -> None:
+        if kept.sent < self.messages_per_session:
+            kept.idle_since_s = time.monotonic()
+            with self._lock:
+                if len(self._idle) < self.max_idle:
+                    self._idle.append(kept)
+                    return
+        _quietly_close(kept.smtp)
+
+
+def _answers(smtp: smtplib.SMTP, relay: SmtpRelay) -> bool:
+    """Whether a kept session still answers (NOOP: 250), within a few seconds."""
+    sock = smtp.sock
+    if sock is None:
+        return False
+    try:
+        sock.settimeout(min(_NOOP_TIMEOUT_S, relay.timeout_s))
+        code, _ = smtp.noop()
+        sock.settimeout(relay.timeout_s)
+    except (smtplib.SMTPException, OSError):
+        return False
+    return code == 250
+
+
 def smtp_send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
-    """One message, on a session of its own. Before DATA nothing is sent; once the message is
-    on its way, a lost connection or a timeout may hide a delivery: OutcomeUnknown."""
+    """One message, on a session of its own (``SmtpSessions`` keeps them). Before DATA nothing
+    is sent; once the message is on its way, a lost connection or a timeout may hide a delivery:
+    OutcomeUnknown."""
     with vendor_spans.smtp(relay.host, relay.port):
-        _send(relay, message, sender)
+        smtp = smtp_session(relay)
+        try:
+            _send_on(relay, smtp, message, sender)
+        finally:
+            _quietly_close(smtp)
 
 
-def _send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
-    smtp = smtp_session(relay)
+def _send_on(relay: SmtpRelay, smtp: smtplib.SMTP, message: EmailMessage, sender: str) -> None:
     try:
         smtp.send_message(message, from_addr=sender)
     except smtplib.SMTPRecipientsRefused as exc:
@@ -261,8 +361,6 @@ def _send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
     except (smtplib.SMTPException, OSError) as exc:
         # a timeout after DATA too: smtplib turns it into SMTPServerDisconnected ("timed out")
         raise OutcomeUnknown(f"{relay}: {exc} (within {relay.timeout_s:.0f} s)") from exc
-    finally:
-        _quietly_close(smtp)
 
 
 def _reply(exc: smtplib.SMTPResponseException) -> str:

@@ -1,7 +1,9 @@
 """Email through an SMTP relay as relays are: STARTTLS on 587 or TLS from the first byte on
 465, AUTH, and a sender of the deployment's own. SMTP deduplicates nothing, hence
 Capability.NONE: after an unknown outcome the action is ``in_doubt``, never sent again. The
-Message-ID is derived from the vendor key, so a mail client threads a copy with its original."""
+Message-ID is derived from the vendor key, so a mail client threads a copy with its original.
+Sessions are kept between messages (``SmtpSessions``): a kept one is checked with NOOP before
+a message, and one that fails with a message on its way is closed, the message in doubt."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from runonce.connectors.toolkit.errors import PermanentVendorError
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.tls import client_context, is_loopback
-from runonce.connectors.toolkit.transport import SmtpRelay, SmtpTls, smtp_send, smtp_session
+from runonce.connectors.toolkit.transport import SmtpRelay, SmtpSessions, SmtpTls, smtp_session
 
 TOOLS = frozenset({"send_email"})
 DEFAULT_PORTS = {SmtpTls.STARTTLS: 587, SmtpTls.IMPLICIT: 465, SmtpTls.NONE: 25}
@@ -25,7 +27,7 @@ DEFAULT_PORTS = {SmtpTls.STARTTLS: 587, SmtpTls.IMPLICIT: 465, SmtpTls.NONE: 25}
 @dataclass
 class SmtpConnector:
     name: str
-    relay: SmtpRelay
+    sessions: SmtpSessions
     #: the envelope sender (MAIL FROM), and the From header unless ``from_header`` names another
     sender: str
     from_header: str = ""
@@ -52,8 +54,12 @@ class SmtpConnector:
         msg["Subject"] = str(call.params.get("subject", ""))
         msg["Message-ID"] = self.message_id(call, self.sender.rpartition("@")[2] or "runonce.local")
         msg.set_content(str(call.params.get("body", "")))
-        smtp_send(self.relay, msg, self.sender)
+        self.sessions.send(msg, self.sender)
         return VendorResponse(msg["Message-ID"])
+
+    @property
+    def relay(self) -> SmtpRelay:
+        return self.sessions.relay
 
     def probe(self) -> str:
         """EHLO, then STARTTLS (or TLS from the start) and AUTH, as a send would; no mail."""
@@ -73,6 +79,8 @@ FIELDS = Spec("smtp", (
     Field("password", FieldType.SECRET, "AUTH's password (with `username`)", optional=True),
     Field("sender", FieldType.TEXT, "the envelope sender (MAIL FROM), and the From header unless `from` is given"),
     Field("from", FieldType.TEXT, "the From header, if not the sender", optional=True),
+    Field("messages_per_session", FieldType.INTEGER, "messages sent on one authenticated session before it is "
+                                                     "closed (relays cap them); 1: a session per message", 20),
 ))
 
 
@@ -92,7 +100,8 @@ def from_config(fields: VendorFields) -> SmtpConnector:
     from_header = fields.text("from")
     relay = SmtpRelay(host, port, tls, client_context(fields.ca_file) if tls is not SmtpTls.NONE else None,
                       username, password, fields.timeout_s)
-    return SmtpConnector(fields.name, relay, parseaddr(sender)[1], from_header or formataddr(parseaddr(sender)),
+    sessions = SmtpSessions(relay, messages_per_session=fields.integer("messages_per_session"))
+    return SmtpConnector(fields.name, sessions, parseaddr(sender)[1], from_header or formataddr(parseaddr(sender)),
                          fields.tools(TOOLS))
 
 

@@ -5,6 +5,7 @@ result with no second effect for a connector with neither."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -480,3 +481,52 @@ def test_a_rolling_restart_of_an_email_executor_against_a_slow_relay_leaves_noth
     assert len(finals) == 400 and statuses == {"succeeded": 400}, (statuses, first.log_tail(), second.log_tail())
     addresses = sent()
     assert len(addresses) == 400 and len(set(addresses)) == 400, f"{len(addresses)} sent, {len(set(addresses))} distinct"
+
+
+def test_an_email_executor_sigkilled_mid_burst_on_kept_sessions_mails_no_one_twice(
+        broker: Settings, sandboxes: LocalVendors, tmp_path) -> None:
+    """200 emails, 16 in flight on kept SMTP sessions (a session carries up to 20 messages), the
+    relay answering in 100 ms; the executor is SIGKILLed 1 s into the burst and an heir takes
+    over. No address is mailed twice; every action ends succeeded (mailed once) or in doubt
+    (at most the calls in flight at the kill, each mailed at most once). Catches an heir that
+    sends again what its predecessor had on its way, and a message sent a second time on
+    another session."""
+    bootstrap = broker.bootstrap_servers()
+    source = own_approved_topic(bootstrap)
+    run = uuid.uuid4().hex[:6]
+    requests = approve_all(bootstrap, source, [("send_email", {"to": f"kill-{run}-{i}@example.com", "subject": "s",
+                                                               "body": "b"}, None) for i in range(200)])
+    ids = {r["action_id"]: r for r in requests}
+    argv = ["executor", "--vendor", "smtp", "--source-topic", source, "--group", f"g-kill-{run}"]
+    env = {**sandboxes.env(), **FAST_TAKEOVER, "RUNONCE_EXECUTOR_MAX_IN_FLIGHT": "16"}
+
+    def sent() -> list[str]:
+        return [e.detail["to"] for e in sandboxes.ledger.effects("smtp") if f"kill-{run}-" in e.detail["to"]]
+
+    sandboxes.smtp.set_delay(0.1)
+    try:
+        first = RunonceProcess(broker, "exec-smtp-kill-1", argv, tmp_path, env)
+        first.start()
+        deadline = time.monotonic() + 60
+        while not sent() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sent(), f"no email sent:\n{first.log_tail()}"
+        time.sleep(1.0)
+        first.kill()
+        assert 0 < len(sent()) < 200, "the kill came after the burst: nothing was in flight"
+        second = RunonceProcess(broker, "exec-smtp-kill-2", argv, tmp_path, env)
+        second.start()
+        try:
+            finals = _finals(bootstrap, set(ids), timeout_s=120)
+        finally:
+            second.stop()
+    finally:
+        sandboxes.smtp.set_delay(0.0)
+    addresses = sent()
+    assert len(addresses) == len(set(addresses)), f"{len(addresses) - len(set(addresses))} addresses mailed twice"
+    by_status: dict[str, list[str]] = {}
+    for action_id, final in finals.items():
+        by_status.setdefault(final["status"], []).append(json.loads(ids[action_id]["params_json"])["to"])
+    assert set(by_status) <= {"succeeded", "in_doubt"} and len(finals) == 200, {s: len(a) for s, a in by_status.items()}
+    assert set(by_status.get("succeeded", [])) <= set(addresses)
+    assert len(by_status.get("in_doubt", [])) <= 16, {s: len(a) for s, a in by_status.items()}

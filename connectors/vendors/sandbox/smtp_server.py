@@ -1,7 +1,7 @@
 """A local SMTP relay (aiosmtpd) that behaves like every relay on port 587: STARTTLS before
 anything else, then AUTH, then mail (or TLS from the first byte, as on 465). It delivers into
 the ledger, records every message it receives, and can answer slowly or hang up after
-accepting a message."""
+accepting a message, or close a session kept idle, as relays close idle clients."""
 
 from __future__ import annotations
 
@@ -31,6 +31,16 @@ class _Handler:
         self.delay_s = 0.0
         #: deliver, then close the connection instead of answering (this many messages)
         self.drop_after_data = 0
+        #: close the connection at the next NOOP instead of answering (this many sessions): a
+        #: client's kept session that the relay closed while it was idle
+        self.hang_up_idle = 0
+
+    async def handle_NOOP(self, server: Any, session: Any, envelope: Any, arg: str) -> str:  # noqa: N802
+        self.ledger.received(Request("SMTP", "NOOP", "", ""))
+        if self.hang_up_idle > 0:
+            self.hang_up_idle -= 1
+            server.transport.abort()
+        return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
         msg = message_from_bytes(envelope.content)
@@ -95,6 +105,11 @@ class SmtpServer:
     def drop_after_data(self, messages: int = 1) -> None:
         """The next ``messages`` mails are delivered, then the connection closes unanswered."""
         self.handler.drop_after_data = messages
+
+    def hang_up_idle(self, sessions: int = 1) -> None:
+        """The next ``sessions`` kept sessions find their connection closed at their NOOP, as
+        if the relay had closed them for idling."""
+        self.handler.hang_up_idle = sessions
 
     def start(self) -> SmtpServer:
         self.controller.start()
