@@ -11,9 +11,15 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] && [ -x "${RUNONCE_CACHE_DIR:-$HOME/.cache/runonce}/bin/helm" ] || bash scripts/setup.sh --test
 if [ "${1:-}" = --validate ]; then
   was_up=$(bash scripts/kube.sh status | grep -c '^kube-apiserver  *running' || true)
-  bash scripts/kube.sh up
   status=0
-  .venv/bin/python scripts/cluster.py --validate || status=$?
+  # a cluster this started is stopped again, whether it came up or not (half up, it would hold
+  # its ports and processes for the next run)
+  if bash scripts/kube.sh up; then
+    .venv/bin/python scripts/cluster.py --validate || status=$?
+  else
+    status=$?
+    echo "cluster: scripts/kube.sh up failed (exit $status)" >&2
+  fi
   [ "$was_up" != 0 ] || bash scripts/kube.sh down
   exit "$status"
 fi

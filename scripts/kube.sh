@@ -50,6 +50,8 @@ packages() {  # Debian's: runc, the CNI plugins, conntrack (kube-proxy), iptable
   command -v openssl >/dev/null 2>&1 || need+=(openssl)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v podman >/dev/null 2>&1 || need+=(podman)
+  # the pods' pause image is podman's, which it builds from catatonit (pause_image)
+  command -v catatonit >/dev/null 2>&1 || [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
   [ ${#need[@]} -eq 0 ] && return 0
   command -v apt-get >/dev/null 2>&1 || die "missing ${need[*]}: install them (Debian packages)"
   say "installing ${need[*]} (Debian packages)"
@@ -370,11 +372,13 @@ up() {
 pause_image() {  # the pods' sandbox: podman's own pause image (catatonit), built here, no registry
   local tag
   CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman image exists localhost/podman-pause:kube || {
-    tag=$(CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/podman-pause:' | head -n 1)
+    # none on a machine that never ran a pod: grep finds nothing (|| true: not an error here)
+    tag=$(CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman images --format '{{.Repository}}:{{.Tag}}' | { grep '^localhost/podman-pause:' || true; } | head -n 1)
     if [ -z "$tag" ]; then  # podman builds it for its first pod
       CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman pod create --name runonce-kube-pause >/dev/null
       CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman pod rm -f runonce-kube-pause >/dev/null
-      tag=$(CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/podman-pause:' | head -n 1)
+      tag=$(CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman images --format '{{.Repository}}:{{.Tag}}' | { grep '^localhost/podman-pause:' || true; } | head -n 1)
+      [ -n "$tag" ] || { say "podman made no pause image for its first pod"; exit 1; }
     fi
     CONTAINERS_CONF="$here/deploy/podman/containers.conf" podman tag "$tag" localhost/podman-pause:kube
   }
