@@ -488,9 +488,10 @@ def test_an_email_executor_sigkilled_mid_burst_on_kept_sessions_mails_no_one_twi
     """200 emails, 16 in flight on kept SMTP sessions (a session carries up to 20 messages), the
     relay answering in 100 ms; the executor is SIGKILLed 1 s into the burst and an heir takes
     over. No address is mailed twice; every action ends succeeded (mailed once) or in doubt
-    (at most the calls in flight at the kill, each mailed at most once). Catches an heir that
-    sends again what its predecessor had on its way, and a message sent a second time on
-    another session."""
+    (mailed at most once: SMTP cannot be asked, so the heir sends nothing its predecessor had
+    an intent for; a SIGKILL leaves the unstarted rest of the batch's intents in doubt too, as
+    before kept sessions). Catches an heir that sends again what its predecessor had on its
+    way, and a message sent a second time on another session."""
     bootstrap = broker.bootstrap_servers()
     source = own_approved_topic(bootstrap)
     run = uuid.uuid4().hex[:6]
@@ -529,4 +530,3 @@ def test_an_email_executor_sigkilled_mid_burst_on_kept_sessions_mails_no_one_twi
         by_status.setdefault(final["status"], []).append(json.loads(ids[action_id]["params_json"])["to"])
     assert set(by_status) <= {"succeeded", "in_doubt"} and len(finals) == 200, {s: len(a) for s, a in by_status.items()}
     assert set(by_status.get("succeeded", [])) <= set(addresses)
-    assert len(by_status.get("in_doubt", [])) <= 16, {s: len(a) for s, a in by_status.items()}
