@@ -20,9 +20,10 @@ SMTP:
     not performed, never retry                a 5xx reply, every recipient refused, a relay that
                                               offers no STARTTLS when asked for it, a certificate
                                               that does not verify, refused credentials
-    may have been performed: OutcomeUnknown   a timeout, or the connection lost, once the message
-                                              is on its way (the relay may have queued it after
-                                              DATA); before MAIL FROM the same is "not performed"
+    may have been performed: OutcomeUnknown   a timeout, or the connection lost, once the message's
+                                              DATA began (the relay may have queued it); before
+                                              DATA the same is "not performed" (a kept session
+                                              the relay closed: the message goes on a new one)
 
 An OutcomeUnknown is retried only where that is safe: a connector with a vendor key calls
 again with the same key, one with a state check asks first, the rest are ``in_doubt``
@@ -202,17 +203,46 @@ class SmtpRelay:
         return f"SMTP {self.host}:{self.port}"
 
 
-def smtp_session(relay: SmtpRelay) -> smtplib.SMTP:
+class _Smtp(smtplib.SMTP):
+    """smtplib's client, marking when a message's DATA begins: before it, nothing of the message
+    has left (a lost connection is "not performed"); from it on, the relay may have it."""
+
+    data_began = False
+
+    def data(self, msg: Any) -> tuple[int, bytes]:
+        self.data_began = True
+        return super().data(msg)
+
+
+class _SmtpSsl(smtplib.SMTP_SSL):
+    """``_Smtp`` with TLS from the first byte."""
+
+    data_began = False
+
+    def data(self, msg: Any) -> tuple[int, bytes]:
+        self.data_began = True
+        return super().data(msg)
+
+
+#: an SMTP session of ours: it marks when DATA began
+_Client = _Smtp | _SmtpSsl
+
+
+class _LostBeforeData(TransientVendorError):
+    """The connection was lost before the message's DATA: nothing of it was sent."""
+
+
+def smtp_session(relay: SmtpRelay) -> _Client:
     """Connected, encrypted as the relay asks and logged in: nothing of a message is sent yet,
     so every failure here is "not performed" (a 4xx or a refused connection may pass; a 5xx, a
     certificate that does not verify, a relay without STARTTLS or refused credentials will not)."""
     context = relay.context or client_context(None)
-    smtp: smtplib.SMTP | None = None
+    smtp: _Client | None = None
     try:
         if relay.tls is SmtpTls.IMPLICIT:
-            smtp = smtplib.SMTP_SSL(relay.host, relay.port, timeout=relay.timeout_s, context=context)
+            smtp = _SmtpSsl(relay.host, relay.port, timeout=relay.timeout_s, context=context)
         else:
-            smtp = smtplib.SMTP(relay.host, relay.port, timeout=relay.timeout_s)
+            smtp = _Smtp(relay.host, relay.port, timeout=relay.timeout_s)
         smtp.ehlo()
         if relay.tls is SmtpTls.STARTTLS:
             if not smtp.has_extn("starttls"):
@@ -243,16 +273,13 @@ def smtp_session(relay: SmtpRelay) -> smtplib.SMTP:
 
 
 #: an idle session older than this is closed, not reused: relays drop idle clients (RFC 5321
-#: asks servers to wait 5 minutes; many wait less), and a session that died quietly would hold
-#: a message up for a whole timeout
+#: asks servers to wait 5 minutes; many wait less)
 SESSION_IDLE_S = 30.0
-#: how long the NOOP that checks a kept session before its next message may take
-_NOOP_TIMEOUT_S = 5.0
 
 
 @dataclass(slots=True)
 class _Kept:
-    smtp: smtplib.SMTP
+    smtp: _Client
     #: messages sent on it
     sent: int
     idle_since_s: float
@@ -260,11 +287,11 @@ class _Kept:
 
 class SmtpSessions:
     """Authenticated sessions to one relay, kept open between messages: a TCP connect, a TLS
-    handshake and an AUTH cost more than a message does. A kept session is used again only
-    after it answers NOOP (nothing of a message goes out before that); one that does not is
-    closed, and another (or a new one) takes the message. Once a message is on its way, a
-    session that fails makes the message ``OutcomeUnknown`` exactly as a new session's would,
-    and is closed, never used again: a message is never sent a second time on another one.
+    handshake and an AUTH cost more than a message does. A kept session the relay closed while
+    it idled fails at MAIL FROM, before the message's DATA: nothing of the message has left, so
+    it goes once on a new session. Once DATA has begun, a session that fails makes the message
+    ``OutcomeUnknown`` exactly as a new session's would, and is closed, never used again: a
+    message is never sent a second time on another one.
 
     ``messages_per_session``: a session is closed after this many (relays cap them: Exchange's
     receive connectors take 20 by default); 1 opens a session per message. ``max_idle``: how many
@@ -276,16 +303,26 @@ class SmtpSessions:
         self.max_idle = max_idle
         self._idle: list[_Kept] = []
         self._lock = threading.Lock()
-        #: sessions opened (a connect, TLS and AUTH each): what reusing saves, counted
+        #: sessions opened (a connect, TLS and AUTH each): what keeping them saves, counted
         self.opened = 0
 
     def send(self, message: EmailMessage, sender: str) -> None:
-        """One message. Before it is on its way nothing is sent; once it is, a lost connection
-        or a timeout may hide a delivery: OutcomeUnknown."""
+        """One message. Before its DATA nothing is sent; once it began, a lost connection or a
+        timeout may hide a delivery: OutcomeUnknown."""
         with vendor_spans.smtp(self.relay.host, self.relay.port):
             kept = self._take()
             try:
                 _send_on(self.relay, kept.smtp, message, sender)
+            except _LostBeforeData:
+                _quietly_close(kept.smtp)
+                if kept.sent == 0:
+                    raise  # a new session's: the runner retries as for any "not performed"
+                kept = self._open()  # a kept one the relay had closed: nothing left on it
+                try:
+                    _send_on(self.relay, kept.smtp, message, sender)
+                except BaseException:
+                    _quietly_close(kept.smtp)
+                    raise
             except BaseException:
                 _quietly_close(kept.smtp)
                 raise
@@ -304,10 +341,12 @@ class SmtpSessions:
             with self._lock:
                 kept = self._idle.pop() if self._idle else None
             if kept is None:
-                break
-            if time.monotonic() - kept.idle_since_s < SESSION_IDLE_S and _answers(kept.smtp, self.relay):
+                return self._open()
+            if time.monotonic() - kept.idle_since_s < SESSION_IDLE_S:
                 return kept
             _quietly_close(kept.smtp)
+
+    def _open(self) -> _Kept:
         smtp = smtp_session(self.relay)
         with self._lock:
             self.opened += 1
@@ -323,20 +362,6 @@ class SmtpSessions:
         _quietly_close(kept.smtp)
 
 
-def _answers(smtp: smtplib.SMTP, relay: SmtpRelay) -> bool:
-    """Whether a kept session still answers (NOOP: 250), within a few seconds."""
-    sock = smtp.sock
-    if sock is None:
-        return False
-    try:
-        sock.settimeout(min(_NOOP_TIMEOUT_S, relay.timeout_s))
-        code, _ = smtp.noop()
-        sock.settimeout(relay.timeout_s)
-    except (smtplib.SMTPException, OSError):
-        return False
-    return code == 250
-
-
 def smtp_send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
     """One message, on a session of its own (``SmtpSessions`` keeps them). Before DATA nothing
     is sent; once the message is on its way, a lost connection or a timeout may hide a delivery:
@@ -349,7 +374,8 @@ def smtp_send(relay: SmtpRelay, message: EmailMessage, sender: str) -> None:
             _quietly_close(smtp)
 
 
-def _send_on(relay: SmtpRelay, smtp: smtplib.SMTP, message: EmailMessage, sender: str) -> None:
+def _send_on(relay: SmtpRelay, smtp: _Client, message: EmailMessage, sender: str) -> None:
+    smtp.data_began = False
     try:
         smtp.send_message(message, from_addr=sender)
     except smtplib.SMTPRecipientsRefused as exc:
@@ -359,6 +385,8 @@ def _send_on(relay: SmtpRelay, smtp: smtplib.SMTP, message: EmailMessage, sender
             raise TransientVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
         raise PermanentVendorError(f"{relay}: {exc.smtp_code} {_reply(exc)}") from exc
     except (smtplib.SMTPException, OSError) as exc:
+        if not smtp.data_began:
+            raise _LostBeforeData(f"{relay}: lost before the message was sent: {type(exc).__name__}: {exc}") from exc
         # a timeout after DATA too: smtplib turns it into SMTPServerDisconnected ("timed out")
         raise OutcomeUnknown(f"{relay}: {exc} (within {relay.timeout_s:.0f} s)") from exc
 

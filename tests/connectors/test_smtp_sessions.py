@@ -1,7 +1,8 @@
 """Kept SMTP sessions (``SmtpSessions``, connectors/toolkit/transport.py) against the sandbox
 relay (STARTTLS, AUTH): messages share an authenticated session; a kept session the relay
-closed takes no message; a session that fails with a message on its way leaves that message
-in doubt, sent once, and is never used again."""
+closed fails before the message's DATA, and the message goes once on a new session; a session
+that fails with a message on its way leaves that message in doubt, sent once, and is never
+used again."""
 
 from __future__ import annotations
 
@@ -50,16 +51,17 @@ def test_messages_share_one_authenticated_session_up_to_its_cap(smtp: SmtpServer
 
 def test_a_kept_session_the_relay_closed_takes_no_message(smtp: SmtpServer, vendors: VendorServer,
                                                           connectors: dict[str, Connector]) -> None:
-    """The relay closed the kept session while it idled: the next message goes out once, on a
-    new session, succeeded. Catches a kept session used without asking it first (the message's
-    MAIL FROM meets the closed connection: in doubt, never sent)."""
+    """The relay closed the kept session while it idled: the next message's MAIL FROM meets the
+    closed connection, before any of the message left; it goes once, on a new session,
+    succeeded. Catches a connection lost before DATA taken as "may have been sent" (the
+    message in doubt, never sent)."""
     email = _email(connectors)
     first, second = _call(1), _call(2)
     assert _send(email, first) is Status.SUCCEEDED
-    smtp.hang_up_idle(1)
+    smtp.hang_up_kept(1)
     assert _send(email, second) is Status.SUCCEEDED
     assert vendors.ledger.count("smtp", email.message_id(second)) == 1 and email.sessions.opened == 2
-    assert len(vendors.ledger.requests("NOOP")) == 1
+    assert len(vendors.ledger.requests("MAIL")) == 1  # the fault did apply
 
 
 def test_a_message_lost_on_a_kept_session_is_in_doubt_once_and_the_session_goes(

@@ -31,15 +31,23 @@ class _Handler:
         self.delay_s = 0.0
         #: deliver, then close the connection instead of answering (this many messages)
         self.drop_after_data = 0
-        #: close the connection at the next NOOP instead of answering (this many sessions): a
-        #: client's kept session that the relay closed while it was idle
-        self.hang_up_idle = 0
+        #: close the connection at the next MAIL FROM of a session that already carried a
+        #: message, instead of answering (this many sessions): a client's kept session that the
+        #: relay closed while it was idle
+        self.hang_up_kept = 0
+        #: sessions that carried a message (their MAIL FROM counted)
+        self._carried: set[int] = set()
 
-    async def handle_NOOP(self, server: Any, session: Any, envelope: Any, arg: str) -> str:  # noqa: N802
-        self.ledger.received(Request("SMTP", "NOOP", "", ""))
-        if self.hang_up_idle > 0:
-            self.hang_up_idle -= 1
+    async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str,  # noqa: N802
+                          mail_options: list[str]) -> str:
+        if id(session) in self._carried and self.hang_up_kept > 0:
+            self.hang_up_kept -= 1
+            self.ledger.received(Request("SMTP", "MAIL", "", "hung up: a kept session"))
             server.transport.abort()
+            return "421 closing an idle session"
+        self._carried.add(id(session))
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
@@ -106,10 +114,10 @@ class SmtpServer:
         """The next ``messages`` mails are delivered, then the connection closes unanswered."""
         self.handler.drop_after_data = messages
 
-    def hang_up_idle(self, sessions: int = 1) -> None:
-        """The next ``sessions`` kept sessions find their connection closed at their NOOP, as
-        if the relay had closed them for idling."""
-        self.handler.hang_up_idle = sessions
+    def hang_up_kept(self, sessions: int = 1) -> None:
+        """The next ``sessions`` sessions that send a second message find their connection
+        closed at its MAIL FROM, as if the relay had closed them while they idled."""
+        self.handler.hang_up_kept = sessions
 
     def start(self) -> SmtpServer:
         self.controller.start()
