@@ -22,11 +22,11 @@ from runonce.connectors.toolkit.errors import (
 from runonce.connectors.toolkit.fields import Field, FieldType, Spec
 from runonce.connectors.toolkit.kind import Kind
 from runonce.connectors.toolkit.secrets import Secret
-from runonce.connectors.toolkit.transport import HttpResult, VendorHttp, raise_for_status, smtp_send
+from runonce.connectors.toolkit.transport import HttpResult, SmtpSessions, VendorHttp, raise_for_status, smtp_send
 
 __all__ = [
     "ActionCall", "Capability", "CommitHook", "Connector", "ConnectorError", "Field", "FieldType", "HttpResult",
-    "Kind", "OutcomeUnknown", "PermanentVendorError", "Probe", "Pruner", "RateLimited", "Secret", "Spec",
+    "Kind", "OutcomeUnknown", "PermanentVendorError", "Probe", "Pruner", "RateLimited", "Secret", "SmtpSessions", "Spec",
     "StateCheck", "TransientVendorError", "VendorFields", "VendorHttp", "VendorResponse", "raise_for_status",
     "smtp_send",
 ]

@@ -118,17 +118,17 @@ class Submitter:
             return f"{topics.REQUESTED}: {meta.error.str() if meta is not None and meta.error else 'no such topic'}"
         return None
 
-    def _on_delivery(self, action_id: str, err: Any, msg: Any) -> None:
-        """``action_id``: the request's (or a cancel's id, for a cancel)."""
+    def _on_delivery(self, record_id: str, err: Any, msg: Any) -> None:
+        """``record_id``: a request's action id, or a cancel's id."""
         with self._lock:
-            awaited = self._awaited.get(action_id)
-            abandoned = action_id in self._abandoned
-            self._abandoned.discard(action_id)
+            awaited = self._awaited.get(record_id)
+            abandoned = record_id in self._abandoned
+            self._abandoned.discard(record_id)
         if awaited is not None:
             awaited.error = err
             awaited.done.set()
         elif abandoned:
-            log.warning("action %s, whose caller was told it was undelivered, %s", action_id,
+            log.warning("record %s, whose caller was told it was undelivered, %s", record_id,
                         f"was not delivered either: {err}" if err is not None else "was delivered after all")
         if err is not None:
             if awaited is None and not abandoned:
@@ -141,7 +141,7 @@ class Submitter:
             # after a leader's loss); the action is found by its id instead of its position
             return
         with self._lock:
-            self._positions[action_id] = (int(msg.partition()), int(offset))
+            self._positions[record_id] = (int(msg.partition()), int(offset))
             while len(self._positions) > MAX_POSITIONS:  # positions nobody asked for
                 self._positions.popitem(last=False)
 

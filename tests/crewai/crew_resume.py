@@ -15,15 +15,14 @@ second task again, and its charge. Prints one JSON line per tool answer."""
 import json
 import os
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 os.environ.update(CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false")
 
 from crewai.hooks import register_after_tool_call_hook  # noqa: E402
-from crewai.llms.base_llm import BaseLLM  # noqa: E402
 from crewai.state.checkpoint_config import CheckpointConfig  # noqa: E402
+from scripted import DONE, ScriptedLLM, charge, charged, said  # noqa: E402
 
 from crewai import Agent, Crew, Task  # noqa: E402
 from runonce.integrations.crewai import crewai_tools  # noqa: E402
@@ -32,26 +31,14 @@ from runonce.sdk.client import ActionClient  # noqa: E402
 MODE, AMOUNT, CHECKPOINTS = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 
 
-class Scripted(BaseLLM):
+class Scripted(ScriptedLLM):
     """Charges the amount its task names until it has seen the tool's answer, then answers."""
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
              from_task: Any = None, from_agent: Any = None, response_model: Any = None, **_: Any) -> str:
-        said = [str(m.get("content")) for m in (messages if isinstance(messages, list) else [])]
-        if any("charge_payment succeeded" in s or "Not performed again" in s for s in said):
-            return "Thought: the charge is made\nFinal Answer: charged"
-        amount = AMOUNT + 1 if any("second order" in s for s in said) else AMOUNT
-        args = {"params": {"card": "tok_visa", "amount_cents": amount}, "idempotency_key": uuid.uuid4().hex}
-        return f"Thought: I charge the order\nAction: charge_payment\nAction Input: {json.dumps(args)}"
-
-    def supports_function_calling(self) -> bool:
-        return False
-
-    def supports_stop_words(self) -> bool:
-        return False
-
-    def get_context_window_size(self) -> int:
-        return 8000
+        if charged(messages):
+            return DONE
+        return charge(AMOUNT + 1 if any("second order" in s for s in said(messages)) else AMOUNT)
 
 
 def answered(ctx: Any) -> None:

@@ -14,14 +14,13 @@ line per tool answer."""
 import json
 import os
 import sys
-import uuid
 from typing import Any, Tuple
 
 os.environ.update(CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false")
 
 from crewai.hooks import register_after_tool_call_hook  # noqa: E402
-from crewai.llms.base_llm import BaseLLM  # noqa: E402
 from crewai.tools import BaseTool  # noqa: E402
+from scripted import DONE, ScriptedLLM, charge, charged  # noqa: E402
 
 from crewai import Agent, Crew, Task  # noqa: E402
 from runonce.integrations.crewai import ToolArguments, crewai_tools  # noqa: E402
@@ -31,26 +30,12 @@ MODE, AMOUNT = sys.argv[1], int(sys.argv[2])
 ANSWERS: list[str] = []
 
 
-class Scripted(BaseLLM):
+class Scripted(ScriptedLLM):
     """Calls charge_payment until it has seen the tool's answer, then gives its final answer."""
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
              from_task: Any = None, from_agent: Any = None, response_model: Any = None, **_: Any) -> str:
-        answered = any("charge_payment succeeded" in str(m.get("content")) or "Not performed again" in str(m.get("content"))
-                       for m in (messages if isinstance(messages, list) else []))
-        if answered:
-            return "Thought: the charge is made\nFinal Answer: charged"
-        args = {"params": {"card": "tok_visa", "amount_cents": AMOUNT}, "idempotency_key": uuid.uuid4().hex}
-        return f"Thought: I charge the order\nAction: charge_payment\nAction Input: {json.dumps(args)}"
-
-    def supports_function_calling(self) -> bool:
-        return False
-
-    def supports_stop_words(self) -> bool:
-        return False
-
-    def get_context_window_size(self) -> int:
-        return 8000
+        return DONE if charged(messages) else charge(AMOUNT)
 
 
 class ModelKeyed(BaseTool):

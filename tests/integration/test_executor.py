@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from confluent_kafka.admin import NewTopic
@@ -438,6 +438,19 @@ def _finals(bootstrap: str, action_ids: set[str], timeout_s: float) -> dict[str,
     return finals
 
 
+def _mailing(broker: Settings, name: str, argv: list[str], tmp_path: Any, env: dict[str, str],
+             sent: Callable[[], list[str]], for_s: float) -> RunonceProcess:
+    """An email executor started, ``for_s`` seconds after its first email reached the relay."""
+    executor = RunonceProcess(broker, name, argv, tmp_path, env)
+    executor.start()
+    deadline = time.monotonic() + 60
+    while not sent() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sent(), f"no email sent:\n{executor.log_tail()}"
+    time.sleep(for_s)
+    return executor
+
+
 def test_a_rolling_restart_of_an_email_executor_against_a_slow_relay_leaves_nothing_in_doubt(
         broker: Settings, sandboxes: LocalVendors, tmp_path) -> None:
     """400 emails through a relay answering in 300 ms (real relays: 100-500 ms a message), 16 in
@@ -461,13 +474,7 @@ def test_a_rolling_restart_of_an_email_executor_against_a_slow_relay_leaves_noth
 
     sandboxes.smtp.set_delay(0.3)
     try:
-        first = RunonceProcess(broker, "exec-smtp-roll-1", argv, tmp_path, env)
-        first.start()
-        deadline = time.monotonic() + 60
-        while not sent() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert sent(), f"no email sent:\n{first.log_tail()}"
-        time.sleep(2.0)
+        first = _mailing(broker, "exec-smtp-roll-1", argv, tmp_path, env, sent, for_s=2.0)
         first.stop(timeout_s=60)  # SIGTERM, as a kubelet's rolling restart sends
         second = RunonceProcess(broker, "exec-smtp-roll-2", argv, tmp_path, env)
         second.start()
@@ -506,13 +513,7 @@ def test_an_email_executor_sigkilled_mid_burst_on_kept_sessions_mails_no_one_twi
 
     sandboxes.smtp.set_delay(0.1)
     try:
-        first = RunonceProcess(broker, "exec-smtp-kill-1", argv, tmp_path, env)
-        first.start()
-        deadline = time.monotonic() + 60
-        while not sent() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sent(), f"no email sent:\n{first.log_tail()}"
-        time.sleep(1.0)
+        first = _mailing(broker, "exec-smtp-kill-1", argv, tmp_path, env, sent, for_s=1.0)
         first.kill()
         assert 0 < len(sent()) < 200, "the kill came after the burst: nothing was in flight"
         second = RunonceProcess(broker, "exec-smtp-kill-2", argv, tmp_path, env)
