@@ -85,4 +85,4 @@ def test_a_delivery_error_answers_its_own_request_and_never_the_next_callers(
     caller.join(5)
     assert not caller.is_alive() and raised == [], raised
     assert submitter.position("second") == (1, 7)
-    assert "action first, whose caller was told it was undelivered, was not delivered either" in caplog.text
+    assert "record first, whose caller was told it was undelivered, was not delivered either" in caplog.text
