@@ -69,18 +69,28 @@ def say(message: str) -> None:
 RESTART_TRIES, RESTART_BACKOFF_S = 5, 1.0
 
 
+#: what podman says of a start that may succeed once it has read its containers' state again:
+#: runc's "can't get final child's PID from pipe: EOF" (an OCI runtime error), and the pod's
+#: infra container found "paused or unknown" (podman 4.3 marks a container unknown when runc's
+#: state query fails); both seen under CI's load right after a SIGKILL
+TRANSIENT_START_ERRORS = ("OCI runtime error", "container state improper")
+
+
 def restart(*args: str) -> None:
     """``podman start C`` or ``podman pod start P``: start a stopped container or pod again, as
-    a kubelet restarts a crashed one. An OCI runtime error (runc's "can't get final child's PID
-    from pipe: EOF", seen once under the suite's load right after a SIGKILL) is retried after a
-    back-off, as the kubelet's CrashLoopBackOff does; anything else, or the last try, is an error."""
+    a kubelet restarts a crashed one. A start refused for a transient state (above) is retried
+    after a back-off, as the kubelet's CrashLoopBackOff does, saying the pods' infra containers'
+    states first; anything else, or the last try, is an error."""
     for attempt in range(1, RESTART_TRIES + 1):
         done = subprocess.run(["podman", *args], env=PODMAN_ENV, capture_output=True, text=True)
         if done.returncode == 0:
             return
-        if "OCI runtime error" not in done.stderr or attempt == RESTART_TRIES:
+        if not any(error in done.stderr for error in TRANSIENT_START_ERRORS) or attempt == RESTART_TRIES:
             raise RuntimeError(f"podman {' '.join(args)}: {done.stderr.strip()}")
-        say(f"podman {' '.join(args)}: {done.stderr.strip()[:200]}; again in {RESTART_BACKOFF_S * attempt:.0f} s")
+        listed = podman("ps", "-a", "--format", "{{.Names}}: {{.Status}} (infra {{.IsInfra}})", check=False)
+        infra = [line for line in listed.splitlines() if line.endswith("(infra true)")]
+        say(f"podman {' '.join(args)}: {done.stderr.strip()[:300]}; infra containers: {' | '.join(infra)}; "
+            f"again in {RESTART_BACKOFF_S * attempt:.0f} s")
         time.sleep(RESTART_BACKOFF_S * attempt)
 
 
