@@ -312,29 +312,19 @@ class SmtpSessions:
         with vendor_spans.smtp(self.relay.host, self.relay.port):
             kept = self._take()
             try:
-                _send_on(self.relay, kept.smtp, message, sender)
-            except _LostBeforeData:
-                _quietly_close(kept.smtp)
-                if kept.sent == 0:
-                    raise  # a new session's: the runner retries as for any "not performed"
-                kept = self._open()  # a kept one the relay had closed: nothing left on it
                 try:
                     _send_on(self.relay, kept.smtp, message, sender)
-                except BaseException:
+                except _LostBeforeData:
+                    if kept.sent == 0:
+                        raise  # a new session's: the runner retries as for any "not performed"
                     _quietly_close(kept.smtp)
-                    raise
+                    kept = self._open()  # a kept one the relay had closed: nothing left on it
+                    _send_on(self.relay, kept.smtp, message, sender)
             except BaseException:
                 _quietly_close(kept.smtp)
                 raise
             kept.sent += 1
             self._give_back(kept)
-
-    def close(self) -> None:
-        """QUIT every kept session."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for kept in idle:
-            _quietly_close(kept.smtp)
 
     def _take(self) -> _Kept:
         while True:

@@ -2,8 +2,8 @@
 465, AUTH, and a sender of the deployment's own. SMTP deduplicates nothing, hence
 Capability.NONE: after an unknown outcome the action is ``in_doubt``, never sent again. The
 Message-ID is derived from the vendor key, so a mail client threads a copy with its original.
-Sessions are kept between messages (``SmtpSessions``): a kept one is checked with NOOP before
-a message, and one that fails with a message on its way is closed, the message in doubt."""
+Sessions are kept between messages (``SmtpSessions``): one lost before a message's DATA sent
+nothing of it, one that fails once DATA began is closed and leaves the message in doubt."""
 
 from __future__ import annotations
 

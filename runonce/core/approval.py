@@ -17,8 +17,10 @@ An agent that gives up on its held action cancels it (``decide_cancel``): a deny
 is the agent (``agent:<agent id>``), decided as a verdict is, so a release that came first
 stands. Only the agent that asked for the action may cancel it, and a cancel can only deny:
 agents write cancels to a topic of their own (actions.cancels), never a verdict, so no agent
-can approve its own action. An approver's name never starts ``agent:``. A verdict decided again (a redelivery) repeats its own change and writes
-its state again, as stage 1 and 2 replays do ("Replays write again" in decide.py).
+can approve its own action. An approver's name never starts ``agent:``.
+
+A verdict decided again (a redelivery) repeats its own change and writes its state again, as
+stage 1 and 2 replays do ("Replays write again" in decide.py).
 
 A policy asks for approval with ``approval = {...}`` (core/policy.py); the stream job
 holds, routes verdicts and sweeps expiries in streams/holds.py.
