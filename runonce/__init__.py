@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ActionClient", "ActionOutcome", "Handle"]
+__all__ = ["ActionClient", "ActionOutcome", "Call", "Handle"]
 
 
 def __getattr__(name: str) -> Any:

@@ -19,7 +19,7 @@ import functools
 import time
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generator, Mapping
+from typing import Any, Callable, Generator, Mapping, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -28,7 +28,7 @@ from runonce.core.approval import cancelled_by_agent
 from runonce.core.decision import Reason
 from runonce.core.policy import PolicyBook
 from runonce.core.tenant import DEFAULT_TENANT, check_tenant
-from runonce.errors import InvariantViolation, ResultTimeout, RunonceError
+from runonce.errors import InvalidAction, InvariantViolation, ResultTimeout, RunonceError
 from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
 from runonce.sdk.outcomes import Outcomes
@@ -40,6 +40,16 @@ from runonce.wire.approvals import cancel_record, verdict_partition
 from runonce.wire.decisions import DecisionView
 from runonce.wire.results import CallStatus, Status
 from runonce.wire.trace import trace_headers
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One action of ``ActionClient.submit_many``: what ``submit`` takes."""
+
+    tool: str
+    params: Mapping[str, Any]
+    idempotency_key: str | None = None
+    natural_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,24 +171,54 @@ class ActionClient:
         override the client's own (a gateway serving several agents). ``trace``: the caller's
         W3C trace context (``traceparent``, ``tracestate``), by default the current
         OpenTelemetry context; every record written for the action carries it."""
-        if not self.policies.for_tool(tool).named and tool not in self._warned:
-            self._warned.add(tool)
-            warnings.warn(f"no runonce policy names tool {tool!r}: it gets the [default] policy", stacklevel=2)
-        record = build_request(tool, params, agent_id=agent_id or self._submitter.agent_id,
-                               idempotency_key=idempotency_key, natural_id=natural_id,
-                               tenant=self.tenant if tenant is None else tenant)
-        # The door: the stream job's own checks (core/limits.py, the policy's fields), before
-        # anything is published; InvalidAction names the field and the bound. The stream job
-        # keeps them for producers that bypass this client.
-        action = Action.from_record(record, self.policies)
-        # a natural id for a tool without a write-once rule: refused here, not dead-lettered there
-        self.policies.for_tool(tool).scope_of(action.params, action.natural_id, action.action_id)
-        self._outcomes.watch(record["action_id"])  # before it exists: its decision cannot be missed
+        record = self._checked(Call(tool, params, idempotency_key, natural_id), agent_id, tenant)
         action_id = str(record["action_id"])
+        self._outcomes.watch(action_id)  # before it exists: its decision cannot be missed
         caller = trace_headers(trace if trace is not None else current_carrier())
         with self._spans.submit(tool, action_id, caller) as headers:
             self._submitter.delivered(record, headers)
         return Handle(self, action_id, self._submitter.position(action_id))
+
+    def submit_many(self, calls: Sequence[Call], *, agent_id: str | None = None, tenant: str | None = None,
+                    trace: Mapping[str, str] | None = None) -> list[Handle]:
+        """Publish several actions with one wait for their delivery, and return their handles
+        in order: a burst (a plan's steps, a fan-out to many recipients) goes out at the
+        broker's pace, not a round trip per action as ``submit`` in a loop. Every call is
+        checked before any is published: an InvalidAction names the call (its index) and
+        nothing is sent. A delivery failure raises as ``submit``'s does, naming how many; some
+        may have been published, and submitting the same calls again (the same keys) performs
+        none twice: those resolve to their originals."""
+        records = []
+        for index, call in enumerate(calls):
+            try:
+                records.append(self._checked(call, agent_id, tenant))
+            except InvalidAction as exc:
+                raise InvalidAction(f"call {index} ({call.tool}): {exc}") from exc
+        caller = trace_headers(trace if trace is not None else current_carrier())
+        sent = []
+        for call, record in zip(calls, records):
+            self._outcomes.watch(record["action_id"])
+            # each span is the send of one request; the delivery is awaited for all at once below
+            with self._spans.submit(call.tool, str(record["action_id"]), caller) as headers:
+                sent.append((record, headers))
+        self._submitter.delivered_all(sent)
+        return [Handle(self, action_id, self._submitter.position(action_id))
+                for action_id in (str(record["action_id"]) for record in records)]
+
+    def _checked(self, call: Call, agent_id: str | None, tenant: str | None) -> dict[str, Any]:
+        """The call's request record, once the stream job's own checks
+        pass (core/limits.py, the policy's fields): InvalidAction names the field and the bound.
+        The stream job keeps them for producers that bypass this client."""
+        if not self.policies.for_tool(call.tool).named and call.tool not in self._warned:
+            self._warned.add(call.tool)
+            warnings.warn(f"no runonce policy names tool {call.tool!r}: it gets the [default] policy", stacklevel=3)
+        record = build_request(call.tool, call.params, agent_id=agent_id or self._submitter.agent_id,
+                               idempotency_key=call.idempotency_key, natural_id=call.natural_id,
+                               tenant=self.tenant if tenant is None else tenant)
+        action = Action.from_record(record, self.policies)
+        # a natural id for a tool without a write-once rule: refused here, not dead-lettered there
+        self.policies.for_tool(call.tool).scope_of(action.params, action.natural_id, action.action_id)
+        return record
 
     @property
     def waiting(self) -> int:

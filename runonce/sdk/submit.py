@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -157,7 +157,20 @@ class Submitter:
         that timed out stays queued and may be delivered after a heal, or fail then: that late
         error is logged, and answers no one else's call."""
         action_id = str(record["action_id"])
-        self._awaiting(action_id, f"action {action_id}", lambda: self.send(record, headers))
+        self._awaiting([action_id], f"action {action_id}", lambda: self.send(record, headers))
+
+    def delivered_all(self, records: Sequence[tuple[Mapping[str, Any], TraceHeaders]]) -> None:
+        """Send several requests and wait once for all their deliveries: they go out together
+        (as many a produce request as fit), not a round trip each. What any of them met is
+        raised here, naming how many and the first; the others may have been delivered (sent
+        again with the same keys, those are repeats and resolve to their originals)."""
+        ids = [str(record["action_id"]) for record, _ in records]
+
+        def send() -> None:
+            for record, headers in records:
+                self.send(record, headers)
+
+        self._awaiting(ids, f"{len(ids)} actions", send)
 
     def cancel(self, record: Mapping[str, Any], partition: int) -> None:
         """Send an agent's cancel of its held action (an ActionCancel) to actions.cancels, on the
@@ -170,31 +183,40 @@ class Submitter:
                                    on_delivery=functools.partial(self._on_delivery, cancel_id))
             self._producer.poll(0)
 
-        self._awaiting(cancel_id, f"the cancel of action {action_id}", send)
+        self._awaiting([cancel_id], f"the cancel of action {action_id}", send)
 
-    def _awaiting(self, record_id: str, what: str, send: Callable[[], None]) -> None:
-        """``send`` one record and wait for its own delivery (by ``record_id``)."""
-        delivery = _Delivery()
+    def _awaiting(self, record_ids: Sequence[str], what: str, send: Callable[[], None]) -> None:
+        """``send`` records and wait for their own deliveries (by ``record_ids``)."""
+        deliveries = {record_id: _Delivery() for record_id in record_ids}
         with self._lock:
-            self._awaited[record_id] = delivery
+            self._awaited.update(deliveries)
         deadline = time.monotonic() + self.timeout_s
         try:
             send()
-            while not delivery.done.is_set():
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    raise BrokerUnavailable(f"{what} undelivered after {self.timeout_s:.0f} s")
-                try:
-                    self._producer.poll(min(_POLL_SLICE_S, left_s))  # serves every caller's deliveries
-                except KafkaException as exc:
-                    raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
+            for delivery in deliveries.values():
+                while not delivery.done.is_set():
+                    left_s = deadline - time.monotonic()
+                    if left_s <= 0:
+                        undelivered = sum(1 for d in deliveries.values() if not d.done.is_set())
+                        raise BrokerUnavailable(f"{what} undelivered after {self.timeout_s:.0f} s"
+                                                if len(deliveries) == 1 else
+                                                f"{undelivered} of {what} undelivered after {self.timeout_s:.0f} s")
+                    try:
+                        self._producer.poll(min(_POLL_SLICE_S, left_s))  # serves every caller's deliveries
+                    except KafkaException as exc:
+                        raise BrokerUnavailable(f"cannot deliver actions: {exc}") from exc
         finally:
             with self._lock:
-                self._awaited.pop(record_id, None)
-                if not delivery.done.is_set():
-                    self._abandoned.add(record_id)
-        if delivery.error is not None:
-            raise clients.translate(delivery.error, f"{what} undelivered") from None
+                for record_id, delivery in deliveries.items():
+                    self._awaited.pop(record_id, None)
+                    if not delivery.done.is_set():
+                        self._abandoned.add(record_id)
+        failed = [(record_id, d.error) for record_id, d in deliveries.items() if d.error is not None]
+        if failed:
+            first_id, first = failed[0]
+            where = f"{what} undelivered" if len(deliveries) == 1 else \
+                f"{len(failed)} of {what} undelivered (first: action {first_id})"
+            raise clients.translate(first, where) from None
 
     def flush(self) -> None:
         deadline = time.monotonic() + self.timeout_s

@@ -64,6 +64,14 @@ TRANSACTION_TIMEOUT_MS = 10_000
 #: the worker's producer, beyond what every transactional producer has
 PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
                    "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024}
+#: the worker's batches compressed unless the deployment's client settings say otherwise
+#: (``compression.type``): over TLS the broker encrypts every byte it stores and serves, and
+#: lz4 halved what TLS added to its CPU a decision (bench/tls_cost.py, docs/measured.md)
+OUTPUT_COMPRESSION = "lz4"
+
+
+def worker_producer_config(settings: Settings) -> dict[str, Any]:
+    return {**PRODUCER_CONFIG, "compression.type": settings.kafka_config.get("compression.type", OUTPUT_COMPRESSION)}
 
 
 def worker_consumer_config(settings: Settings) -> dict[str, Any]:
@@ -109,7 +117,7 @@ class TransactionalWorker(RunsItsLoop):
                 self.access, self.transactional_id,
                 Membership(GROUP, settings.worker_session_timeout_ms, settings.static_membership),
                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, consumer_config=worker_consumer_config(settings),
-                producer_config=PRODUCER_CONFIG, stats_readers=[LagGauge(self.metrics.lag, GROUP)],
+                producer_config=worker_producer_config(settings), stats_readers=[LagGauge(self.metrics.lag, GROUP)],
                 consumer=consumer, new_producer=new_producer, watchdog=watchdog,
                 on_step=lambda step, seconds: self._took(step.value, seconds))
         self.consumer, self.checkpoint, self.group_stall = made.consumer, made.checkpoint, made.group_stall

@@ -196,3 +196,29 @@ def test_compressed_batches_from_agents_are_decided(broker: Settings, stream_wor
     d = decision_log.wait([r["action_id"] for r in records])
     assert {x["reason"] for x in d.values()} == {"unique"}
     assert stream_worker.alive()
+
+
+def test_a_burst_submitted_at_once_is_decided_in_order_and_a_bad_call_publishes_none(
+        broker: Settings, stream_worker: WorkerProcess, decision_log: DecisionWatcher) -> None:
+    """``ActionClient.submit_many``: one wait for every delivery, the handles in the calls'
+    order. Catches handles out of order (the repeat's handle would hold the first decision),
+    and a call checked only as the batch is sent (the calls before the bad one published:
+    the later submit of the same key would be a repeat)."""
+    from runonce.errors import InvalidAction
+    from runonce.sdk.client import ActionClient, Call
+
+    first, later = f"burst-{uid()}", f"burst-{uid()}"
+    email, other = {"to": f"{uid()}@x.com", "body": "hello"}, {"to": f"{uid()}@x.com", "body": "other"}
+    with ActionClient(broker.bootstrap_servers(), agent_id="it") as client:
+        with pytest.raises(InvalidAction, match=r"call 1 \(send_email\).*'to'"):
+            client.submit_many([Call("send_email", other, later), Call("send_email", {"body": "no one"}, f"k-{uid()}")])
+        calls = [Call("send_email", email, first), Call("send_email", email, first),
+                 *(Call("update_salesforce_field", {"record_id": uid(), "field": "f", "value": i}, f"sf-{uid()}")
+                   for i in range(30)),
+                 Call("send_email", other, later)]
+        handles = client.submit_many(calls)
+    assert len(handles) == len(calls) and all(h.requested_at is not None for h in handles)
+    d = decision_log.wait([h.action_id for h in handles])
+    reasons = [d[h.action_id]["reason"] for h in handles]
+    assert reasons[:2] == ["unique", "duplicate_key"] and d[handles[1].action_id]["first_action_id"] == handles[0].action_id
+    assert reasons[2:] == ["unique"] * 31, reasons  # the key the refused batch held was never published

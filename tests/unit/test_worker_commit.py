@@ -126,3 +126,12 @@ def test_each_step_of_a_committed_batch_is_timed_and_an_aborted_batch_is_not(tmp
     assert w.step() == 0 and step_counts(w) == {}  # aborted: no step observed
     assert w.step() == 3
     assert step_counts(w) == {"decide": 1.0, "produce": 1.0, "flush": 1.0, "offsets": 1.0, "commit": 1.0}
+
+
+def test_the_workers_batches_are_lz4_unless_the_deployment_says_otherwise(tmp_path: Path) -> None:
+    from runonce.streams.transactional.worker import worker_producer_config
+
+    home = {"RUNONCE_HOME": str(tmp_path)}
+    assert worker_producer_config(Settings.from_env(home))["compression.type"] == "lz4"
+    chosen = Settings.from_env({**home, "RUNONCE_KAFKA_CONFIG_COMPRESSION_TYPE": "zstd"})
+    assert worker_producer_config(chosen)["compression.type"] == "zstd"
