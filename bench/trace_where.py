@@ -7,6 +7,9 @@ bench/decision_metrics.py) over the same pre-encoded actions, per decision, with
 * **encoded**: the same, batched by the SDK's ``BatchSpanProcessor`` and encoded as OTLP
   protobuf by an exporter that then drops the bytes (all but the HTTP post);
 * **1% made+encoded**: ``TraceIdRatioBased(0.01)``.
+* **handed off**: what the worker does since 2026-12-07 (runonce/telemetry/handoff.py): each
+  decision's context and span facts, pickled in batches onto a pipe as the worker's hand-off
+  thread writes them, read by nobody here (the exporter process's work is not the worker's).
 
 Interleaved rounds, order rotating; microseconds per action, medians.
 
@@ -16,6 +19,7 @@ Interleaved rounds, order rotating; microseconds per action, medians.
 from __future__ import annotations
 
 import argparse
+import pickle
 import statistics
 import sys
 import time
@@ -35,12 +39,13 @@ from runonce.core.policy import PolicyBook  # noqa: E402
 from runonce.streams.metrics import StreamMetrics  # noqa: E402
 from runonce.streams.ports import Inbound  # noqa: E402
 from runonce.streams.processor import Pipeline  # noqa: E402
+from runonce.telemetry.handoff import BATCH_SPANS, HandedOffSpans, SpanFacts  # noqa: E402
 from runonce.telemetry.otel import OtelSpans  # noqa: E402
-from runonce.telemetry.spans import NO_SPANS, Spans  # noqa: E402
+from runonce.telemetry.spans import NO_SPANS, DecisionSpans  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 from tests.support.memory import MemoryStore  # noqa: E402
 
-MODES = ("off", "made", "encoded", "1%")
+MODES = ("off", "made", "encoded", "1%", "handed off")
 
 
 class _EncodeOnly(SpanExporter):
@@ -54,9 +59,30 @@ class _EncodeOnly(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def _spans(mode: str) -> tuple[Spans, TracerProvider | None]:
+class _PickledAway:
+    """The hand-off thread's work (pickling a batch) in the decision's thread, then nothing."""
+
+    def __init__(self) -> None:
+        self.batch: list[SpanFacts] = []
+        self.bytes = 0
+
+    def put(self, facts: SpanFacts) -> None:
+        self.batch.append(facts)
+        if len(self.batch) >= BATCH_SPANS:
+            self.bytes += len(pickle.dumps(self.batch, protocol=pickle.HIGHEST_PROTOCOL))
+            self.batch = []
+
+
+class _AlwaysOn:
+    def sampled(self, trace_id: int, name: str) -> bool:
+        return True
+
+
+def _spans(mode: str) -> tuple[DecisionSpans, TracerProvider | None]:
     if mode == "off":
         return NO_SPANS, None
+    if mode == "handed off":
+        return HandedOffSpans(_AlwaysOn(), _PickledAway(), follows_parent=True), None
     provider = TracerProvider(sampler=TraceIdRatioBased(0.01)) if mode == "1%" else TracerProvider()
     if mode != "made":
         provider.add_span_processor(BatchSpanProcessor(_EncodeOnly(), max_queue_size=1 << 20))

@@ -54,7 +54,7 @@ from runonce.kafka.record import Out
 from runonce.streams import records
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
-from runonce.telemetry.spans import NO_SPANS, Spans
+from runonce.telemetry.spans import NO_SPANS, DecisionSpans
 from runonce.wire.codec import Codec
 from runonce.wire.trace import TraceHeaders, Waited
 
@@ -91,7 +91,7 @@ class HoldEntry:
 
 class Holds:
     def __init__(self, store: StateStore, codec: Codec, metrics: StreamMetrics,
-                 final: Callable[[dict[str, Any], Outcome, Reason, str], Out], spans: Spans = NO_SPANS) -> None:
+                 final: Callable[[dict[str, Any], Outcome, Reason, str], Out], spans: DecisionSpans = NO_SPANS) -> None:
         """``final``: how a stage writes a final decision (its metrics, its output key)."""
         self.store = store
         self.codec = codec

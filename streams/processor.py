@@ -39,7 +39,7 @@ from runonce.streams.expiry import Sweeper
 from runonce.streams.holds import Holds
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound, StateStore
-from runonce.telemetry.spans import NO_SPANS, Spans
+from runonce.telemetry.spans import NO_SPANS, DecisionSpans
 from runonce.wire.codec import Codec
 from runonce.wire.headers import (
     H_ALERT,
@@ -348,7 +348,7 @@ class Pipeline:
 
     def __init__(self, *, codec: Codec, policies: PolicyBook, partitions: int, keys: StateStore,
                  scopes: StateStore, metrics: StreamMetrics, holds: StateStore | None = None,
-                 decides_scope_here: Callable[[int], bool] | None = None, spans: Spans = NO_SPANS) -> None:
+                 decides_scope_here: Callable[[int], bool] | None = None, spans: DecisionSpans = NO_SPANS) -> None:
         """``decides_scope_here(p)``: whether this worker owns the scope partition ``p`` now
         (it consumes the scoped topic's partition ``p`` and holds its state); stage 1 then
         hands a pass to stage 2 in place. Without it, every pass takes the scoped topic.

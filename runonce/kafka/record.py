@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from runonce.wire.trace import TRACEPARENT, TRACESTATE, carried
@@ -62,9 +62,13 @@ class Out:
         if find_header(self.headers, TRACEPARENT) is not None:
             return self
         context = carried(source)
-        return replace(self, headers=(*self.headers, *context)) if context else self
+        return self._with_headers((*self.headers, *context)) if context else self
 
     def with_trace(self, context: Headers) -> Out:
         """This record with ``context`` as its trace context (a span's own, made for it)."""
         kept = tuple((k, v) for k, v in self.headers if k not in (TRACEPARENT, TRACESTATE))
-        return replace(self, headers=(*kept, *context))
+        return self._with_headers((*kept, *context))
+
+    def _with_headers(self, headers: Headers) -> Out:
+        # not dataclasses.replace: it looks the fields up each call, and this runs per decision
+        return Out(self.topic, self.key, self.value, self.partition, headers, self.decision, self.replay)

@@ -6,4 +6,5 @@ but copying the caller's context headers (wire/trace.py).
 
 ``spans.py``: the contract and the default that does nothing; ``otel.py``: the spans, on
 OpenTelemetry's API (imported only when a provider is there); ``setup.py``: the provider of
-runonce's own processes."""
+runonce's own processes; ``handoff.py`` and ``exporter.py``: the stream worker's spans, made
+by an exporter process of its own off the decision path; ``configured.py`` picks."""

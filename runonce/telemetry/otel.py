@@ -49,6 +49,33 @@ def _headers_of(span: trace.Span) -> TraceHeaders:
     return headers
 
 
+#: a repeat's link to the first action's trace
+FIRST_ACTION = {"runonce.link": "first_action"}
+
+
+def decision_attributes(decided: Decided) -> dict[str, str]:
+    """A decision span's attributes (here, and in the stream worker's exporter process)."""
+    attributes = {"gen_ai.tool.name": decided.tool, "runonce.action.id": decided.action_id,
+                  "runonce.decision.outcome": decided.outcome, "runonce.decision.reason": decided.reason}
+    if decided.repeat_of is not None:
+        attributes["runonce.decision.repeat_of"] = decided.repeat_of
+    return attributes
+
+
+def wait_attributes(waited: Waited) -> dict[str, str]:
+    """A wait for a person's span's attributes."""
+    attributes = {"gen_ai.tool.name": waited.tool, "runonce.action.id": waited.action_id,
+                  "runonce.approval.change": waited.change}
+    if waited.decided_by is not None:
+        attributes["runonce.approval.decided_by"] = waited.decided_by
+    return attributes
+
+
+def wait_end_ms(waited: Waited) -> int:
+    """A wait ends with its verdict, never before its hold (event times may run backwards)."""
+    return max(waited.ended_at_ms, waited.held_at_ms)
+
+
 class OtelSpans:
     recording = True
 
@@ -70,29 +97,21 @@ class OtelSpans:
         first = _span_context_of(decided.first_traceparent)
         span = self.tracer.start_span(
             f"decide {decided.tool}", context=_context_of(request), kind=SpanKind.CONSUMER,
-            links=[trace.Link(first, {"runonce.link": "first_action"})] if first is not None else None)
+            links=[trace.Link(first, FIRST_ACTION)] if first is not None else None)
         if span.is_recording():  # an unsampled decision (most, at 1%) builds no attributes
-            span.set_attributes({"gen_ai.tool.name": decided.tool, "runonce.action.id": decided.action_id,
-                                 "runonce.decision.outcome": decided.outcome,
-                                 "runonce.decision.reason": decided.reason})
-            if decided.repeat_of is not None:
-                span.set_attribute("runonce.decision.repeat_of", decided.repeat_of)
+            span.set_attributes(decision_attributes(decided))
         span.end()
         return _headers_of(span)
 
     def wait(self, held: TraceHeaders, waited: Waited) -> TraceHeaders:
-        attributes = {"gen_ai.tool.name": waited.tool, "runonce.action.id": waited.action_id,
-                      "runonce.approval.change": waited.change}
-        if waited.decided_by is not None:
-            attributes["runonce.approval.decided_by"] = waited.decided_by
         # Made when the verdict is decided, with the hold's and the verdict's event times: a
         # wait of days is one span, and nothing is held open in the worker meanwhile.
         span = self.tracer.start_span(f"wait_for_approval {waited.tool}", context=_context_of(held),
-                                      kind=SpanKind.INTERNAL, attributes=attributes,
+                                      kind=SpanKind.INTERNAL, attributes=wait_attributes(waited),
                                       start_time=waited.held_at_ms * 1_000_000)
         if waited.change != "release":
             span.set_status(Status(StatusCode.ERROR, waited.change))
-        span.end(end_time=max(waited.ended_at_ms, waited.held_at_ms) * 1_000_000)
+        span.end(end_time=wait_end_ms(waited) * 1_000_000)
         return _headers_of(span)
 
     @contextlib.contextmanager

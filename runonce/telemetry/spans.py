@@ -17,13 +17,11 @@ from runonce.wire.trace import Decided, TraceHeaders, Waited, carried
 Finish = Callable[[str, int], None]
 
 
-class Spans(Protocol):
+class DecisionSpans(Protocol):
+    """The stream job's spans (streams/processor.py, streams/holds.py)."""
+
     #: whether spans are made at all: when not, a caller skips gathering what a span would show
     recording: bool
-
-    def submit(self, tool: str, action_id: str, caller: TraceHeaders) -> contextlib.AbstractContextManager[TraceHeaders]:
-        """Around publishing a request: a producer span, child of the caller's context."""
-        ...
 
     def decide(self, request: TraceHeaders, decided: Decided) -> TraceHeaders:
         """One decision, a child of its request's span (a repeat's linked to the first's)."""
@@ -31,6 +29,14 @@ class Spans(Protocol):
 
     def wait(self, held: TraceHeaders, waited: Waited) -> TraceHeaders:
         """A held action's wait for a person, ended: a child of the hold's decision."""
+        ...
+
+
+class Spans(DecisionSpans, Protocol):
+    """Every span runonce makes: the stream job's, an agent's submit, an executor's execution."""
+
+    def submit(self, tool: str, action_id: str, caller: TraceHeaders) -> contextlib.AbstractContextManager[TraceHeaders]:
+        """Around publishing a request: a producer span, child of the caller's context."""
         ...
 
     def execute(self, approved: TraceHeaders, tool: str, action_id: str,

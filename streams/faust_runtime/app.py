@@ -44,7 +44,7 @@ from runonce.streams.faust_runtime.stop import stop_before_ack
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.ports import Inbound
 from runonce.streams.processor import Pipeline
-from runonce.telemetry.configured import configured_spans
+from runonce.telemetry.configured import decision_spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
@@ -221,7 +221,7 @@ def create_faust_app(settings: Settings, policies: PolicyBook | None = None,
                                      f"{table.changelog_topic.get_topic_name()}, runonce creates {name}")
     sink = FaustSink(app, (topics.APPROVED, topics.DROPPED, topics.DLQ, topics.REKEY, topics.SCOPED, topics.HELD,
                            topics.VERDICTS), n)
-    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys), spans=configured_spans(),
+    pipeline = Pipeline(codec=codec, policies=policies, partitions=n, keys=FaustTableStore(keys), spans=decision_spans("runonce-worker", os.environ),
                         scopes=FaustTableStore(scopes), holds=FaustTableStore(holds), metrics=metrics)
     # Partitions moved: what the holds stage cached about due times is not this worker's any more.
     app.on_partitions_assigned.connect(lambda *_args, **_kwargs: pipeline.rolled_back())

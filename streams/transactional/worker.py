@@ -20,6 +20,7 @@ at all; read_committed readers never see a decision twice, even across SIGKILLs.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Callable
 
@@ -42,7 +43,7 @@ from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
-from runonce.telemetry.configured import configured_spans
+from runonce.telemetry.configured import decision_spans
 from runonce.wire.codec import Codec
 
 log = logging.getLogger("runonce.streams")
@@ -102,7 +103,7 @@ class TransactionalWorker(RunsItsLoop):
         self.tables = (self.keys, self.scopes, self.holds)
         # A pass whose scope partition this worker owns (its state is open here) is decided by
         # stage 2 in the same transaction: one commit, not two, for a scoped action.
-        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=configured_spans(),
+        self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=decision_spans("runonce-worker", os.environ),
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self.scopes.parts.__contains__)
         self.cap = BatchCap(settings.txn_max_records)

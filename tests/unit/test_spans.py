@@ -10,9 +10,12 @@ hold's context not kept), or without the wait for a person as a span of its own.
 
 from __future__ import annotations
 
+import io
+import pickle
 from typing import Iterator
 
 import pytest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,9 +25,11 @@ from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
 from runonce.kafka.record import find_header
 from runonce.streams.ports import Inbound
+from runonce.telemetry.exporter import serve
+from runonce.telemetry.handoff import FRAME, HandedOffSpans, SpanFacts
 from runonce.telemetry.otel import OtelSpans
 from runonce.telemetry.setup import asked
-from runonce.telemetry.spans import NO_SPANS, Spans
+from runonce.telemetry.spans import NO_SPANS, DecisionSpans
 from runonce.wire.trace import H_FIRST_TRACEPARENT, TRACEPARENT
 from tests.support.executor_fakes import FakeCheckpoint, FakeConsumer, Mailer, Msg, approved, executor, tp
 from tests.support.memory import MemoryPipeline
@@ -49,6 +54,40 @@ def exported() -> Iterator[tuple[OtelSpans, InMemorySpanExporter]]:
     provider.shutdown()
 
 
+class _Sampled:
+    def __init__(self, sampled: bool) -> None:
+        self.value = sampled
+
+    def sampled(self, trace_id: int, name: str) -> bool:
+        return self.value
+
+
+class _Exported:
+    """A handed-off span's way to the exporter process, in one: its facts through a frame, as
+    the exporter builds the span (telemetry/exporter.py), into the in-memory exporter."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self.exporter = exporter
+
+    def put(self, facts: SpanFacts) -> None:
+        frames = io.BytesIO()
+        payload = pickle.dumps([facts])
+        frames.write(FRAME.pack(len(payload)) + payload)
+        frames.seek(0)
+        serve(frames, self.exporter, Resource.create({"service.name": "runonce-worker"}))
+
+
+@pytest.fixture(params=["in-process", "handed-off"])
+def decision_exported(request: pytest.FixtureRequest,
+                      exported: tuple[OtelSpans, InMemorySpanExporter]) -> tuple[DecisionSpans, InMemorySpanExporter]:
+    """The stream job's spans both ways (OtelSpans, as an application's provider makes them;
+    HandedOffSpans, as runonce's worker makes them): the same spans, the same outputs."""
+    if request.param == "in-process":
+        return exported
+    exporter = InMemorySpanExporter()
+    return HandedOffSpans(_Sampled(True), _Exported(exporter), follows_parent=True), exporter
+
+
 def _ids(header: bytes | None) -> tuple[str, str]:
     assert header is not None
     _, trace_id, span_id, _ = header.decode().split("-")
@@ -61,8 +100,8 @@ def _no_secret(spans: tuple[ReadableSpan, ...]) -> None:
 
 
 def test_each_decision_is_a_span_in_its_callers_trace_and_its_outputs_carry_that_span(
-        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
-    spans, exporter = exported
+        decision_exported: tuple[DecisionSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = decision_exported
     m = MemoryPipeline(spans=spans)
     email = {"to": "a@example.com", "subject": "s", "body": SECRET}
     first = m.feed("send_email", email, timestamp_ms=1_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
@@ -81,8 +120,8 @@ def test_each_decision_is_a_span_in_its_callers_trace_and_its_outputs_carry_that
 
 
 def test_a_request_without_a_context_starts_a_trace_of_its_own(
-        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
-    spans, exporter = exported
+        decision_exported: tuple[DecisionSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = decision_exported
     m = MemoryPipeline(spans=spans)
     m.feed("send_email", {"to": "a@example.com", "subject": "s", "body": "b"}, timestamp_ms=1_000, key="k")
     (span,) = exporter.get_finished_spans()
@@ -105,8 +144,8 @@ def test_performing_an_approved_action_is_an_execute_tool_span_under_its_decisio
 
 
 def test_a_repeats_decision_links_to_the_first_actions_trace(
-        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
-    spans, exporter = exported
+        decision_exported: tuple[DecisionSpans, InMemorySpanExporter]) -> None:
+    spans, exporter = decision_exported
     m = MemoryPipeline(spans=spans)
     email = {"to": "a@example.com", "subject": "s", "body": "b"}
     m.feed("send_email", email, timestamp_ms=1_000, key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
@@ -131,9 +170,9 @@ def test_a_key_keeps_no_trace_when_spans_are_not_recorded() -> None:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["spans", "no-spans"])
 def test_a_held_actions_release_continues_its_trace_after_the_wait_for_a_person(
-        exported: tuple[OtelSpans, InMemorySpanExporter], recorded: bool) -> None:
-    spans: Spans = exported[0] if recorded else NO_SPANS
-    exporter = exported[1]
+        decision_exported: tuple[DecisionSpans, InMemorySpanExporter], recorded: bool) -> None:
+    spans: DecisionSpans = decision_exported[0] if recorded else NO_SPANS
+    exporter = decision_exported[1]
     m = MemoryPipeline(policies=HELD, spans=spans)
     record = m.feed("send_email", {"to": "a@example.com", "subject": "s", "body": SECRET}, timestamp_ms=1_000,
                     key="k-1", headers=((TRACEPARENT, PARENT.encode()),))
@@ -157,11 +196,11 @@ def test_a_held_actions_release_continues_its_trace_after_the_wait_for_a_person(
 
 
 def test_a_decision_redelivered_is_one_span_however_often_its_record_comes(
-        exported: tuple[OtelSpans, InMemorySpanExporter]) -> None:
+        decision_exported: tuple[DecisionSpans, InMemorySpanExporter]) -> None:
     """Catches a replay (the same record again after a crash, at least once; a verdict
     redelivered) making a second decide span, or a second wait and release, for one decision;
     stage 1's, stage 2's and a verdict's replays each."""
-    spans, exporter = exported
+    spans, exporter = decision_exported
     scoped = PolicyBook.from_toml("""
 [tools.update_salesforce_field]
 key = "require"
@@ -214,3 +253,28 @@ def test_a_verdict_dead_lettered_stays_in_its_approvers_trace() -> None:
 ])
 def test_tracing_is_on_only_when_the_standard_environment_asks(environ: dict[str, str], on: bool) -> None:
     assert asked(environ) is on
+
+
+@pytest.mark.parametrize("parent_flags, follows_parent, root_sampled, sampled", [
+    ("01", True, False, True),   # parent-based: a sampled request's decision is sampled
+    ("00", True, True, False),   # ... and an unsampled one's is not, whatever the root sampler says
+    ("01", False, False, False),  # a sampler that is not parent-based decides alone
+    (None, True, False, False),  # a root: the sampler decides
+    (None, True, True, True),
+])
+def test_a_handed_off_decision_is_sampled_as_the_sdk_would_sample_it(
+        parent_flags: str | None, follows_parent: bool, root_sampled: bool, sampled: bool) -> None:
+    """Catches the worker's handed-off spans sampling otherwise than OpenTelemetry's SDK in the
+    same process would (the request's flag ignored, or followed by a sampler that is not
+    parent-based), and an unsampled decision's outputs marked sampled (the executor would
+    record spans whose parent no one exported)."""
+    exporter = InMemorySpanExporter()
+    spans = HandedOffSpans(_Sampled(root_sampled), _Exported(exporter), follows_parent=follows_parent)
+    headers = ((TRACEPARENT, f"00-{TRACE_ID}-00f067aa0ba902b7-{parent_flags}".encode()),) if parent_flags else ()
+    m = MemoryPipeline(spans=spans)
+    m.feed("send_email", {"to": "a@example.com", "subject": "s", "body": "b"}, timestamp_ms=1_000, key="k", headers=headers)
+    written = find_header(m.outputs[topics.APPROVED][0][2], TRACEPARENT)
+    assert written is not None and written.decode().endswith("-01" if sampled else "-00")
+    assert len(exporter.get_finished_spans()) == (1 if sampled else 0)
+    if parent_flags:
+        assert _ids(written)[0] == TRACE_ID  # the request's trace, sampled or not
