@@ -15,7 +15,8 @@ Each turn measures, with bench/decision_latency.py's reader and load:
   p99 from a record's CreateTime to a read_committed reader seeing its decision, the first 5 s
   left out;
 * **throughput**: a backlog of ``--backlog`` actions produced before the worker starts, then
-  decided: actions over the time from the first decision seen to the last.
+  decided: actions over the time from the first decision seen to the last; and the CPU the
+  worker, its span exporter, Jaeger and the broker spent over that time, per 1,000 decisions.
 
 The load carries no caller context (as an agent without tracing), so each decision is the
 root of its trace and the sampler decides it. Modes take turns, the order rotating per round.
@@ -27,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -83,8 +86,32 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
+#: the processes whose CPU a backlog's turn accounts, by what their command line holds
+CPU_OF = {"worker": b"trace-cost\x00", "span exporter": b"runonce.telemetry.exporter", "jaeger": b"jaeger",
+          "broker": b"kafka.Kafka"}
+#: each mode's CPU per 1,000 decisions of its backlogs, by process, in ms
+CPU_MS: dict[str, dict[str, list[float]]] = {}
+
+
+def cpu_ticks_of() -> dict[str, int]:
+    """CPU time so far (clock ticks) of the processes CPU_OF names."""
+    found = dict.fromkeys(CPU_OF, 0)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            for name, mark in CPU_OF.items():
+                if mark in cmdline:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    found[name] += int(fields[11]) + int(fields[12])
+                    break
+        except OSError:
+            continue
+    return found
+
+
 def throughput(settings: Any, mode: str, jaeger: Jaeger, n: int) -> float:
-    """Actions per second deciding a backlog of ``n`` produced while no worker ran."""
+    """Actions per second deciding a backlog of ``n`` produced while no worker ran; the CPU each
+    process spent from the first decision seen to the last goes to CPU_MS."""
     codec = Codec()
     bootstrap = settings.kafka_access()
     requests = runonce_load("steady", n, f"t{uuid.uuid4().hex[:6]}")
@@ -93,9 +120,17 @@ def throughput(settings: Any, mode: str, jaeger: Jaeger, n: int) -> float:
     offer(bootstrap, topics.REQUESTED, records, 50_000.0, "batched", stamp_header=False)
     worker = start_worker(settings, mode, jaeger)
     try:
+        while not reader.seen:  # from the first decision: the processes' start-up is not a decision's
+            assert worker.poll() is None, "the worker exited"
+            time.sleep(0.005)
+        before, decided_before = cpu_ticks_of(), len(reader.seen)
         reader.wait_for(n, 300)
+        after = cpu_ticks_of()
     finally:
         stop(worker)
+    per_k_ms = 1000 / (n - decided_before) * 1000 / os.sysconf("SC_CLK_TCK")
+    for name in CPU_OF:
+        CPU_MS.setdefault(mode, {}).setdefault(name, []).append((after[name] - before[name]) * per_k_ms)
     seen = [reader.seen[r["action_id"]][1] for r in requests if r["action_id"] in reader.seen]
     assert len(seen) == n, f"{n - len(seen)} decisions not seen"
     return round(n / ((max(seen) - min(seen)) / 1000), 1)
@@ -148,6 +183,9 @@ def main() -> int:
         summary[mode]["throughput_ratio"] = round(summary[mode]["throughput_per_s"] / summary["off"]["throughput_per_s"], 3)
         summary[mode]["p99_ratio"] = round(summary[mode]["p99"] / summary["off"]["p99"], 3)
         summary[mode]["p50_ratio"] = round(summary[mode]["p50"] / summary["off"]["p50"], 3)
+    for mode in MODES:  # the untimed warm-up's figures are left out
+        summary[mode]["cpu_ms_per_1k_decisions"] = {
+            name: round(statistics.median(values[-args.rounds:])) for name, values in CPU_MS[mode].items()}
     print(json.dumps({"rate": args.rate, "backlog": args.backlog, "rounds": rows, "summary": summary}, indent=2))
     return 0
 
