@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -26,13 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.local_broker import local_broker, payments_stack  # noqa: E402
 from runonce.connectors.executor import registry  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
-from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
-from runonce.ops import child
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.wire.codec import Codec  # noqa: E402
 
@@ -77,50 +73,39 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=300)
     args = ap.parse_args()
-    with local_broker("agent-call", say) as settings:
-        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
-        env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
-        procs = [child.start(argv, env, OUT / f"agent-call-{name}.log", own_session=False)
-                 for name, argv in (("worker", ["worker", "--name", "agent-call"]),
-                                    ("executor", ["executor", "--vendor", "payments"]))]
-        try:
-            direct = []
-            stripe = registry.load(sandbox.write_connectors(), {})["payments"].connector
-            for i in range(args.calls):
-                t = time.perf_counter()
-                key = f"direct-{i}-{uuid.uuid4().hex}"
-                stripe.perform(ActionCall(key, "charge_payment", {"card": "tok", "amount_cents": 1}, key))
-                direct.append((time.perf_counter() - t) * 1000)
-            through: list[tuple[float, str, float, float]] = []
-            with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
-                for i in range(WARMUP + args.calls):
-                    t, submitted_ms = time.perf_counter(), time.time() * 1000
-                    handle = client.submit("charge_payment", {"card": "tok", "amount_cents": 100 + i},
-                                           idempotency_key=f"call-{uuid.uuid4().hex}")
-                    outcome = handle.result(60)
-                    assert outcome.status == "succeeded", outcome
-                    if i >= WARMUP:
-                        through.append(((time.perf_counter() - t) * 1000, handle.action_id, submitted_ms,
-                                        time.time() * 1000))
-            ms = [m for m, *_ in through]
-            at = timestamps(settings.bootstrap_servers())
-            paths = [path_ms(at[action_id], sub, done) for _, action_id, sub, done in through]
-            slowest = [path_ms(at[action_id], sub, done) for m, action_id, sub, done in sorted(through)
-                       if m >= pct(ms, 0.99)]
-            print(json.dumps({"calls": args.calls,
-                              "vendor_direct_ms": {"p50": pct(direct, 0.5), "p99": pct(direct, 0.99)},
-                              "through_runonce_ms": {"p50": pct(ms, 0.5), "p99": pct(ms, 0.99),
-                                                     "mean": round(statistics.fmean(ms), 1)},
-                              "stages_ms": {stage: {"p50": pct([p[stage] for p in paths], 0.5),
-                                                    "p99": pct([p[stage] for p in paths], 0.99)}
-                                            for stage in STAGES},
-                              "slowest_1pct_paths_ms": [{k: round(v, 1) for k, v in p.items()} for p in slowest]},
-                             indent=2))
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(30)
-            sandbox.stop()
+    with local_broker("agent-call", say) as settings, payments_stack(settings, "agent-call") as sandbox:
+        direct = []
+        stripe = registry.load(sandbox.write_connectors(), {})["payments"].connector
+        for i in range(args.calls):
+            t = time.perf_counter()
+            key = f"direct-{i}-{uuid.uuid4().hex}"
+            stripe.perform(ActionCall(key, "charge_payment", {"card": "tok", "amount_cents": 1}, key))
+            direct.append((time.perf_counter() - t) * 1000)
+        through: list[tuple[float, str, float, float]] = []
+        with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
+            for i in range(WARMUP + args.calls):
+                t, submitted_ms = time.perf_counter(), time.time() * 1000
+                handle = client.submit("charge_payment", {"card": "tok", "amount_cents": 100 + i},
+                                       idempotency_key=f"call-{uuid.uuid4().hex}")
+                outcome = handle.result(60)
+                assert outcome.status == "succeeded", outcome
+                if i >= WARMUP:
+                    through.append(((time.perf_counter() - t) * 1000, handle.action_id, submitted_ms,
+                                    time.time() * 1000))
+        ms = [m for m, *_ in through]
+        at = timestamps(settings.bootstrap_servers())
+        paths = [path_ms(at[action_id], sub, done) for _, action_id, sub, done in through]
+        slowest = [path_ms(at[action_id], sub, done) for m, action_id, sub, done in sorted(through)
+                   if m >= pct(ms, 0.99)]
+        print(json.dumps({"calls": args.calls,
+                          "vendor_direct_ms": {"p50": pct(direct, 0.5), "p99": pct(direct, 0.99)},
+                          "through_runonce_ms": {"p50": pct(ms, 0.5), "p99": pct(ms, 0.99),
+                                                 "mean": round(statistics.fmean(ms), 1)},
+                          "stages_ms": {stage: {"p50": pct([p[stage] for p in paths], 0.5),
+                                                "p99": pct([p[stage] for p in paths], 0.99)}
+                                        for stage in STAGES},
+                          "slowest_1pct_paths_ms": [{k: round(v, 1) for k, v in p.items()} for p in slowest]},
+                         indent=2))
     return 0
 
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,9 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.agent_call import timestamps  # noqa: E402
 from bench.executor_throughput import CHARGES, approve  # noqa: E402
-from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.local_broker import local_broker, payments_stack  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
-from runonce.ops import child  # noqa: E402
 from runonce.sdk.client import ActionClient, Call  # noqa: E402
 
 WARMUP = 20
@@ -90,42 +87,31 @@ def main() -> int:
     ap.add_argument("--actions", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    with local_broker("burst", say) as settings:
-        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix="runonce-bench-"))).start()
-        env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
-        procs = [child.start(argv, env, OUT / f"burst-{name}.log", own_session=False)
-                 for name, argv in (("worker", ["worker", "--name", "burst"]),
-                                    ("executor", ["executor", "--vendor", "payments"]))]
-        try:
-            runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-            with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
-                for i in range(WARMUP):
-                    client.submit("charge_payment", {"card": "tok", "amount_cents": i},
-                                  idempotency_key=f"warm-{uuid.uuid4().hex}").result(120)
-                for n in range(args.rounds):
-                    # the order rotates, so none always runs on a warmer machine
-                    for mode in MODES[n % len(MODES):] + MODES[:n % len(MODES)]:
-                        if mode == "alone":
-                            got = {"actions_per_s": executor_alone(settings, sandbox, args.actions)}
-                        else:
-                            got = burst(client, settings.bootstrap_servers(), args.actions, mode == "submit_many")
-                        runs[mode].append(got)
-                        say(f"round {n + 1} {mode}: " + ", ".join(f"{k} {v:,.0f}" for k, v in got.items()))
-            med = {mode: statistics.median(r["actions_per_s"] for r in rs) for mode, rs in runs.items()}
-            print(json.dumps({
-                "actions": args.actions, "rounds": args.rounds,
-                **{f"{mode}_per_s": round(v) for mode, v in med.items()},
-                **{f"{mode}_over_alone": round(med[mode] / med["alone"], 2) for mode in MODES if mode != "alone"},
-                **{f"{mode}_timeline_ms": {k: round(statistics.median(r[k] for r in runs[mode]))
-                                           for k in runs[mode][0] if k != "actions_per_s"}
-                   for mode in MODES if mode != "alone"},
-                "spread": {mode: [round(r["actions_per_s"]) for r in rs] for mode, rs in runs.items()},
-            }, indent=2))
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(30)
-            sandbox.stop()
+    with local_broker("burst", say) as settings, payments_stack(settings, "burst") as sandbox:
+        runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+        with ActionClient(settings.bootstrap_servers(), agent_id="bench") as client:
+            for i in range(WARMUP):
+                client.submit("charge_payment", {"card": "tok", "amount_cents": i},
+                              idempotency_key=f"warm-{uuid.uuid4().hex}").result(120)
+            for n in range(args.rounds):
+                # the order rotates, so none always runs on a warmer machine
+                for mode in MODES[n % len(MODES):] + MODES[:n % len(MODES)]:
+                    if mode == "alone":
+                        got = {"actions_per_s": executor_alone(settings, sandbox, args.actions)}
+                    else:
+                        got = burst(client, settings.bootstrap_servers(), args.actions, mode == "submit_many")
+                    runs[mode].append(got)
+                    say(f"round {n + 1} {mode}: " + ", ".join(f"{k} {v:,.0f}" for k, v in got.items()))
+        med = {mode: statistics.median(r["actions_per_s"] for r in rs) for mode, rs in runs.items()}
+        print(json.dumps({
+            "actions": args.actions, "rounds": args.rounds,
+            **{f"{mode}_per_s": round(v) for mode, v in med.items()},
+            **{f"{mode}_over_alone": round(med[mode] / med["alone"], 2) for mode in MODES if mode != "alone"},
+            **{f"{mode}_timeline_ms": {k: round(statistics.median(r[k] for r in runs[mode]))
+                                       for k in runs[mode][0] if k != "actions_per_s"}
+               for mode in MODES if mode != "alone"},
+            "spread": {mode: [round(r["actions_per_s"]) for r in rs] for mode, rs in runs.items()},
+        }, indent=2))
     return 0
 
 

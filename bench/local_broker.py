@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from confluent_kafka import Producer
 
+from runonce.connectors.vendors.sandbox.local import LocalVendors
 from runonce.devbroker.broker import Broker
 from runonce.devbroker.users import SUPER_USER, client_config, write_private, write_users
 from runonce.kafka import topics
@@ -49,6 +51,24 @@ def local_broker(name: str, say: Callable[[str], None], *, secure: bool = False)
         yield settings
     finally:
         broker.stop()
+
+
+@contextmanager
+def payments_stack(settings: Settings, name: str) -> Iterator[LocalVendors]:
+    """On the bench broker: the sandbox vendors, a stream worker and a payments executor, each
+    its own process (logs in bench/out/NAME-worker.log, NAME-executor.log); stopped however
+    the run ends. Yields the sandbox (its ledger holds every request)."""
+    sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix="runonce-bench-"))).start()
+    env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
+    procs = [child.start(argv, env, OUT / f"{name}-{role}.log", own_session=False)
+             for role, argv in (("worker", ["worker", "--name", name]), ("executor", ["executor", "--vendor", "payments"]))]
+    try:
+        yield sandbox
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
+        sandbox.stop()
 
 
 def principal_env(settings: Settings) -> dict[str, str]:

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,9 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Producer  # noqa: E402
 
-from bench.local_broker import OUT, local_broker  # noqa: E402
+from bench.local_broker import local_broker, payments_stack  # noqa: E402
 from runonce.kafka import topics  # noqa: E402
-from runonce.ops import child
 from runonce.sdk.client import ActionClient  # noqa: E402
 from runonce.sdk.submit import build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
@@ -103,22 +100,10 @@ def main() -> int:
     if args.probe:
         probe(*args.probe)
         return 0
-    from runonce.connectors.vendors.sandbox.local import LocalVendors
 
-    with local_broker("sdk", say) as settings:
-        sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
+    with local_broker("sdk", say) as settings, payments_stack(settings, "sdk") as sandbox:
         vendors = sandbox.vendors
-        env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
-        procs = [child.start(argv, env, OUT / f"sdk-{name}.log", own_session=False)
-                 for name, argv in (("worker", ["worker", "--name", "sdk-bench"]),
-                                    ("executor", ["executor", "--vendor", "payments"]))]
-        try:
-            print(json.dumps(measure(settings, vendors, sorted(args.sizes)), indent=2))
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(30)
-            sandbox.stop()
+        print(json.dumps(measure(settings, vendors, sorted(args.sizes)), indent=2))
     return 0
 
 

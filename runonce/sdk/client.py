@@ -206,9 +206,10 @@ class ActionClient:
                 for action_id in (str(record["action_id"]) for record in records)]
 
     def _checked(self, call: Call, agent_id: str | None, tenant: str | None) -> dict[str, Any]:
-        """The call's request record, once the stream job's own checks
-        pass (core/limits.py, the policy's fields): InvalidAction names the field and the bound.
-        The stream job keeps them for producers that bypass this client."""
+        """The door: the call's request record, once it passes the stream job's own checks
+        (core/limits.py, the policy's fields), before anything is published; InvalidAction
+        names the field and the bound. The stream job keeps them for producers that bypass
+        this client."""
         if not self.policies.for_tool(call.tool).named and call.tool not in self._warned:
             self._warned.add(call.tool)
             warnings.warn(f"no runonce policy names tool {call.tool!r}: it gets the [default] policy", stacklevel=3)

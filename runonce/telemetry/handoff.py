@@ -132,6 +132,11 @@ class ExporterPipe:
             if len(self._spans) >= BATCH_SPANS:
                 self._due.set()
 
+    @property
+    def pid(self) -> int | None:
+        """The exporter process's, while one runs."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Send what waits, and let the exporter send it before it ends."""
         self._stopping.set()
