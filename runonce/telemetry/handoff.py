@@ -159,7 +159,8 @@ class ExporterPipe:
             for start in range(0, len(spans), BATCH_SPANS):
                 self._send(spans[start:start + BATCH_SPANS])
             if self.dropped > warned_drops:
-                log.warning("traces: %d spans dropped so far: the exporter fell %d behind", self.dropped, MAX_BUFFERED)
+                log.warning("traces: %d spans dropped so far: more than %d waited for the exporter", self.dropped,
+                            MAX_BUFFERED)
                 warned_drops = self.dropped
             if self._stopping.is_set():
                 return
@@ -172,10 +173,17 @@ class ExporterPipe:
                 stdin.write(FRAME.pack(len(payload)) + payload)
                 stdin.flush()
                 return
-            except (BrokenPipeError, OSError) as exc:
+            except OSError as exc:  # BrokenPipeError: it exited since the check
                 log.warning("traces: the span exporter is gone (%s); starting it again", exc)
-                self._proc = None
+                self._gone()
         self.dropped += len(batch)
+
+    def _gone(self) -> None:
+        """Forget an exporter that can take nothing more, reaped, never left a zombie."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
 
     def _stdin(self) -> IO[bytes]:
         if self._proc is None or self._proc.poll() is not None:
