@@ -154,8 +154,14 @@ class _Stage:
             f"{type(exc).__name__} while deciding: {exc}"[:2000])
         return self.dead_letter(inbound, error, origin, **kwargs)
 
+    def encoded(self, record: dict[str, Any], request_body: bytes | None) -> bytes:
+        """An ActionDecision's bytes; its request's as they arrived (``Codec.body_of``) when given."""
+        if request_body is not None:
+            return self.codec.encode_after("ActionDecision", request_body, record)
+        return self.codec.encode("ActionDecision", record)
+
     def final(self, record: dict[str, Any], outcome: Outcome, reason: Reason, tool: str,
-              extra_headers: Headers = ()) -> Out:
+              extra_headers: Headers = (), request_body: bytes | None = None) -> Out:
         labels = (outcome.value, reason.value, tool)
         counter = self._decided.get(labels)
         if counter is None:
@@ -164,11 +170,11 @@ class _Stage:
         # requested (the broker's append time) -> decided (now): what a dashboard's latency shows;
         # the decision itself never reads the clock
         self._age.observe(max(0.0, time.time() - record["event_time_ms"] / 1000))
-        return Out(routing.next_topic(outcome), records.output_key(record), self.codec.encode("ActionDecision", record),
+        return Out(routing.next_topic(outcome), records.output_key(record), self.encoded(record, request_body),
                    headers=(*extra_headers, (H_POLICIES, self._policies_digest)), decision=record)
 
     def conclude(self, record: dict[str, Any], outcome: Outcome, reason: Reason, action: Action, policy: Policy,
-                 partition: int, extra_headers: Headers = ()) -> Out:
+                 partition: int, extra_headers: Headers = (), request_body: bytes | None = None) -> Out:
         """A final decision, or, for an approval its policy holds for a person's yes, a hold
         on ``partition`` (streams/holds.py)."""
         rule = policy.approval
@@ -176,7 +182,7 @@ class _Stage:
             why = rule.why(action.params)
             if why is not None:
                 return self.holds.hold(record, rule, why, partition)
-        return self.final(record, outcome, reason, action.tool, extra_headers)
+        return self.final(record, outcome, reason, action.tool, extra_headers, request_body)
 
     def sweep(self, partition: int, event_time_ms: int) -> None:
         try:
@@ -225,6 +231,7 @@ class KeyStage(_Stage):
     def _decide(self, inbound: Inbound, origin: Origin) -> Out:
         started = time.perf_counter()
         _, record = self.codec.decode(inbound.value, expect="ActionRequested")
+        request_body = self.codec.body_of(inbound.value or b"", "ActionRequested")  # decoded, so not None
         action = Action.from_record(record, self.policies)
         policy = self.policies.for_tool(action.tool)
         scope, natural_id = scope_of(action, policy)  # before any state
@@ -247,16 +254,17 @@ class KeyStage(_Stage):
             if self.scope_stage is not None and self.decides_scope_here(scope_partition):
                 # This worker owns the scope's partition: stage 2 decides now, in this
                 # transaction, instead of after a hop through the scoped topic.
-                result = self.scope_stage.decide(out, action, policy, scope, natural_id, origin, scope_partition)
+                result = self.scope_stage.decide(out, action, policy, scope, natural_id, origin, scope_partition,
+                                                 request_body=request_body)
             else:
-                result = Out(routing.next_topic(decision.outcome), scope.encode(),
-                             self.codec.encode("ActionDecision", out), partition=scope_partition)
+                result = Out(routing.next_topic(decision.outcome), scope.encode(), self.encoded(out, request_body),
+                             partition=scope_partition)
         else:
             if unkeyed and not decision.replay:
                 self.metrics.unkeyed.labels(action.tool).inc()
             first = prior.first_traceparent if prior is not None and decision.repeat_of is not None else None
             result = self.conclude(out, decision.outcome, decision.reason, action, policy, p,
-                                   ((H_FIRST_TRACEPARENT, first.encode("ascii")),) if first else ())
+                                   ((H_FIRST_TRACEPARENT, first.encode("ascii")),) if first else (), request_body)
         new_state = decision.new_state
         if self.keeps_traces and new_state is not None and not decision.replay:
             traceparent = dict(carried(inbound.headers)).get(TRACEPARENT)
@@ -311,9 +319,10 @@ class ScopeStage(_Stage):
             return self.failed(inbound, exc, origin)
 
     def decide(self, record: dict[str, Any], action: Action, policy: Policy, scope: str, natural_id: str | None,
-               origin: Origin, p: int, started: float | None = None) -> Out:
+               origin: Origin, p: int, started: float | None = None, request_body: bytes | None = None) -> Out:
         """Stage 2 for one stage-1 pass (``record``), on the scope's partition ``p``: from the
-        scoped topic, or straight from stage 1 when this worker owns ``p``."""
+        scoped topic, or straight from stage 1 when this worker owns ``p`` (``request_body``:
+        its request's bytes as they arrived)."""
         started = time.perf_counter() if started is None else started
         raw = self.store.get(p, scope.encode())
         prior = _state(ScopeState, raw, p) if raw is not None else None
@@ -330,7 +339,7 @@ class ScopeStage(_Stage):
                                 "actions in it are dead-lettered until its claims expire")
         out = records.stage2_record(record, decision, scoped(action.tenant, natural_id) if natural_id else None)
         alert = [(H_ALERT, decision.reason.value.encode())] if decision.reason is Reason.BUDGET_EXHAUSTED else []
-        result = self.conclude(out, decision.outcome, decision.reason, action, policy, p, alert)
+        result = self.conclude(out, decision.outcome, decision.reason, action, policy, p, alert, request_body)
         if state is not None:  # state last, as in stage 1
             self.store.put(p, scope.encode(), state)
         self._latency.observe(time.perf_counter() - started)

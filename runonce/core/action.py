@@ -35,7 +35,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are unique in NFC: with two ``to`` keys, which one is the recipient?"""
     out: dict[str, Any] = {}
     for key, value in pairs:
-        norm = key if unicodedata.is_normalized("NFC", key) else unicodedata.normalize("NFC", key)
+        norm = key if key.isascii() or unicodedata.is_normalized("NFC", key) else unicodedata.normalize("NFC", key)
         if norm in out:
             raise ValueError(f"duplicate key {norm[:80]!r}")
         out[norm] = value
@@ -44,6 +44,10 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+#: made once: ``json.loads`` with any option builds a new decoder at each call
+_PARAMS = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_refuse_constant)
 
 
 def _depth(value: Any) -> int:
@@ -67,7 +71,7 @@ def parse_params(params_json: str, action_id: str) -> dict[str, Any]:
         raise InvalidAction(f"action {action_id}: params_json is {size} bytes, over the limit of "
                             f"{limits.MAX_PARAMS_BYTES}")
     try:
-        params = json.loads(params_json, object_pairs_hook=_pairs, parse_constant=_refuse_constant)
+        params = _PARAMS.decode(params_json)
     except RecursionError:  # deeper than the interpreter's stack: far past MAX_JSON_DEPTH
         raise InvalidAction(f"action {action_id}: params_json is nested deeper than {limits.MAX_JSON_DEPTH}") from None
     except ValueError as exc:

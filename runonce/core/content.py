@@ -11,9 +11,12 @@ import hashlib
 import json
 from typing import Any
 
+#: made once: ``json.dumps`` with any option builds a new encoder at each call
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def sha256_hex(text: str) -> str:

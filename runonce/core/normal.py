@@ -25,7 +25,9 @@ class NormalForm(enum.Enum):
 def nfc(value: Any) -> Any:
     """``value`` with every string in it (keys too) in NFC. Depth is bounded before this runs."""
     if isinstance(value, str):
-        return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
+        # ASCII is NFC, and asking a str whether it is ASCII reads a flag
+        return value if value.isascii() or unicodedata.is_normalized("NFC", value) else unicodedata.normalize(
+            "NFC", value)
     if isinstance(value, dict):
         return {nfc(k): nfc(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -18,6 +18,8 @@ PREFIX = "tenant/"
 
 def check_tenant(tenant: str, action_id: str = "?") -> str:
     """A tenant name: 1..MAX_TENANT_CHARS printable characters, no '/' and no whitespace."""
+    if tenant == DEFAULT_TENANT:
+        return tenant
     if (not isinstance(tenant, str) or not 0 < len(tenant) <= limits.MAX_TENANT_CHARS or not tenant.isprintable()
             or "/" in tenant or any(c.isspace() for c in tenant)):
         raise InvalidAction(f"action {action_id}: tenant must be 1..{limits.MAX_TENANT_CHARS} printable characters "

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runonce.errors import DecodeError, UnknownSchema
 from runonce.sdk.submit import build_request
@@ -96,3 +99,54 @@ def test_wrong_record_type_is_named(codec: Codec) -> None:
     data = codec.encode("ActionRequested", build_request("t", {}, agent_id="a"))
     with pytest.raises(DecodeError, match="expected a ActionDecision record, got ActionRequested"):
         codec.decode(data, expect="ActionDecision")
+
+
+_ids = st.text(st.characters(codec="utf-8"), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tool=_ids, params=st.dictionaries(_ids, st.one_of(st.integers(), _ids), max_size=3),
+       key=st.none() | _ids.filter(bool), outcome=st.sampled_from(["APPROVED", "DROPPED", "PASSED", "HELD"]),
+       numbers=st.lists(st.none() | st.integers(0, 2**31 - 1), min_size=4, max_size=4), natural_id=st.none() | _ids)
+def test_a_decision_written_behind_its_requests_bytes_is_the_decision_encoded_whole(
+        tool: str, params: dict[str, Any], key: str | None, outcome: str, numbers: list[int | None],
+        natural_id: str | None) -> None:
+    codec = Codec()
+    request = build_request(tool, params, agent_id="a", idempotency_key=key)
+    body = codec.body_of(codec.encode("ActionRequested", request), "ActionRequested")
+    assert body is not None
+    decision = {"request": request, "outcome": outcome, "reason": "unique", "dedup_key": key or "", "unkeyed": not key,
+                "content_hash": "h", "matched_key": natural_id, "first_action_id": natural_id,
+                "first_partition": numbers[0], "first_offset": numbers[1], "window_ms": numbers[2],
+                "event_time_ms": 5, "source_partition": 2, "source_offset": 3, "hold_expires_at_ms": numbers[3],
+                "natural_id": natural_id}
+    assert codec.encode_after("ActionDecision", body, decision) == codec.encode("ActionDecision", decision)
+
+
+def test_bytes_after_the_body_are_refused(codec: Codec) -> None:
+    data = codec.encode("ActionRequested", build_request("t", {}, agent_id="a"))
+    with pytest.raises(DecodeError, match="ActionRequested body is followed by 2 bytes that are not part of it"):
+        codec.decode(data + b"\x00\x02")
+
+
+def test_a_request_of_an_earlier_version_has_no_body_to_reuse(codec: Codec) -> None:
+    # its body encodes the v1 fields only: a decision embedding it must encode the request whole
+    data = v1_request(codec, build_request("t", {}, agent_id="a"))
+    assert codec.decode(data)[0] == "ActionRequested"
+    assert codec.body_of(data, "ActionRequested") is None
+    current = codec.encode("ActionRequested", build_request("t", {}, agent_id="a"))
+    assert codec.body_of(current, "ActionRequested") == current[10:]
+
+
+def v1_request(codec: Codec, request: dict[str, Any]) -> bytes:
+    """``request`` as a client of schemas/history/action_requested.v1.avsc wrote it."""
+    import io
+
+    import fastavro
+    from fastavro.schema import to_parsing_canonical_form
+
+    from runonce import schemas
+    v1 = fastavro.parse_schema(schemas.load_raw("action_requested.v1.avsc", "history"), named_schemas={})
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, v1, request)
+    return MAGIC + struct.pack("<Q", crc64_avro(to_parsing_canonical_form(v1).encode())) + body.getvalue()

@@ -3,10 +3,17 @@ agree where a key lives, or a record is re-keyed forever or judged by the wrong 
 
 from __future__ import annotations
 
+from typing import Callable
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runonce.kafka.partitioner import murmur2, partition_for
+from runonce.kafka import partitioner
+from runonce.kafka.partitioner import murmur2, murmur2_python, partition_for
+
+#: the worker's (compiled, from its extra) and the SDK's without it
+IMPLEMENTATIONS = pytest.mark.parametrize("hash_of", [murmur2, murmur2_python], ids=["in use", "python"])
 
 #: Kafka's own vectors (clients' UtilsTest.testMurmur2), as Java's signed ints
 KAFKA_VECTORS = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
@@ -34,14 +41,22 @@ def _reference(data: bytes) -> int:
     return h ^ (h >> 15)
 
 
-def test_kafkas_own_vectors() -> None:
+@IMPLEMENTATIONS
+def test_kafkas_own_vectors(hash_of: Callable[[bytes], int]) -> None:
     for key, signed in KAFKA_VECTORS.items():
-        assert murmur2(key.encode()) == signed & 0xFFFFFFFF, key
+        assert hash_of(key.encode()) == signed & 0xFFFFFFFF, key
 
 
-@given(st.binary(max_size=200))
-def test_agrees_with_the_byte_by_byte_reading(data: bytes) -> None:
-    assert murmur2(data) == _reference(data)
+@IMPLEMENTATIONS
+@given(data=st.binary(max_size=200))
+def test_agrees_with_the_byte_by_byte_reading(hash_of: Callable[[bytes], int], data: bytes) -> None:
+    assert hash_of(data) == _reference(data)
+
+
+def test_the_worker_hashes_with_the_compiled_murmur2() -> None:
+    """The worker's extra is installed here: the stream job's two hashes a decision are Rust's."""
+    assert murmur2 is not murmur2_python
+    assert partitioner.murmur2.__name__ == "murmur2_compiled"
 
 
 def test_a_key_lives_on_one_partition_however_given() -> None:

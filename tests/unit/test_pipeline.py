@@ -21,6 +21,7 @@ from runonce.wire.headers import (
     H_ORIGIN_PARTITION,
     H_ORIGIN_TOPIC,
 )
+from runonce.wire.keys import routing_key
 from tests.support.memory import MemoryPipeline
 
 T0 = 1_800_000_000_000
@@ -211,3 +212,34 @@ def test_an_approved_decision_carries_the_natural_id_its_tenants_own() -> None:
     other_tenant.feed_raw(other_tenant.codec.encode("ActionRequested", record), key=record["action_id"].encode(),
                           timestamp_ms=T0)
     assert other_tenant.decision_for(record["action_id"])["natural_id"] == f"tenant/acme/{derived}"
+
+
+@pytest.mark.parametrize("inline_scopes", [True, False], ids=["stage 2 in place", "through the scoped topic"])
+def test_every_decision_is_its_record_encoded_whole_and_holds_its_request_as_sent(inline_scopes: bool) -> None:
+    """A decision reuses its request's bytes (``Codec.body_of``): they must be exactly the
+    request's encoding, and a request of an earlier schema version is encoded whole."""
+    from tests.unit.test_codec import v1_request
+
+    pipe = MemoryPipeline(inline_scopes=inline_scopes)
+    sent = []
+    for i, (tool, params, key) in enumerate([
+            ("charge_payment", {"amount_cents": 500, "customer": "c1"}, "order-1"),   # stage 1 only
+            ("send_email", {"to": "Lead@Example.com", "body": "hi"}, None),          # stage 2
+            ("send_email", {"to": "lead@example.com", "body": "hi"}, None),          # its repeat
+            ("post_slack_message", {"channel": "ops", "text": "é"}, "slack-1")]):
+        for old in (False, True):
+            request = build_request(tool, params, agent_id="a", idempotency_key=f"{key}-{old}" if key else None,
+                                    requested_at_ms=T0 + i)
+            if key is None:
+                request["params_json"] = request["params_json"][:-1] + f', "v1": {str(old).lower()}}}'
+            value = v1_request(pipe.codec, request) if old else pipe.codec.encode("ActionRequested", request)
+            pipe.feed_raw(value, key=routing_key(request, pipe.pipeline.keys.policies).encode(),
+                          timestamp_ms=T0 + i)
+            sent.append(request)
+    decisions = [value for topic in (topics.APPROVED, topics.DROPPED) for _, value, _ in pipe.outputs[topic]]
+    assert len(decisions) == len(sent) and not pipe.outputs[topics.DLQ]
+    for value in decisions:
+        _, record = pipe.codec.decode(value, expect="ActionDecision")
+        assert pipe.codec.encode("ActionDecision", record) == value
+    by_id = {pipe.codec.decode(v)[1]["request"]["action_id"]: pipe.codec.decode(v)[1]["request"] for v in decisions}
+    assert by_id == {r["action_id"]: r for r in sent}
