@@ -4,11 +4,14 @@ Wire format (Avro spec, "Single-object encoding")::
 
     C3 01 | 8-byte little-endian CRC-64-AVRO fingerprint of the parsing canonical form | Avro binary body
 
-so a record names its schema without a registry. fastavro is used on the hot path
-(the avro package is ~11x slower for a record of this size); the avro package is
-only used by the schema compatibility test.
+so a record names its schema without a registry. Flat records (fields of primitives, enums
+and nullable primitives: an action, a result, a verdict) are read and written by flat.py,
+in plain Python, which is faster for them than fastavro's per-call setup and union matching;
+fastavro does the rest (a decision, which holds its request) and the schemas' parsing and
+resolution of earlier versions (the avro package is ~11x slower again; it is only used by
+the schema compatibility test).
 
-This module is the one seam where fastavro's exceptions are translated.
+This module is the one seam where the encoders' exceptions are translated.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
 import runonce.schemas as schemas
 from runonce.errors import DecodeError, UnknownSchema
+from runonce.wire import flat
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10
@@ -56,24 +60,45 @@ class RecordType:
     name: str  # full name, e.g. dev.runonce.v1.ActionRequested
     parsed: Any  # fastavro parsed schema (the writer's)
     fingerprint: bytes  # 8 bytes, little-endian
-    #: for a previous version (schemas/history/): the current schema, which its records are read as
-    reader: Any = None
-    #: a current record whose first field is a record: the schema of its other fields (``encode_after``)
-    tail: Any = None
+    #: the body of a record as the current schema reads it (a previous version's: resolved to the current)
+    read: flat.Reader
+    #: the body of a record (the current schema's)
+    write: flat.Writer
+    #: a current record whose first field is a record: its other fields' body (``encode_after``)
+    write_tail: flat.Writer | None = None
 
     @property
     def header(self) -> bytes:
         return MAGIC + self.fingerprint
 
 
-def _tail(raw: dict[str, Any], known: dict[str, Any]) -> Any:
-    """The schema of a record's fields after its first, when the first is a record (a named
-    type, given by name): what ``Codec.encode_after`` writes behind the first's bytes."""
+def _fastavro_writer(parsed: Any) -> flat.Writer:
+    def write(record: Mapping[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, record)
+        return buf.getvalue()
+    return write
+
+
+def _fastavro_reader(parsed: Any, reader_schema: Any = None) -> flat.Reader:
+    def read(data: bytes, pos: int) -> tuple[dict[str, Any], int]:
+        body = io.BytesIO(data[pos:])
+        record = fastavro.schemaless_reader(body, parsed, reader_schema)
+        if not isinstance(record, dict):
+            raise ValueError("the body did not decode to a record")
+        return record, pos + body.tell()
+    return read
+
+
+def _tail_writer(raw: dict[str, Any], known: dict[str, Any]) -> flat.Writer | None:
+    """A record's fields after its first, when the first is a record (a named type, given by
+    name): what ``Codec.encode_after`` writes behind the first's bytes."""
     fields = raw["fields"]
     if not fields or not isinstance(fields[0]["type"], str) or fields[0]["type"] not in known:
         return None
-    return fastavro.parse_schema({"type": "record", "name": f"{raw['name']}AfterFirst", "namespace": raw["namespace"],
+    tail = fastavro.parse_schema({"type": "record", "name": f"{raw['name']}AfterFirst", "namespace": raw["namespace"],
                                   "fields": fields[1:]}, named_schemas=dict(known))
+    return flat.writer_for(tail) or _fastavro_writer(tail)
 
 
 class Codec:
@@ -90,7 +115,8 @@ class Codec:
             canonical = to_parsing_canonical_form(parsed)
             fingerprint = struct.pack("<Q", crc64_avro(canonical.encode("utf-8")))
             name = f"{raw['namespace']}.{raw['name']}"
-            rt = RecordType(name=name, parsed=parsed, fingerprint=fingerprint, tail=_tail(raw, known))
+            rt = RecordType(name, parsed, fingerprint, flat.reader_for(parsed) or _fastavro_reader(parsed),
+                            flat.writer_for(parsed) or _fastavro_writer(parsed), _tail_writer(raw, known))
             self._by_name[raw["name"]] = rt
             self._by_fingerprint[fingerprint] = rt
         # Records written with a previous version of a schema (schemas/history/, each kept
@@ -103,7 +129,8 @@ class Codec:
                 fingerprint = struct.pack("<Q", crc64_avro(to_parsing_canonical_form(parsed).encode("utf-8")))
                 if fingerprint not in self._by_fingerprint:
                     current = self._by_name[raw["name"]]
-                    self._by_fingerprint[fingerprint] = RecordType(current.name, parsed, fingerprint, current.parsed)
+                    self._by_fingerprint[fingerprint] = RecordType(
+                        current.name, parsed, fingerprint, _fastavro_reader(parsed, current.parsed), current.write)
 
     def body_of(self, data: bytes, short_name: str) -> bytes | None:
         """The Avro body of ``data``, a ``short_name`` record that ``decode`` read, when it was
@@ -117,29 +144,22 @@ class Codec:
         ``body_of``): a decision holds its request as it arrived, and encoding it again was a
         sixth of what a decision cost (bench/decision_cost.py)."""
         rt = self._by_name[short_name]
-        if rt.tail is None:
+        if rt.write_tail is None:
             raise ValueError(f"{short_name}'s first field is not a record")
-        buf = io.BytesIO()
-        buf.write(rt.header)
-        buf.write(first)
         try:
-            fastavro.schemaless_writer(buf, rt.tail, record)
+            return rt.header + first + rt.write_tail(record)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"cannot encode {short_name}: {exc}") from exc
-        return buf.getvalue()
 
     def record_type(self, short_name: str) -> RecordType:
         return self._by_name[short_name]
 
     def encode(self, short_name: str, record: dict[str, Any]) -> bytes:
         rt = self._by_name[short_name]
-        buf = io.BytesIO()
-        buf.write(rt.header)
         try:
-            fastavro.schemaless_writer(buf, rt.parsed, record)
+            return rt.header + rt.write(record)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"cannot encode {short_name}: {exc}") from exc
-        return buf.getvalue()
 
     def decode(self, data: bytes | None, expect: str | None = None) -> tuple[str, dict[str, Any]]:
         """Return (short record name, record). Raises DecodeError naming the problem."""
@@ -158,14 +178,10 @@ class Codec:
         short = rt.name.rsplit(".", 1)[1]
         if expect is not None and short != expect:
             raise DecodeError(f"expected a {expect} record, got {short}")
-        body = io.BytesIO(data[HEADER_LEN:])
         try:
-            record = fastavro.schemaless_reader(body, rt.parsed, rt.reader)
-        except Exception as exc:  # fastavro raises EOFError, ValueError, UnicodeDecodeError, IndexError...
+            record, end = rt.read(data, HEADER_LEN)
+        except Exception as exc:  # EOFError, ValueError, UnicodeDecodeError, IndexError...
             raise DecodeError(f"corrupt {short} body: {type(exc).__name__}: {exc}") from exc
-        extra = len(data) - HEADER_LEN - body.tell()
-        if extra:  # not one Avro object: whose bytes are they? (and body_of hands bodies on whole)
-            raise DecodeError(f"{short} body is followed by {extra} bytes that are not part of it")
-        if not isinstance(record, dict):
-            raise DecodeError(f"{short} body did not decode to a record")
+        if end != len(data):  # not one Avro object: whose bytes are they? (and body_of hands bodies on whole)
+            raise DecodeError(f"{short} body is followed by {len(data) - end} bytes that are not part of it")
         return short, record
