@@ -8,6 +8,9 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
+
+#: a str as JSON writes it by default (quoted, non-ASCII escaped): json's own C function
+from json.encoder import encode_basestring_ascii as _quoted
 from typing import Generic, Mapping, TypeVar
 
 #: made once: ``json.dumps`` with any option builds a new encoder at each call
@@ -88,10 +91,14 @@ class KeyState:
         return self.claim.expires_at_ms
 
     def to_bytes(self) -> bytes:
-        raw: dict[str, object] = {"c": self.claim.to_json(), "h": self.content_hash}
+        """``{"c":[claim],"h":hash[,"t":traceparent]}``, compact JSON, written out by hand: one
+        per decision, and the same bytes as ``json.dumps`` gives them (tests/unit/test_decide.py)."""
+        c = self.claim
+        text = (f'{{"c":[{_quoted(c.action_id)},{c.partition:d},{c.offset:d},{c.at_ms:d},{c.expires_at_ms:d}],'
+                f'"h":{_quoted(self.content_hash)}')
         if self.first_traceparent is not None:
-            raw["t"] = self.first_traceparent
-        return _COMPACT.encode(raw).encode()
+            text += f',"t":{_quoted(self.first_traceparent)}'
+        return (text + "}").encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> KeyState:

@@ -198,6 +198,21 @@ def test_the_sweeps_quick_read_of_expiry_agrees_with_the_full_parse(action_id: s
     assert KeyState.expires_at_of(raw) == KeyState.from_bytes(raw).expires_at_ms == n + 7
 
 
+@given(action_id=st.text(), content_hash=st.text(), numbers=st.lists(st.integers(-1, 2**62), min_size=4, max_size=4),
+       traceparent=st.none() | st.text())
+def test_a_keys_state_is_stored_as_compact_json(action_id: str, content_hash: str, numbers: list[int],
+                                                traceparent: str | None) -> None:
+    """What a worker of any version wrote and reads: its bytes never change with its writer."""
+    from runonce.core.decision import Claim
+
+    state = KeyState(Claim(action_id, *numbers), content_hash, traceparent)
+    stored: dict[str, object] = {"c": [action_id, *numbers], "h": content_hash}
+    if traceparent is not None:
+        stored["t"] = traceparent
+    assert state.to_bytes() == json.dumps(stored, separators=(",", ":")).encode()
+    assert KeyState.from_bytes(state.to_bytes()) == state
+
+
 _claims = st.builds(lambda a, n, d: (a, n, n + d), st.text(max_size=8), st.integers(0, 2**50), st.integers(0, 2**20))
 
 
