@@ -1,0 +1,31 @@
+"""A chain of receipts: each holds the digest of the one before it, so none can be changed,
+removed or moved without the next one saying so. One chain a partition, one writer a chain
+(the partition's owner, fenced by its transactional id), so a chain never forks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from runonce.receipts.receipt import Receipt
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """Where a chain stands: what the next receipt's ``seq`` and ``prev`` are."""
+
+    chain: str
+    next_seq: int = 0
+    last_digest: str = ""
+
+    def link(self, receipt: Receipt) -> tuple[Receipt, Head]:
+        """``receipt`` placed on this chain (its chain, seq and prev set), and the head after it."""
+        linked = replace(receipt, chain=self.chain, seq=self.next_seq, prev=self.last_digest)
+        return linked, Head(self.chain, self.next_seq + 1, linked.digest())
+
+    def to_bytes(self) -> bytes:
+        return f"{self.next_seq} {self.last_digest}".encode("ascii")
+
+    @classmethod
+    def from_bytes(cls, chain: str, data: bytes) -> Head:
+        seq, _, digest = data.decode("ascii").partition(" ")
+        return cls(chain, int(seq), digest)

@@ -1,0 +1,91 @@
+"""A receipt: what one decision or one outcome was, by hashes, never by values, and where it
+sits on its chain. Its fields are declared once, here; docs/receipts.md is written from them."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, Mapping
+
+from runonce.receipts.canonical import Value, canonical_bytes, sha256_hex
+
+
+class Kind(enum.Enum):
+    #: the stream job's: approved, dropped, held; a hold released or denied by its approver
+    DECISION = "decision"
+    #: an executor's: what performing the action did
+    OUTCOME = "outcome"
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    #: the chain it is on: a partition's, e.g. ``decisions/3`` (one writer: the partition's owner)
+    chain: str
+    #: its place on the chain, from 0
+    seq: int
+    #: the digest of the receipt before it on the chain; empty for the first
+    prev: str
+    kind: Kind
+    action_id: str
+    tenant: str
+    agent_id: str
+    tool: str
+    #: sha256 of the request's params_json as the agent sent it (UTF-8)
+    params_sha256: str
+    #: the digest of the policies that decided (a decision's ``runonce.policies`` header)
+    policy: str
+    #: a decision's outcome (APPROVED, DROPPED, HELD) or an outcome's status
+    outcome: str
+    #: why: a decision's reason, an outcome's error kind (empty when it succeeded)
+    reason: str
+    #: sha256 of the certified record's bytes as written (the decision, the result)
+    record_sha256: str
+    #: the decision's event time, or when the outcome was recorded
+    at_ms: int
+    #: a released or denied hold's approver (``verdict_by``)
+    approver: str | None = None
+    #: an outcome's: sha256 of the vendor's answer
+    answer_sha256: str | None = None
+    #: an outcome's: the vendor's own id for the effect (a charge id, a message id)
+    vendor_ref: str | None = None
+    #: the W3C trace id the action ran in
+    trace_id: str | None = None
+
+    def to_json(self) -> dict[str, Value]:
+        out: dict[str, Value] = dict(asdict(self))
+        out["kind"] = self.kind.value
+        return out
+
+    def to_bytes(self) -> bytes:
+        """The canonical bytes (canonical.py): what is hashed, chained and signed."""
+        return canonical_bytes(self.to_json())
+
+    def digest(self) -> str:
+        return sha256_hex(self.to_bytes())
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Receipt:
+        """A receipt as exported; ValueError naming what does not fit."""
+        unknown = sorted(set(raw) - {f.name for f in FIELDS})
+        if unknown:
+            raise ValueError(f"not a receipt's field: {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for f in FIELDS:
+            value = raw.get(f.name)
+            if value is None:
+                if f.name in REQUIRED:
+                    raise ValueError(f"a receipt without {f.name}")
+                continue
+            wanted = int if f.type == "int" else str  # kind is its value, a string
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                raise ValueError(f"{f.name}: {value!r} is not a{'n integer' if wanted is int else ' string'}")
+            values[f.name] = value
+        try:
+            values["kind"] = Kind(values["kind"])
+        except ValueError:
+            raise ValueError(f"kind: {raw['kind']!r} is none of {', '.join(k.value for k in Kind)}") from None
+        return cls(**values)
+
+
+FIELDS = fields(Receipt)
+REQUIRED = frozenset(f.name for f in FIELDS if f.default is MISSING)
