@@ -211,6 +211,12 @@ class Settings:
         "transactional runtime: how long the broker holds a worker's fetch for more records (0: it answers at "
         "once, one fetch per record under agents' one-at-a-time produces; bench/fetch_cost.py)",
         Reader.WORKER, bounds=(0, 500))
+    receipts_key_file: Path | None = setting(
+        None, "RUNONCE_RECEIPTS_KEY",
+        "transactional runtime: an Ed25519 private key file (PEM PKCS#8 or 32 raw bytes); with it, each decision's "
+        "receipt and each transaction's signed checkpoint go to actions.receipts in the decisions' transaction "
+        "(docs/receipts.md)",
+        Reader.WORKER, default_said="none: no receipts")
     processing_guarantee: Guarantee = setting(
         Guarantee.AT_LEAST_ONCE, "RUNONCE_GUARANTEE",
         "faust runtime only: `at_least_once` or `exactly_once`",
@@ -366,6 +372,9 @@ class Settings:
         if self.stream_failpoint is not None and not _stream_failpoint_ok(self.stream_failpoint):
             raise ConfigError(f"stream_failpoint must be kill_after_state[:ACTION_ID] or pass_over:N[:TAG], "
                               f"got {self.stream_failpoint!r}")
+        if self.receipts_key_file is not None and self.runtime is Runtime.FAUST:
+            raise ConfigError("RUNONCE_RECEIPTS_KEY: the faust runtime writes no receipts (a receipt must be in the "
+                              "transaction of its decision); run the default runtime")
         if self.broker_oidc_jwks_url and not self.broker_oidc_issuer:
             raise ConfigError("RUNONCE_BROKER_OIDC_JWKS_URL needs RUNONCE_BROKER_OIDC_ISSUER: the broker checks "
                               "each token's issuer, and its audience (RUNONCE_BROKER_OIDC_AUDIENCE, default "

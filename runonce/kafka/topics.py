@@ -31,6 +31,9 @@ APPROVALS = "actions.approvals"
 CANCELS = "actions.cancels"
 #: what each verdict, cancel (or expiry) did to its hold (VerdictDecided)
 VERDICTS = "actions.verdicts"
+#: a receipt for each decision, chained per partition, and the signed checkpoints over them
+#: (runonce/receipts): what an auditor verifies offline
+RECEIPTS = "actions.receipts"
 #: internal: stage 1 re-keys records whose Kafka partition is not their idempotency key's
 REKEY = "runonce.internal.rekey"
 #: internal: stage 1 hands actions with scope rules to stage 2, keyed by the policy's scope
@@ -95,6 +98,11 @@ TOPICS: tuple[TopicSpec, ...] = (
                "max.message.bytes": str(1024 * 1024)}),
     TopicSpec(VERDICTS, "what each verdict, cancel or expiry did to its held action",
               {"retention.ms": str(30 * 24 * 3600 * 1000), "max.message.bytes": str(1024 * 1024)}),
+    # Never compacted, kept for a year (a deployment's auditors may ask for longer: its retention
+    # is theirs to set); a chain cut short by retention is a gap its export says began there.
+    TopicSpec(RECEIPTS, "receipts of decisions, chained per partition, with their signed checkpoints",
+              {"cleanup.policy": "delete", "retention.ms": str(365 * 24 * 3600 * 1000),
+               "max.message.bytes": str(1024 * 1024)}),
     TopicSpec(REKEY, "internal: records re-keyed by idempotency key",
               {"retention.ms": _WEEK_MS, "max.message.bytes": _COPY_LIMIT}),
     TopicSpec(SCOPED, "internal: stage-1 passes keyed by the policy's scope",

@@ -33,3 +33,5 @@ def dead_letter_headers(error: InvalidInput, topic: str, partition: int, offset:
         (H_ORIGIN_OFFSET, str(offset).encode()),
         (H_ORIGIN_TIMESTAMP, str(timestamp_ms).encode()),
     ]
+#: on actions.receipts: ``receipt`` or ``checkpoint`` (runonce/receipts)
+H_RECEIPT_TYPE = "runonce.receipt.type"

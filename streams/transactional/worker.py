@@ -37,10 +37,12 @@ from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.process import Membership, transactional_clients
 from runonce.kafka.record import Out, Record
 from runonce.kafka.watchdog import Watchdog
+from runonce.receipts.signing import Signer
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.batch_cap import BatchCap
+from runonce.streams.transactional.receipts import Receipts, head_of
 from runonce.streams.transactional.restore import restore
 from runonce.streams.transactional.state import TableState
 from runonce.telemetry.configured import decision_spans
@@ -106,6 +108,8 @@ class TransactionalWorker(RunsItsLoop):
         self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=decision_spans("runonce-worker", os.environ),
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self.scopes.parts.__contains__)
+        #: each decision's receipt, chained and signed in its transaction (with a key; docs/receipts.md)
+        self.receipts = Receipts(Signer.from_file(settings.receipts_key_file)) if settings.receipts_key_file else None
         self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
@@ -152,6 +156,12 @@ class TransactionalWorker(RunsItsLoop):
                 log.info("%s: %s[%d] restored %d records (%d..%d) in %.1f s%s", self.transactional_id, table.name,
                          p, done.records, done.from_offset, done.to_offset, done.seconds,
                          " (rebuilt)" if done.rebuilt else "")
+        if self.receipts is not None:  # where each owned chain stands (every transaction ends on a checkpoint)
+            for p in list(self.receipts.committed):
+                if p not in every:
+                    self.receipts.disown(p)
+            for p in sorted(every):
+                self.receipts.own(p, head_of(self.reader, p))
         self.starts = {(tp.topic, tp.partition): tp.offset for tp in starts}
         self.pipeline.rolled_back()  # state partitions came and went: nothing cached about them holds
         consumer.assign(starts)
@@ -162,6 +172,8 @@ class TransactionalWorker(RunsItsLoop):
         for table in self.tables:
             table.abort()
         self.pipeline.rolled_back()
+        if self.receipts is not None:
+            self.receipts.aborted()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def batch_limit(self) -> int:
@@ -194,7 +206,12 @@ class TransactionalWorker(RunsItsLoop):
     def _decide(self, batch: list[Record]) -> list[Out]:
         """Everything the batch causes: decisions, re-keys, dead letters, and each table's
         changes for its changelog."""
-        records = list(self.pipeline.process_batch(batch))
+        if self.receipts is None:
+            records = self.pipeline.process_batch(batch)
+        else:  # each decision's receipt behind it, on the chain of the partition that decided it
+            records = [out for inbound in batch
+                       for out in self.receipts.add(inbound.partition, self.pipeline.process_all(inbound))]
+            records += self.receipts.checkpoints(signed_at_ms=max(r.timestamp_ms for r in batch))
         for table in self.tables:
             records += [Out(table.changelog, key, value, partition) for partition, key, value in table.changes()]
         return records
@@ -208,10 +225,14 @@ class TransactionalWorker(RunsItsLoop):
             offsets[(r.topic, r.partition)] = r.offset + 1
         failure = self.checkpoint.commit(records, offsets, flush=True, after_commit=self._write_state)
         if failure is None:
+            if self.receipts is not None:
+                self.receipts.committed_now()
             return True
         for table in self.tables:
             table.abort()
         self.pipeline.rolled_back()
+        if self.receipts is not None:
+            self.receipts.aborted()
         self.metrics.transactions.labels("aborted").inc()
         if failure is Failure.TIMED_OUT:
             log.warning("%s: the broker did not take the transaction in time: transactions of up to %d records "

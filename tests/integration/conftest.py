@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -54,3 +55,16 @@ def sandboxes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalVendors
     local = LocalVendors(tmp_path_factory.mktemp("sandbox")).start()
     yield local
     local.stop()
+
+
+@pytest.fixture(scope="session")
+def receipts_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The Ed25519 key the session's receipt-writing workers sign with (one broker a session:
+    every checkpoint on it verifies with this key's public half)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = tmp_path_factory.mktemp("receipts") / "receipts.pem"
+    path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    yield path

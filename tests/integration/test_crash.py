@@ -21,16 +21,23 @@ import random
 import shutil
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runonce.audit.oracle import verify
+from runonce.audit.receipts import certify, decision_hashes, read_receipts
 from runonce.kafka import topics
+from runonce.kafka.reader import read_all
+from runonce.receipts.signing import Signer
+from runonce.receipts.verify import Verdict
+from runonce.receipts.verify import verify as verify_receipts
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.streams.transactional.worker import GROUP
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced
+from runonce.wire.codec import Codec
 from tests.support.load import describe_group
 from tests.support.worker import RUNTIMES, WorkerProcess
 
@@ -60,8 +67,25 @@ def _logs(workers: list[WorkerProcess]) -> str:
     return "\n".join(w.describe() for w in workers)
 
 
+def _assert_each_decision_has_one_receipt(broker: Settings, since_ms: int, wanted: set[str], key: Path) -> None:
+    """Receipts through the kills: every chain verifies offline, and each decision written has
+    exactly one receipt (one written outside its decision's transaction is lost or doubled by
+    a SIGKILL between the two)."""
+    log = read_receipts(broker.bootstrap_servers())
+    signer = Signer.from_file(key)
+    reports = verify_receipts(log.receipts, log.checkpoints, {signer.key_id: signer.public})
+    assert reports and all(r.verdict is Verdict.VERIFIED for r in reports), [r for r in reports if r.problem]
+    codec, decided = Codec(), {}
+    for topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
+        decided.update(decision_hashes(read_all(broker.bootstrap_servers(), topic, since_ms=since_ms), codec))
+    ours = {digest: action for digest, action in decided.items() if action in wanted}
+    found = certify([r for r in log.receipts if r.action_id in wanted], ours)
+    assert found.ok, found.summary()
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
-def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, runtime: str) -> None:
+def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, runtime: str,
+                                                   receipts_key: Path) -> None:
     n_actions = int(os.environ.get("RUNONCE_CRASH_ACTIONS", "20000"))
     since_ms = int(time.time() * 1000) - 1000  # the oracle reads this test's window of the topics
     run_id = uuid.uuid4().hex[:6]
@@ -70,8 +94,10 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
     families += late_unkeyed_retries(n_late, run_id=run_id)
     records = [m for fam in families for m, _ in fam.members]
     # info: assignments and restores in the log tails a failure prints
-    workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime, loglevel="info")
-               for i in range(3)]
+    # the default runtime writes receipts (docs/receipts.md): each decision's, in its transaction
+    keyed = {"RUNONCE_RECEIPTS_KEY": str(receipts_key)} if runtime == "transactional" else {}
+    workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime, loglevel="info",
+                             extra_env=keyed) for i in range(3)]
     for w in workers:
         w.start()
     time.sleep(8)  # let the group form before load arrives
@@ -136,6 +162,7 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
         ours = sum(n for a, n in report.re_emitted_by_action.items() if a in wanted)
         if runtime == "transactional":  # exactly-once: no decision written twice (earlier tests' don't count)
             assert ours == 0, f"{ours} decisions re-emitted\n{report.summary()}"
+            _assert_each_decision_has_one_receipt(broker, since_ms, wanted, receipts_key)
         print(f"\ncrash test ({runtime}): {len(records)} actions, {sum(len(f.members) - 1 for f in families)} planted "
               f"repeats, {kills} SIGKILLs (three with RocksDB deleted), {n_late} late unkeyed retry families, re-emitted decisions {ours}, "
               f"lost {len(report.lost)}, doubled {len(report.doubled_keys)}, conflicts {len(report.conflicts)}, "

@@ -1,0 +1,123 @@
+"""Receipts in the worker's transaction: each decision's receipt (streams/receipts.py) placed
+on its partition's chain, and at the end of the transaction a checkpoint per chain it wrote,
+signed, over that transaction's receipts. All of it is in the transaction that writes the
+decisions and commits their input offsets: a receipt exists exactly when its decision does.
+
+A chain is the partition's: partition p of ``actions.receipts`` is written by the owner of
+partition p of every input (the range assignor gives them to one worker; its transactional id
+fences a zombie). A new owner finds where the chain stands from its last record, which is a
+checkpoint (every transaction ends with one), read read_committed once the previous owner's
+transactions are resolved (the stable offsets of KIP-447 were read first)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from runonce.errors import FatalError
+from runonce.kafka import topics
+from runonce.kafka.record import Out
+from runonce.receipts.canonical import canonical_bytes
+from runonce.receipts.chain import Head
+from runonce.receipts.receipt import Receipt
+from runonce.receipts.signing import Checkpoint, Signer
+from runonce.streams.receipts import decision_receipt
+from runonce.wire.headers import H_RECEIPT_TYPE
+
+RECEIPT = (H_RECEIPT_TYPE, b"receipt")
+CHECKPOINT = (H_RECEIPT_TYPE, b"checkpoint")
+
+
+def chain_of(partition: int) -> str:
+    return f"decisions/{partition}"
+
+
+class ReceiptsStuck(FatalError):
+    """The receipts partition's tail could not be read (an unresolved transaction, no broker)."""
+
+
+class Receipts:
+    """The receipts of the worker's open transaction, and where each of its chains stands."""
+
+    def __init__(self, signer: Signer) -> None:
+        self.signer = signer
+        #: each owned chain as the last committed transaction left it
+        self.committed: dict[int, Head] = {}
+        self._heads: dict[int, Head] = {}
+        self._open: dict[int, list[Receipt]] = {}
+
+    def own(self, partition: int, head: Head) -> None:
+        self.committed[partition] = head
+
+    def disown(self, partition: int) -> None:
+        self.committed.pop(partition, None)
+
+    def add(self, partition: int, outs: list[Out]) -> list[Out]:
+        """``outs`` (what one input record caused on ``partition``) with a receipt behind each decision."""
+        written = list(outs)
+        for out in outs:
+            receipt = decision_receipt(out)
+            if receipt is None:
+                continue
+            head = self._heads.get(partition) or self.committed[partition]
+            linked, self._heads[partition] = head.link(receipt)
+            self._open.setdefault(partition, []).append(linked)
+            written.append(Out(topics.RECEIPTS, linked.action_id.encode(), linked.to_bytes(), partition,
+                               headers=(RECEIPT,)))
+        return written
+
+    def checkpoints(self, signed_at_ms: int) -> list[Out]:
+        """The transaction's last records: each chain it wrote to, its receipts signed."""
+        return [Out(topics.RECEIPTS, b"checkpoint", canonical_bytes(self.signer.checkpoint(rs, signed_at_ms).to_json()),
+                    partition, headers=(CHECKPOINT,)) for partition, rs in sorted(self._open.items())]
+
+    def committed_now(self) -> None:
+        self.committed.update((p, h) for p, h in self._heads.items() if p in self.committed)
+        self._heads, self._open = {}, {}
+
+    def aborted(self) -> None:
+        self._heads, self._open = {}, {}
+
+
+def head_of(reader: Any, partition: int, *, timeout_s: float = 60.0) -> Head:
+    """Where chain ``partition`` stands: after the last record of ``actions.receipts`` p."""
+    tp = TopicPartition(topics.RECEIPTS, partition)
+    low, high = (int(x) for x in reader.get_watermark_offsets(tp, timeout=timeout_s, cached=False))
+    back = 8
+    deadline = time.monotonic() + timeout_s
+    while True:
+        start = max(low, high - back)
+        last = None
+        reader.assign([TopicPartition(topics.RECEIPTS, partition, start)])
+        try:
+            position = start
+            while position < high:
+                if time.monotonic() > deadline:
+                    raise ReceiptsStuck(f"{topics.RECEIPTS}[{partition}] not read to {high} within {timeout_s:.0f} s")
+                for msg in reader.consume(1000, 0.1):
+                    if msg.error():
+                        if msg.error().fatal():
+                            raise ReceiptsStuck(f"{topics.RECEIPTS}[{partition}]: {msg.error()}")
+                        continue
+                    last = msg
+                position = max(position, reader.position([tp])[0].offset)
+        finally:
+            reader.unassign()
+        if last is not None:
+            return _after(partition, last)
+        if start == low:
+            return Head(chain_of(partition))
+        back *= 8  # only markers or aborted records so far: look further back
+
+
+def _after(partition: int, msg: Any) -> Head:
+    kind = dict(msg.headers() or []).get(H_RECEIPT_TYPE)
+    raw = json.loads(msg.value())
+    if kind == CHECKPOINT[1]:
+        checkpoint = Checkpoint(**raw)
+        return Head(chain_of(partition), checkpoint.last_seq + 1, checkpoint.last_digest)
+    receipt = Receipt.from_json(raw)
+    return Head(chain_of(partition), receipt.seq + 1, receipt.digest())
