@@ -63,6 +63,16 @@ def settled(bootstrap: KafkaTarget, requested: int, timeout_s: float) -> Report:
         time.sleep(3)
 
 
+def last_statuses(bootstrap: KafkaTarget, action_ids: set[str]) -> dict[str, str]:
+    """Each of ``action_ids``' last status on actions.results (attempting included)."""
+    codec, found = Codec(), {}
+    for record in read_all(bootstrap, topics.RESULTS):
+        _, result = codec.decode(record.value or b"", expect="ActionResult")
+        if result["action_id"] in action_ids:
+            found[result["action_id"]] = f"{result['status']} (results[{record.partition}]@{record.offset})"
+    return found
+
+
 def final_results(bootstrap: KafkaTarget, action_ids: set[str], timeout_s: float) -> dict[str, str]:
     """Each action's final status on actions.results, waiting up to ``timeout_s`` for all."""
     codec, found, deadline = Codec(), {}, time.monotonic() + timeout_s
@@ -122,8 +132,13 @@ def judge(bootstrap: KafkaTarget, families: list[Family], items: Sequence[tuple[
     ok = (not report.lost and not report.conflicts and not report.re_emitted and not twice and not problems
           and by_status["succeeded"] <= made <= by_status["succeeded"] + by_status["in_doubt"]
           and len(results) == len(approved) and not unexplained)
+    unresulted = sorted(approved - results.keys())
+    # which executor, and how far each got: a stuck partition and a lost intent read differently
+    seen = last_statuses(bootstrap, set(unresulted)) if unresulted else {}
     wrong = "" if ok else (
         f"lost {report.lost[:5]}, two ways {report.conflicts[:5]}, re-emitted {sorted(report.re_emitted_by_action)[:5]}, "
         f"twice {list(twice)[:5]}, families {problems[:3]}, in doubt unexplained {unexplained[:5]}, "
-        f"results {len(results)} of {len(approved)}, effects {made} for {by_status['succeeded']} succeeded")
+        f"results {len(results)} of {len(approved)} (none for {dict(Counter(tool_of[a] for a in unresulted))}: "
+        f"{[(a, seen.get(a, 'no result record')) for a in unresulted[:5]]}), "
+        f"effects {made} for {by_status['succeeded']} succeeded")
     return Judgement(rows, wrong)

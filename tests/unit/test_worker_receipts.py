@@ -1,0 +1,80 @@
+"""The worker's receipts (streams/transactional/receipts.py) over a transaction's life: a
+receipt behind each decision, a signed checkpoint per chain at its end, and a chain that moves
+on only when the transaction commits."""
+
+from __future__ import annotations
+
+import json
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from runonce.kafka import topics
+from runonce.kafka.record import Out
+from runonce.receipts.chain import Head
+from runonce.receipts.receipt import Receipt
+from runonce.receipts.signing import Checkpoint, Signer
+from runonce.receipts.verify import Verdict, verify
+from runonce.sdk.submit import build_request
+from runonce.streams.transactional.receipts import Receipts, chain_of
+from runonce.wire.headers import H_POLICIES, H_RECEIPT_TYPE
+
+SIGNER = Signer(Ed25519PrivateKey.generate())
+
+
+def _decision(i: int, topic: str = topics.APPROVED) -> Out:
+    request = build_request("charge_payment", {"amount_cents": i}, agent_id="billing", idempotency_key=f"k-{i}")
+    record = {"request": request, "outcome": "APPROVED", "reason": "unique", "event_time_ms": 1_000 + i}
+    return Out(topic, b"k", b"decision %d" % i, headers=((H_POLICIES, b"digest"),), decision=record)
+
+
+def _written(outs: list[Out]) -> tuple[list[Receipt], list[Checkpoint]]:
+    receipts, checkpoints = [], []
+    for out in outs:
+        if out.topic != topics.RECEIPTS:
+            continue
+        kind = dict(out.headers)[H_RECEIPT_TYPE]
+        raw = json.loads(out.value or b"")
+        (checkpoints.append(Checkpoint(**raw)) if kind == b"checkpoint" else receipts.append(Receipt.from_json(raw)))
+    return receipts, checkpoints
+
+
+def test_each_decision_gets_a_receipt_behind_it_and_each_chain_a_checkpoint() -> None:
+    r = Receipts(SIGNER)
+    r.own(0, Head(chain_of(0)))
+    r.own(1, Head(chain_of(1)))
+    handoff = Out(topics.SCOPED, b"s", b"pass")  # not a decision: no receipt
+    outs = r.add(0, [_decision(1), handoff]) + r.add(1, [_decision(2, topics.DROPPED)]) + r.add(0, [_decision(3)])
+    outs += r.checkpoints(signed_at_ms=5_000)
+    assert [o.topic for o in outs] == [topics.APPROVED, topics.SCOPED, topics.RECEIPTS, topics.DROPPED,
+                                       topics.RECEIPTS, topics.APPROVED, topics.RECEIPTS, topics.RECEIPTS,
+                                       topics.RECEIPTS]
+    receipts, checkpoints = _written(outs)
+    assert [(x.chain, x.seq, x.action_id) for x in receipts] == [
+        ("decisions/0", 0, outs[0].decision["request"]["action_id"]),  # type: ignore[index]
+        ("decisions/1", 0, outs[3].decision["request"]["action_id"]),  # type: ignore[index]
+        ("decisions/0", 1, outs[5].decision["request"]["action_id"])]  # type: ignore[index]
+    assert [o.partition for o in outs if o.topic == topics.RECEIPTS] == [0, 1, 0, 0, 1]
+    assert [(c.chain, c.first_seq, c.last_seq) for c in checkpoints] == [("decisions/0", 0, 1), ("decisions/1", 0, 0)]
+    assert all(v.verdict is Verdict.VERIFIED for v in verify(receipts, checkpoints, {SIGNER.key_id: SIGNER.public}))
+
+
+def test_a_chain_moves_on_only_when_its_transaction_commits() -> None:
+    r = Receipts(SIGNER)
+    r.own(0, Head(chain_of(0)))
+    first = r.add(0, [_decision(1)]) + r.checkpoints(1)
+    r.committed_now()
+    r.add(0, [_decision(2)])
+    r.aborted()  # that transaction never was
+    again = r.add(0, [_decision(3)]) + r.checkpoints(2)
+    r.committed_now()
+    receipts, checkpoints = (a + b for a, b in zip(_written(first), _written(again)))
+    assert [x.seq for x in receipts] == [0, 1]
+    assert all(v.verdict is Verdict.VERIFIED for v in verify(receipts, checkpoints, {SIGNER.key_id: SIGNER.public}))
+    assert r.committed[0].next_seq == 2
+
+
+def test_a_transaction_with_no_decision_signs_nothing() -> None:
+    r = Receipts(SIGNER)
+    r.own(0, Head(chain_of(0)))
+    assert r.add(0, [Out(topics.DLQ, None, b"bad")]) == [Out(topics.DLQ, None, b"bad")]
+    assert r.checkpoints(1) == []
