@@ -8,6 +8,7 @@ from runonce.core.tenant import DEFAULT_TENANT
 from runonce.kafka import topics
 from runonce.kafka.record import Out, find_header
 from runonce.receipts.canonical import sha256_hex
+from runonce.receipts.chain import Head
 from runonce.receipts.receipt import Kind, Receipt
 from runonce.wire.headers import H_POLICIES
 from runonce.wire.trace import TRACEPARENT
@@ -16,8 +17,8 @@ from runonce.wire.trace import TRACEPARENT
 CERTIFIED = (topics.APPROVED, topics.DROPPED, topics.HELD)
 
 
-def decision_receipt(out: Out) -> Receipt | None:
-    """The receipt of ``out`` (chain and place not set yet), or None for what is not a
+def decision_receipt(out: Out, head: Head) -> Receipt | None:
+    """The receipt of ``out``, placed where ``head`` stands, or None for what is not a
     decision (a hand-off, a re-key, a dead letter, a state change)."""
     record = out.decision
     if record is None or out.topic not in CERTIFIED or out.value is None:
@@ -26,7 +27,7 @@ def decision_receipt(out: Out) -> Receipt | None:
     policy = find_header(out.headers, H_POLICIES)
     traceparent = find_header(out.headers, TRACEPARENT)
     return Receipt(
-        chain="", seq=0, prev="", kind=Kind.DECISION,
+        chain=head.chain, seq=head.next_seq, prev=head.last_digest, kind=Kind.DECISION,
         action_id=str(request["action_id"]), tenant=str(request.get("tenant") or DEFAULT_TENANT),
         agent_id=str(request["agent_id"]), tool=str(request["tool"]),
         params_sha256=sha256_hex(str(request["params_json"]).encode("utf-8")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from runonce.receipts.canonical import sha256_hex
 from runonce.receipts.receipt import Receipt
 
 
@@ -20,7 +21,11 @@ class Head:
     def link(self, receipt: Receipt) -> tuple[Receipt, Head]:
         """``receipt`` placed on this chain (its chain, seq and prev set), and the head after it."""
         linked = replace(receipt, chain=self.chain, seq=self.next_seq, prev=self.last_digest)
-        return linked, Head(self.chain, self.next_seq + 1, linked.digest())
+        return linked, self.after(linked.to_bytes())
+
+    def after(self, placed: bytes) -> Head:
+        """The head once the receipt this head placed (its canonical bytes) is on the chain."""
+        return Head(self.chain, self.next_seq + 1, sha256_hex(placed))
 
     def to_bytes(self) -> bytes:
         return f"{self.next_seq} {self.last_digest}".encode("ascii")

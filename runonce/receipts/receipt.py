@@ -4,10 +4,11 @@ sits on its chain. Its fields are declared once, here; docs/receipts.md is writt
 from __future__ import annotations
 
 import enum
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+from json.encoder import encode_basestring as _quoted  # a str as JSON writes it, non-ASCII kept
 from typing import Any, Mapping
 
-from runonce.receipts.canonical import Value, canonical_bytes, sha256_hex
+from runonce.receipts.canonical import MAX_INT, NotCanonical, Value, sha256_hex
 
 
 class Kind(enum.Enum):
@@ -52,13 +53,29 @@ class Receipt:
     trace_id: str | None = None
 
     def to_json(self) -> dict[str, Value]:
-        out: dict[str, Value] = dict(asdict(self))
+        out: dict[str, Value] = {name: getattr(self, name) for name in _NAMES}
         out["kind"] = self.kind.value
         return out
 
     def to_bytes(self) -> bytes:
-        """The canonical bytes (canonical.py): what is hashed, chained and signed."""
-        return canonical_bytes(self.to_json())
+        """The canonical bytes (canonical.py): what is hashed, chained and signed. Written out
+        field by field in their sorted order, one per decision the worker writes; the same bytes
+        as ``canonical_bytes(self.to_json())`` (tests/unit/test_receipts.py)."""
+        parts = []
+        for name in _SORTED:
+            value = self.kind.value if name == "kind" else getattr(self, name)
+            if value is None:
+                parts.append(f'"{name}":null')
+            elif isinstance(value, str):
+                parts.append(f'"{name}":{_quoted(value)}')
+            elif -MAX_INT <= value <= MAX_INT:
+                parts.append(f'"{name}":{value:d}')
+            else:
+                raise NotCanonical(f"{name}: {value} is past 2**53")
+        try:
+            return ("{" + ",".join(parts) + "}").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise NotCanonical(f"a string with no UTF-8 form: {exc.reason}") from None
 
     def digest(self) -> str:
         return sha256_hex(self.to_bytes())
@@ -89,3 +106,6 @@ class Receipt:
 
 FIELDS = fields(Receipt)
 REQUIRED = frozenset(f.name for f in FIELDS if f.default is MISSING)
+_NAMES = tuple(f.name for f in FIELDS)
+#: the canonical order: by name (the names are ASCII, so code points and UTF-16 units agree)
+_SORTED = tuple(sorted(_NAMES))

@@ -80,13 +80,16 @@ class Signer:
     def __repr__(self) -> str:  # never the key
         return f"Signer(key_id={self.key_id})"
 
-    def checkpoint(self, receipts: Sequence[Receipt], signed_at_ms: int) -> Checkpoint:
-        """The signed root over ``receipts``: consecutive on one chain, in seq order."""
+    def checkpoint(self, receipts: Sequence[Receipt], signed_at_ms: int,
+                   encoded: Sequence[bytes] | None = None) -> Checkpoint:
+        """The signed root over ``receipts``: consecutive on one chain, in seq order
+        (``encoded``: their canonical bytes, when the caller has them already)."""
         if not receipts:
             raise ValueError("a checkpoint of no receipts")
+        data = list(encoded) if encoded is not None else [r.to_bytes() for r in receipts]
         unsigned = Checkpoint(receipts[0].chain, receipts[0].seq, receipts[-1].seq,
-                              merkle.root([merkle.leaf_hash(r.to_bytes()) for r in receipts]).hex(),
-                              receipts[-1].digest(), signed_at_ms, self.key_id)
+                              merkle.root([merkle.leaf_hash(d) for d in data]).hex(),
+                              hashlib.sha256(data[-1]).hexdigest(), signed_at_ms, self.key_id)
         return Checkpoint(**{**asdict(unsigned), "signature": self._key.sign(unsigned.signed_part()).hex()})
 
 

@@ -47,7 +47,8 @@ class Receipts:
         #: each owned chain as the last committed transaction left it
         self.committed: dict[int, Head] = {}
         self._heads: dict[int, Head] = {}
-        self._open: dict[int, list[Receipt]] = {}
+        #: each chain's receipts in the open transaction, with their canonical bytes
+        self._open: dict[int, list[tuple[Receipt, bytes]]] = {}
 
     def own(self, partition: int, head: Head) -> None:
         self.committed[partition] = head
@@ -59,20 +60,22 @@ class Receipts:
         """``outs`` (what one input record caused on ``partition``) with a receipt behind each decision."""
         written = list(outs)
         for out in outs:
-            receipt = decision_receipt(out)
+            head = self._heads.get(partition) or self.committed[partition]
+            receipt = decision_receipt(out, head)
             if receipt is None:
                 continue
-            head = self._heads.get(partition) or self.committed[partition]
-            linked, self._heads[partition] = head.link(receipt)
-            self._open.setdefault(partition, []).append(linked)
-            written.append(Out(topics.RECEIPTS, linked.action_id.encode(), linked.to_bytes(), partition,
-                               headers=(RECEIPT,)))
+            data = receipt.to_bytes()  # once: the record, the chain's next link and the checkpoint's leaf
+            self._heads[partition] = head.after(data)
+            self._open.setdefault(partition, []).append((receipt, data))
+            written.append(Out(topics.RECEIPTS, receipt.action_id.encode(), data, partition, headers=(RECEIPT,)))
         return written
 
     def checkpoints(self, signed_at_ms: int) -> list[Out]:
         """The transaction's last records: each chain it wrote to, its receipts signed."""
-        return [Out(topics.RECEIPTS, b"checkpoint", canonical_bytes(self.signer.checkpoint(rs, signed_at_ms).to_json()),
-                    partition, headers=(CHECKPOINT,)) for partition, rs in sorted(self._open.items())]
+        return [Out(topics.RECEIPTS, b"checkpoint",
+                    canonical_bytes(self.signer.checkpoint([r for r, _ in placed], signed_at_ms,
+                                                           [data for _, data in placed]).to_json()),
+                    partition, headers=(CHECKPOINT,)) for partition, placed in sorted(self._open.items())]
 
     def committed_now(self) -> None:
         self.committed.update((p, h) for p, h in self._heads.items() if p in self.committed)
