@@ -31,21 +31,20 @@ class ReceiptLog:
 
 
 def parse(records: Iterable[Record]) -> ReceiptLog:
-    """The records of actions.receipts: receipts and checkpoints (ValueError naming a record that is neither)."""
+    """The records of actions.receipts: segments, each its receipts a line and their checkpoint
+    last (streams/transactional/receipts.py); ValueError naming a record that is not one."""
     log = ReceiptLog([], [])
     for r in records:
         kind = dict(r.headers).get(H_RECEIPT_TYPE)
         where = f"{topics.RECEIPTS}[{r.partition}]@{r.offset}"
         try:
-            raw = json.loads(r.value or b"")
-            if kind == b"checkpoint":
-                log.checkpoints.append(Checkpoint(**raw))
-            elif kind == b"receipt":
-                log.receipts.append(Receipt.from_json(raw))
-            else:
+            if kind != b"segment":
                 raise ValueError(f"header {H_RECEIPT_TYPE} is {kind!r}")
+            *receipts, checkpoint = (r.value or b"").split(b"\n")
+            log.receipts.extend(Receipt.from_json(json.loads(line)) for line in receipts)
+            log.checkpoints.append(Checkpoint(**json.loads(checkpoint)))
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"{where} is neither a receipt nor a checkpoint: {exc}") from None
+            raise ValueError(f"{where} is not a segment of receipts: {exc}") from None
     return log
 
 

@@ -1,7 +1,10 @@
 """Receipts in the worker's transaction: each decision's receipt (streams/receipts.py) placed
-on its partition's chain, and at the end of the transaction a checkpoint per chain it wrote,
-signed, over that transaction's receipts. All of it is in the transaction that writes the
-decisions and commits their input offsets: a receipt exists exactly when its decision does.
+on its partition's chain, and at the end of the transaction one **segment** per chain it wrote
+to: that transaction's receipts on the chain, one canonical receipt a line, and a last line
+that is their checkpoint, signed. All of it is in the transaction that writes the decisions
+and commits their input offsets: a receipt exists exactly when its decision does. (One record
+a chain a transaction, not one a receipt: a record's own cost in the producer and the broker
+was most of what a receipt cost, bench/tls_cost.py --variant RUNONCE_RECEIPTS_KEY=...)
 
 A chain is the partition's: partition p of ``actions.receipts`` is written by the owner of
 partition p of every input (the range assignor gives them to one worker; its transactional id
@@ -27,8 +30,9 @@ from runonce.receipts.signing import Checkpoint, Signer
 from runonce.streams.receipts import decision_receipt
 from runonce.wire.headers import H_RECEIPT_TYPE
 
-RECEIPT = (H_RECEIPT_TYPE, b"receipt")
-CHECKPOINT = (H_RECEIPT_TYPE, b"checkpoint")
+SEGMENT = (H_RECEIPT_TYPE, b"segment")
+#: the most receipts a segment holds: about 300 KB, under actions.receipts' 1 MiB a record
+SEGMENT_RECEIPTS = 500
 
 
 def chain_of(partition: int) -> str:
@@ -56,9 +60,8 @@ class Receipts:
     def disown(self, partition: int) -> None:
         self.committed.pop(partition, None)
 
-    def add(self, partition: int, outs: list[Out]) -> list[Out]:
-        """``outs`` (what one input record caused on ``partition``) with a receipt behind each decision."""
-        written = list(outs)
+    def note(self, partition: int, outs: list[Out]) -> None:
+        """A receipt for each decision in ``outs`` (what one input record caused on ``partition``)."""
         for out in outs:
             head = self._heads.get(partition) or self.committed[partition]
             receipt = decision_receipt(out, head)
@@ -67,15 +70,19 @@ class Receipts:
             data = receipt.to_bytes()  # once: the record, the chain's next link and the checkpoint's leaf
             self._heads[partition] = head.after(data)
             self._open.setdefault(partition, []).append((receipt, data))
-            written.append(Out(topics.RECEIPTS, receipt.action_id.encode(), data, partition, headers=(RECEIPT,)))
-        return written
 
-    def checkpoints(self, signed_at_ms: int) -> list[Out]:
-        """The transaction's last records: each chain it wrote to, its receipts signed."""
-        return [Out(topics.RECEIPTS, b"checkpoint",
-                    canonical_bytes(self.signer.checkpoint([r for r, _ in placed], signed_at_ms,
-                                                           [data for _, data in placed]).to_json()),
-                    partition, headers=(CHECKPOINT,)) for partition, placed in sorted(self._open.items())]
+    def segments(self, signed_at_ms: int) -> list[Out]:
+        """The transaction's receipts, a record a chain: its receipts and their signed checkpoint."""
+        out = []
+        for partition, placed in sorted(self._open.items()):
+            for start in range(0, len(placed), SEGMENT_RECEIPTS):
+                part = placed[start:start + SEGMENT_RECEIPTS]
+                lines = [data for _, data in part]
+                checkpoint = self.signer.checkpoint([r for r, _ in part], signed_at_ms, lines)
+                out.append(Out(topics.RECEIPTS, chain_of(partition).encode(),
+                               b"\n".join([*lines, canonical_bytes(checkpoint.to_json())]), partition,
+                               headers=(SEGMENT,)))
+        return out
 
     def committed_now(self) -> None:
         self.committed.update((p, h) for p, h in self._heads.items() if p in self.committed)
@@ -117,10 +124,6 @@ def head_of(reader: Any, partition: int, *, timeout_s: float = 60.0) -> Head:
 
 
 def _after(partition: int, msg: Any) -> Head:
-    kind = dict(msg.headers() or []).get(H_RECEIPT_TYPE)
-    raw = json.loads(msg.value())
-    if kind == CHECKPOINT[1]:
-        checkpoint = Checkpoint(**raw)
-        return Head(chain_of(partition), checkpoint.last_seq + 1, checkpoint.last_digest)
-    receipt = Receipt.from_json(raw)
-    return Head(chain_of(partition), receipt.seq + 1, receipt.digest())
+    """The head after a segment: its last line is the checkpoint over the chain's last receipts."""
+    checkpoint = Checkpoint(**json.loads(msg.value().rsplit(b"\n", 1)[-1]))
+    return Head(chain_of(partition), checkpoint.last_seq + 1, checkpoint.last_digest)

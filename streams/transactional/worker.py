@@ -209,9 +209,12 @@ class TransactionalWorker(RunsItsLoop):
         if self.receipts is None:
             records = self.pipeline.process_batch(batch)
         else:  # each decision's receipt behind it, on the chain of the partition that decided it
-            records = [out for inbound in batch
-                       for out in self.receipts.add(inbound.partition, self.pipeline.process_all(inbound))]
-            records += self.receipts.checkpoints(signed_at_ms=max(r.timestamp_ms for r in batch))
+            records = []
+            for inbound in batch:
+                outs = self.pipeline.process_all(inbound)
+                self.receipts.note(inbound.partition, outs)
+                records += outs
+            records += self.receipts.segments(signed_at_ms=max(r.timestamp_ms for r in batch))
         for table in self.tables:
             records += [Out(table.changelog, key, value, partition) for partition, key, value in table.changes()]
         return records

@@ -15,7 +15,7 @@ from runonce.receipts.receipt import Receipt
 from runonce.receipts.signing import Checkpoint, Signer
 from runonce.receipts.verify import Verdict, verify
 from runonce.sdk.submit import build_request
-from runonce.streams.transactional.receipts import Receipts, chain_of
+from runonce.streams.transactional.receipts import SEGMENT_RECEIPTS, Receipts, chain_of
 from runonce.wire.headers import H_POLICIES, H_RECEIPT_TYPE
 
 SIGNER = Signer(Ed25519PrivateKey.generate())
@@ -30,11 +30,10 @@ def _decision(i: int, topic: str = topics.APPROVED) -> Out:
 def _written(outs: list[Out]) -> tuple[list[Receipt], list[Checkpoint]]:
     receipts, checkpoints = [], []
     for out in outs:
-        if out.topic != topics.RECEIPTS:
-            continue
-        kind = dict(out.headers)[H_RECEIPT_TYPE]
-        raw = json.loads(out.value or b"")
-        (checkpoints.append(Checkpoint(**raw)) if kind == b"checkpoint" else receipts.append(Receipt.from_json(raw)))
+        assert out.topic == topics.RECEIPTS and dict(out.headers)[H_RECEIPT_TYPE] == b"segment"
+        *lines, last = (out.value or b"").split(b"\n")
+        receipts += [Receipt.from_json(json.loads(line)) for line in lines]
+        checkpoints.append(Checkpoint(**json.loads(last)))
     return receipts, checkpoints
 
 
@@ -43,17 +42,16 @@ def test_each_decision_gets_a_receipt_behind_it_and_each_chain_a_checkpoint() ->
     r.own(0, Head(chain_of(0)))
     r.own(1, Head(chain_of(1)))
     handoff = Out(topics.SCOPED, b"s", b"pass")  # not a decision: no receipt
-    outs = r.add(0, [_decision(1), handoff]) + r.add(1, [_decision(2, topics.DROPPED)]) + r.add(0, [_decision(3)])
-    outs += r.checkpoints(signed_at_ms=5_000)
-    assert [o.topic for o in outs] == [topics.APPROVED, topics.SCOPED, topics.RECEIPTS, topics.DROPPED,
-                                       topics.RECEIPTS, topics.APPROVED, topics.RECEIPTS, topics.RECEIPTS,
-                                       topics.RECEIPTS]
-    receipts, checkpoints = _written(outs)
+    decided = [_decision(1), _decision(2, topics.DROPPED), _decision(3)]
+    r.note(0, [decided[0], handoff])
+    r.note(1, [decided[1]])
+    r.note(0, [decided[2]])
+    segments = r.segments(signed_at_ms=5_000)
+    assert [o.partition for o in segments] == [0, 1]  # a record a chain, on its partition
+    receipts, checkpoints = _written(segments)
+    ids = [d.decision["request"]["action_id"] for d in decided]  # type: ignore[index]
     assert [(x.chain, x.seq, x.action_id) for x in receipts] == [
-        ("decisions/0", 0, outs[0].decision["request"]["action_id"]),  # type: ignore[index]
-        ("decisions/1", 0, outs[3].decision["request"]["action_id"]),  # type: ignore[index]
-        ("decisions/0", 1, outs[5].decision["request"]["action_id"])]  # type: ignore[index]
-    assert [o.partition for o in outs if o.topic == topics.RECEIPTS] == [0, 1, 0, 0, 1]
+        ("decisions/0", 0, ids[0]), ("decisions/0", 1, ids[2]), ("decisions/1", 0, ids[1])]
     assert [(c.chain, c.first_seq, c.last_seq) for c in checkpoints] == [("decisions/0", 0, 1), ("decisions/1", 0, 0)]
     assert all(v.verdict is Verdict.VERIFIED for v in verify(receipts, checkpoints, {SIGNER.key_id: SIGNER.public}))
 
@@ -61,11 +59,13 @@ def test_each_decision_gets_a_receipt_behind_it_and_each_chain_a_checkpoint() ->
 def test_a_chain_moves_on_only_when_its_transaction_commits() -> None:
     r = Receipts(SIGNER)
     r.own(0, Head(chain_of(0)))
-    first = r.add(0, [_decision(1)]) + r.checkpoints(1)
+    r.note(0, [_decision(1)])
+    first = r.segments(1)
     r.committed_now()
-    r.add(0, [_decision(2)])
+    r.note(0, [_decision(2)])
     r.aborted()  # that transaction never was
-    again = r.add(0, [_decision(3)]) + r.checkpoints(2)
+    r.note(0, [_decision(3)])
+    again = r.segments(2)
     r.committed_now()
     receipts, checkpoints = (a + b for a, b in zip(_written(first), _written(again)))
     assert [x.seq for x in receipts] == [0, 1]
@@ -76,5 +76,19 @@ def test_a_chain_moves_on_only_when_its_transaction_commits() -> None:
 def test_a_transaction_with_no_decision_signs_nothing() -> None:
     r = Receipts(SIGNER)
     r.own(0, Head(chain_of(0)))
-    assert r.add(0, [Out(topics.DLQ, None, b"bad")]) == [Out(topics.DLQ, None, b"bad")]
-    assert r.checkpoints(1) == []
+    r.note(0, [Out(topics.DLQ, None, b"bad")])
+    assert r.segments(1) == []
+
+
+def test_a_long_transactions_receipts_are_cut_into_segments_that_each_verify() -> None:
+    r = Receipts(SIGNER)
+    r.own(0, Head(chain_of(0)))
+    for i in range(SEGMENT_RECEIPTS * 2 + 3):
+        r.note(0, [_decision(i)])
+    segments = r.segments(1)
+    receipts, checkpoints = _written(segments)
+    assert [(c.first_seq, c.last_seq) for c in checkpoints] == [
+        (0, SEGMENT_RECEIPTS - 1), (SEGMENT_RECEIPTS, 2 * SEGMENT_RECEIPTS - 1),
+        (2 * SEGMENT_RECEIPTS, 2 * SEGMENT_RECEIPTS + 2)]
+    assert max(len(o.value or b"") for o in segments) < 1024 * 1024
+    assert all(v.verdict is Verdict.VERIFIED for v in verify(receipts, checkpoints, {SIGNER.key_id: SIGNER.public}))
