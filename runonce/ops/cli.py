@@ -11,13 +11,22 @@ import sys
 from typing import Sequence
 
 from runonce.errors import FatalError, RunonceError
-from runonce.ops import actions_cli, analysts_cli, broker_cli, gateway_cli, stack_cli, vendors_cli, worker_cli
+from runonce.ops import (
+    actions_cli,
+    analysts_cli,
+    audit_cli,
+    broker_cli,
+    gateway_cli,
+    stack_cli,
+    vendors_cli,
+    worker_cli,
+)
 from runonce.ops.commands import Command, say
 from runonce.settings import Settings
 from runonce.telemetry.setup import configure_from_env
 
 #: the command groups, in the order ``runonce --help`` lists them
-GROUPS = (broker_cli, worker_cli, stack_cli, actions_cli, analysts_cli, gateway_cli, vendors_cli)
+GROUPS = (broker_cli, worker_cli, stack_cli, actions_cli, analysts_cli, audit_cli, gateway_cli, vendors_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:

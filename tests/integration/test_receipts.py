@@ -7,11 +7,14 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from runonce.audit.receipts import certify, decision_hashes, read_receipts
+import pytest
+
+from runonce.audit.receipts import certify, decision_hashes, export, read_receipts
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
+from runonce.ops.audit_cli import verify_file
 from runonce.ops.watch import DecisionWatcher
-from runonce.receipts.signing import Signer
+from runonce.receipts.signing import Signer, public_key_pem
 from runonce.receipts.verify import Verdict, verify
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
@@ -21,7 +24,7 @@ from tests.support.worker import WorkerProcess
 
 def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
         broker: Settings, receipts_key: Path, decision_log: DecisionWatcher, tmp_path: Path,
-        module_since_ms: int) -> None:
+        module_since_ms: int, capsys: pytest.CaptureFixture[str]) -> None:
     run = uuid.uuid4().hex[:8]
     worker = WorkerProcess(broker, f"receipts-{run}", tmp_path, extra_env={"RUNONCE_RECEIPTS_KEY": str(receipts_key)})
     worker.start()
@@ -54,3 +57,13 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
     held = [r for r in mine if r.outcome == "HELD"]
     assert len(held) == 1 and held[0].tool == "send_email"
     assert [r.reason for r in mine if r.outcome == "DROPPED"] == ["duplicate_key"] * 25  # derived keys too
+
+    # what an auditor runs: the export, then verify offline with the public key alone
+    exported, pub = tmp_path / "receipts.jsonl", tmp_path / "receipts.pub.pem"
+    receipts, checkpoints = export(broker.bootstrap_servers(), exported, progress=lambda _: None)
+    assert receipts == len(log.receipts) and checkpoints == len(log.checkpoints)
+    pub.write_bytes(public_key_pem(public.public))
+    capsys.readouterr()
+    assert verify_file(exported, [pub]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == len(reports) + 1 and all(": verified," in line for line in said[:-1]), said

@@ -4,7 +4,7 @@ import pytest
 
 from runonce.ops.cli import build_parser, main
 
-COMMANDS = ["broker", "topics", "acl", "worker", "executor", "sandbox", "up", "down", "status", "submit", "tail", "verify", "stats", "demo", "mcp", "export", "observe", "report", "approvals", "gateway", "connectors"]
+COMMANDS = ["broker", "topics", "acl", "worker", "executor", "sandbox", "up", "down", "status", "submit", "tail", "verify", "stats", "demo", "mcp", "export", "observe", "report", "audit", "approvals", "gateway", "connectors"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -1,0 +1,81 @@
+"""``runonce audit verify``: a file of receipts checked offline with the public key alone; the
+first bad record named, the exit status what a script branches on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from runonce.errors import ConfigError
+from runonce.ops.audit_cli import verify_file
+from runonce.receipts.canonical import canonical_bytes
+from runonce.receipts.signing import Signer, public_key_pem
+from tests.unit.test_receipts import _log
+
+
+def _files(tmp_path: Path, lines: list[bytes], signer: Signer) -> tuple[Path, Path]:
+    receipts = tmp_path / "receipts.jsonl"
+    receipts.write_bytes(b"\n".join(lines) + b"\n")
+    key = tmp_path / "receipts.pub.pem"
+    key.write_bytes(public_key_pem(signer.public))
+    return receipts, key
+
+
+def _exported(n: int) -> tuple[list[bytes], Signer]:
+    from tests.unit.test_receipts import SIGNER
+
+    receipts, checkpoints = _log(n)
+    lines: list[bytes] = []
+    for i, r in enumerate(receipts):  # as segments: a checkpoint after its receipts
+        lines.append(r.to_bytes())
+        lines += [canonical_bytes(c.to_json()) for c in checkpoints if c.last_seq == i]
+    return lines, SIGNER
+
+
+def test_an_intact_export_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, signer = _exported(12)
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 0
+    out = capsys.readouterr().out
+    assert "decisions/0: verified, 12 receipts, signed through #11" in out and "every chain intact" in out
+
+
+def test_a_changed_byte_fails_and_names_the_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, signer = _exported(12)
+    lines[2] = lines[2].replace(b'"outcome":"APPROVED"', b'"outcome":"DROPPED"')
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 1
+    out = capsys.readouterr().out
+    assert "decisions/0: tampered" in out and "decisions/0#2 (action a-2)" in out and "1 NOT VERIFIED" in out
+
+
+def test_a_removed_receipt_is_a_gap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, signer = _exported(12)
+    del lines[7]  # receipt #6 (a checkpoint line follows #3)
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 1
+    assert "decisions/0: gap, 11 receipts, signed through #3: decisions/0#6 is missing" in capsys.readouterr().out
+
+
+def test_another_key_verifies_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, _ = _exported(4)
+    receipts, key = _files(tmp_path, lines, Signer(Ed25519PrivateKey.generate()))
+    assert verify_file(receipts, [key]) == 1
+    assert "not one of the 1 keys given" in capsys.readouterr().out
+
+
+def test_a_line_that_is_no_receipt_is_named_by_its_number(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, signer = _exported(4)
+    lines.insert(2, b'{"note": "added by hand"}')
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 1
+    assert f"tampered: {receipts}:3: neither a receipt" in capsys.readouterr().out
+
+
+def test_no_key_and_no_file_are_said(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs --key"):
+        verify_file(tmp_path / "r.jsonl", [])
+    with pytest.raises(ConfigError, match="no such file"):
+        verify_file(tmp_path / "r.jsonl", [tmp_path / "k.pem"])
