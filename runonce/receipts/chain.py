@@ -26,11 +26,3 @@ class Head:
     def after(self, placed: bytes) -> Head:
         """The head once the receipt this head placed (its canonical bytes) is on the chain."""
         return Head(self.chain, self.next_seq + 1, sha256_hex(placed))
-
-    def to_bytes(self) -> bytes:
-        return f"{self.next_seq} {self.last_digest}".encode("ascii")
-
-    @classmethod
-    def from_bytes(cls, chain: str, data: bytes) -> Head:
-        seq, _, digest = data.decode("ascii").partition(" ")
-        return cls(chain, int(seq), digest)
