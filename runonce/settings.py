@@ -23,6 +23,7 @@ from runonce.executor_failpoint import parse_failpoint
 from runonce.kafka import client_config
 from runonce.kafka.access import MECHANISMS, KafkaAccess
 from runonce.kafka.client_config import ClientConfig
+from runonce.kafka.process import GroupProtocol
 from runonce.rate import Rate
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
@@ -196,6 +197,12 @@ class Settings:
     runtime: Runtime = setting(
         Runtime.TRANSACTIONAL, "RUNONCE_RUNTIME",
         "the stream job's runtime: `transactional` (exactly once, confluent-kafka) or `faust`",
+        Reader.WORKER)
+    group_protocol: GroupProtocol = setting(
+        GroupProtocol.CLASSIC, "RUNONCE_GROUP_PROTOCOL",
+        "transactional runtime: the stream workers' group protocol: `classic`, or `consumer` (KIP-848, Kafka 4.0+: "
+        "the broker assigns and moves only the partitions that change owner; the session timeout is the broker's "
+        "`group.consumer.session.timeout.ms`, not `RUNONCE_WORKER_SESSION_TIMEOUT_MS`; docs/kafka.md)",
         Reader.WORKER)
     txn_max_records: int = setting(
         2000, "RUNONCE_TXN_MAX_RECORDS",
@@ -375,6 +382,9 @@ class Settings:
         if self.receipts_key_file is not None and self.runtime is Runtime.FAUST:
             raise ConfigError("RUNONCE_RECEIPTS_KEY: the faust runtime writes no receipts (a receipt must be in the "
                               "transaction of its decision); run the default runtime")
+        if self.group_protocol is GroupProtocol.CONSUMER and self.runtime is Runtime.FAUST:
+            raise ConfigError("RUNONCE_GROUP_PROTOCOL=consumer: the faust runtime's client (aiokafka) speaks only the "
+                              "classic protocol; run the default runtime")
         if self.broker_oidc_jwks_url and not self.broker_oidc_issuer:
             raise ConfigError("RUNONCE_BROKER_OIDC_JWKS_URL needs RUNONCE_BROKER_OIDC_ISSUER: the broker checks "
                               "each token's issuer, and its audience (RUNONCE_BROKER_OIDC_AUDIENCE, default "
@@ -387,7 +397,7 @@ class Settings:
 _READ_ALWAYS = frozenset({"kafka_config", "sasl_password", "reader_sasl_password"})
 #: counts whose only bound worth saying is the lower one
 _AT_LEAST = frozenset({"partitions", "replication_factor", "min_insync_replicas"})
-_ENUMS: dict[str, type[enum.Enum]] = {"Runtime": Runtime, "Guarantee": Guarantee}
+_ENUMS: dict[str, type[enum.Enum]] = {"Runtime": Runtime, "Guarantee": Guarantee, "GroupProtocol": GroupProtocol}
 
 
 def _parse(annotation: object, env: str, text: str) -> object:

@@ -63,6 +63,14 @@ SERVER_DEFAULTS = {
     "transaction.state.log.min.isr": "1",
     "transaction.state.log.num.partitions": "6",
     "group.initial.rebalance.delay.ms": "0",
+    # KIP-848 groups (RUNONCE_GROUP_PROTOCOL=consumer): the broker keeps a member's session and
+    # heartbeat. Kafka's defaults are 45 s and 5 s; these are the classic workers' own (a killed
+    # worker's partitions move after 10 s, 6 s the least a group may ask) and its 1 s heartbeat,
+    # by which a member learns of a partition to give up or take
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
     "auto.create.topics.enable": "false",
     "num.partitions": "1",
     "log.retention.hours": "168",

@@ -43,10 +43,11 @@ OWNED_KEYS = {
     "partitioner": "murmur2_random, the same partition as Java and faust",
     "transaction.timeout.ms": "set per process from its settings",
     "enable.partition.eof": "set per reader",
-    # KIP-848 hands partitions over incrementally; the worker and executors rebuild their
-    # state for the whole assignment the classic protocol hands them (docs/kafka.md)
-    "group.protocol": "runonce's groups use the classic protocol",
+    # the stream workers take KIP-848's incremental hand-overs; the executors' lease counts on
+    # the classic protocol's (docs/kafka.md)
+    "group.protocol": "the stream workers' is RUNONCE_GROUP_PROTOCOL; the executors' is classic",
     "partition.assignment.strategy": "set per process (the stream job needs range)",
+    "group.remote.assignor": "set per process (the stream job needs range)",
 }
 
 #: the supported security keys (others pass through to librdkafka, and faust refuses them)

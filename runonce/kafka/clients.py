@@ -129,16 +129,18 @@ def producer(bootstrap: KafkaTarget, **extra: Any) -> Producer:
     return Producer(producer_config(bootstrap, **extra))
 
 
-def transactional_consumer_config(bootstrap: KafkaTarget, group: str, *, session_timeout_ms: int,
+def transactional_consumer_config(bootstrap: KafkaTarget, group: str, *, session_timeout_ms: int | None,
                                   **extra: Any) -> dict[str, Any]:
     """The consumer of a process that commits its offsets in its transactions (stream workers,
     executors): read_committed, and the client never picks a position (a missing or
-    out-of-range offset is an error the process sees, runonce/kafka/positions.py)."""
+    out-of-range offset is an error the process sees, runonce/kafka/positions.py).
+    ``session_timeout_ms`` None: the broker's (KIP-848)."""
+    session = {} if session_timeout_ms is None else {
+        "session.timeout.ms": session_timeout_ms, "heartbeat.interval.ms": 1000}
     return {
         **base_config(bootstrap), "group.id": group, "enable.auto.commit": False,
         "auto.offset.reset": "error", "isolation.level": "read_committed",
-        "session.timeout.ms": session_timeout_ms, "heartbeat.interval.ms": 1000,
-        **extra,
+        **session, **extra,
     }
 
 

@@ -57,6 +57,8 @@ class GroupConsumer(Protocol):
 
     def assign(self, partitions: list[TopicPartition]) -> None: ...
 
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None: ...
+
     def assignment(self) -> list[TopicPartition]: ...
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]: ...
@@ -88,9 +90,14 @@ class Task(Protocol):
         """The most records the next batch may hold."""
         ...
 
-    def on_assign(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None: ...
+    def on_assign(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
+        """The group gave these partitions: start each at an explicit position (``assign``, or
+        ``incremental_assign`` in an incremental group, where ``partitions`` are only the new ones)."""
+        ...
 
-    def on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None: ...
+    def on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
+        """The group took these partitions (all of them, in a classic group)."""
+        ...
 
     def process(self, records: list[Message]) -> Processed:
         """Decide (or plan and perform) the batch and commit it."""
@@ -131,8 +138,12 @@ class RunsItsLoop:
 
 class ConsumerLoop:
     def __init__(self, name: str, consumer: GroupConsumer, task: Task, topics: Sequence[str], *, wait_s: float,
-                 group_stall: GroupStall | None = None, health: Health | None = None) -> None:
+                 group_stall: GroupStall | None = None, health: Health | None = None,
+                 incremental: bool = False) -> None:
+        """``incremental``: the group hands partitions over one by one (KIP-848): a revocation
+        takes only some, and the process keeps working on the rest."""
         self.name = name
+        self.incremental = incremental
         self.consumer = consumer
         self.task = task
         self.topics = list(topics)
@@ -210,8 +221,12 @@ class ConsumerLoop:
         self.health.assigned()
 
     def _on_revoke(self, consumer: GroupConsumer, partitions: list[TopicPartition]) -> None:
-        self.health.revoked()
-        self.deferred = []  # fetched from partitions that may be another's now: they come again
+        if not self.incremental:  # a classic rebalance took everything; the next assignment follows
+            self.health.revoked()
+        # records fetched from partitions that may be another's now come again to their next
+        # owner; those of partitions kept stay (the consumer's position is past them)
+        taken = {(tp.topic, tp.partition) for tp in partitions}
+        self.deferred = [m for m in self.deferred if (m.topic(), m.partition()) not in taken]
         self.task.on_revoke(consumer, partitions)
 
 

@@ -6,6 +6,7 @@ start (clients.closed_if_raised)."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -29,17 +30,34 @@ class TransactionalClients:
     group_stall: GroupStall
 
 
+class GroupProtocol(enum.StrEnum):
+    """A consumer group's rebalance protocol (librdkafka's ``group.protocol``); the first is the default."""
+
+    #: the client-side protocol: a rebalance revokes every partition of every member, then assigns
+    CLASSIC = "classic"
+    #: KIP-848 (Kafka 4.0+): the broker assigns, and moves only the partitions that change owner;
+    #: a member's session timeout and heartbeat are the broker's (``group.consumer.*``)
+    CONSUMER = "consumer"
+
+
 @dataclass(frozen=True, slots=True)
 class Membership:
-    """How the process joins its group: ``group``, its session timeout, and whether it is a
-    static member (KIP-345, ``group.instance.id`` = its transactional id: restarted under the
-    same id, it takes its partitions back at once instead of after the session timeout of the
-    instance it replaces; two live processes of one id fence each other in the group as in
-    their transactions)."""
+    """How the process joins its group: ``group``, its session timeout, whether it is a static
+    member (KIP-345, ``group.instance.id`` = its transactional id: restarted under the same id,
+    it takes its partitions back at once instead of after the session timeout of the instance
+    it replaces), and its group protocol. Under the classic protocol two live processes of one
+    id fence each other in the group as in their transactions; under KIP-848 the one joining
+    second is refused (a fatal error) until the first has left or its session expired."""
 
     group: str
     session_timeout_ms: int
     static: bool
+    protocol: GroupProtocol = GroupProtocol.CLASSIC
+
+    @property
+    def incremental(self) -> bool:
+        """Assignments change partition by partition (KIP-848), not all at once."""
+        return self.protocol is GroupProtocol.CONSUMER
 
 
 def consumer_settings(access: KafkaTarget, transactional_id: str, membership: Membership,
@@ -47,9 +65,11 @@ def consumer_settings(access: KafkaTarget, transactional_id: str, membership: Me
     """The consumer's configuration, but for its statistics: a transactional consumer's
     (clients.py), the process's ``extra``, and its membership."""
     static = {"group.instance.id": transactional_id} if membership.static else {}
-    return clients.transactional_consumer_config(access, membership.group,
-                                                 session_timeout_ms=membership.session_timeout_ms,
-                                                 **{**(extra or {}), **static})
+    # under KIP-848 the broker keeps the session and the heartbeat, and librdkafka refuses the keys
+    protocol = {"group.protocol": "consumer"} if membership.incremental else {}
+    return clients.transactional_consumer_config(
+        access, membership.group, session_timeout_ms=None if membership.incremental else membership.session_timeout_ms,
+        **{**(extra or {}), **static, **protocol})
 
 
 def transactional_clients(access: KafkaTarget, transactional_id: str, membership: Membership, *,

@@ -34,7 +34,7 @@ from runonce.kafka.health import Health
 from runonce.kafka.lag import LagGauge
 from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
-from runonce.kafka.process import Membership, transactional_clients
+from runonce.kafka.process import GroupProtocol, Membership, transactional_clients
 from runonce.kafka.record import Out, Record
 from runonce.kafka.watchdog import Watchdog
 from runonce.receipts.signing import Signer
@@ -79,8 +79,12 @@ def worker_producer_config(settings: Settings) -> dict[str, Any]:
 
 def worker_consumer_config(settings: Settings) -> dict[str, Any]:
     """What the worker's consumer adds to a transactional process's (process.py): partition p
-    of every input on one worker (range), fetches batched over ``fetch_wait_ms``."""
-    return {"partition.assignment.strategy": "range", "fetch.max.bytes": 64 * 1024 * 1024,
+    of every input on one worker (range: the classic client-side assignor, or KIP-848's on the
+    broker, which keeps partitions of one number together too), fetches batched over
+    ``fetch_wait_ms``."""
+    assignor = ({"group.remote.assignor": "range"} if settings.group_protocol is GroupProtocol.CONSUMER
+                else {"partition.assignment.strategy": "range"})
+    return {**assignor, "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024,
             **clients.batched_fetch(settings.fetch_wait_ms)}
 
@@ -120,14 +124,16 @@ class TransactionalWorker(RunsItsLoop):
         with clients.closed_if_raised(self.reader):
             made = transactional_clients(
                 self.access, self.transactional_id,
-                Membership(GROUP, settings.worker_session_timeout_ms, settings.static_membership),
+                Membership(GROUP, settings.worker_session_timeout_ms, settings.static_membership,
+                           settings.group_protocol),
                 transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, consumer_config=worker_consumer_config(settings),
                 producer_config=worker_producer_config(settings), stats_readers=[LagGauge(self.metrics.lag, GROUP)],
                 consumer=consumer, new_producer=new_producer, watchdog=watchdog,
                 on_step=lambda step, seconds: self._took(step.value, seconds))
         self.consumer, self.checkpoint, self.group_stall = made.consumer, made.checkpoint, made.group_stall
+        self.incremental = settings.group_protocol is GroupProtocol.CONSUMER
         self.loop = ConsumerLoop(self.transactional_id, self.consumer, self, INPUTS, wait_s=self.max_wait_s,
-                                 group_stall=self.group_stall, health=health)
+                                 group_stall=self.group_stall, health=health, incremental=self.incremental)
 
     def _took(self, step: str, seconds: float) -> None:
         """One step of a committed transaction: ``DECIDE``, or a ``checkpoint.Step``'s value."""
@@ -135,22 +141,65 @@ class TransactionalWorker(RunsItsLoop):
 
     # -- assignment ------------------------------------------------------------------
     def on_assign(self, consumer: loop.GroupConsumer, partitions: list[TopicPartition]) -> None:
+        """``partitions``: the whole assignment in a classic group, the ones added under KIP-848."""
         # A new group starts at the earliest request: nothing an agent published is skipped.
         starts = [TopicPartition(topic, s.partition, s.offset)
                   for topic, s in explicit_starts(consumer, partitions, StartPolicy.EARLIEST, self.transactional_id,
                                                   timeout_s=30)]
+        if not self.incremental:
+            self.starts = {}
+        self.starts.update({(tp.topic, tp.partition): tp.offset for tp in starts})
         # Committed offsets were read stably (KIP-447), so the previous owner's transactions are
-        # resolved; now bring each owned state partition to its changelog's end.
+        # resolved; now bring each state partition given to its changelog's end.
+        self._own(given=starts)
+        self.pipeline.rolled_back()  # state partitions came and went: nothing cached about them holds
+        if self.incremental:
+            consumer.incremental_assign(starts)
+        else:
+            consumer.assign(starts)
+        if starts or not self.incremental:  # librdkafka hands KIP-848 members an empty one after each revocation
+            log.info("%s assigned %s", self.transactional_id,
+                     ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts) or "nothing")
+
+    def on_revoke(self, consumer: loop.GroupConsumer, partitions: list[TopicPartition]) -> None:
+        # between batches: nothing is pending; a transaction aborted here is a batch never committed
+        for table in self.tables:
+            table.abort()
+        self.pipeline.rolled_back()
+        if self.receipts is not None:
+            self.receipts.aborted()
+        for tp in partitions:
+            self.starts.pop((tp.topic, tp.partition), None)
+        # What was taken may be decided by its next owner from now on: no chain of it stays here
+        # (a member dropped from its group and given a partition back must read its chain again),
+        # and under KIP-848, where the rest stays with this worker, no state of it stays open
+        # (stage 2 in place asks what is open). A classic group's next assignment closes the
+        # tables it does not give back, and catches up those it does.
+        self._own(given=[], tables=self.incremental)
+        if self.incremental:
+            log.info("%s revoked %s", self.transactional_id,
+                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+
+    def _own(self, given: list[TopicPartition], *, tables: bool = True) -> None:
+        """Each receipt chain (and with ``tables`` each table) open for exactly the partitions
+        held (``self.starts``); those among ``given`` restored to their changelog's end (a
+        classic group gives all again)."""
         owned: dict[str, set[int]] = {topics.REQUESTED: set(), topics.SCOPED: set()}
-        for tp in starts:  # stage 1's state partition p serves actions.requested p and the re-key topic p
-            owned[topics.SCOPED if tp.topic == topics.SCOPED else topics.REQUESTED].add(tp.partition)
-        every = {tp.partition for tp in starts}  # a hold lives on the partition that decided it
-        for table, parts in ((self.keys, owned[topics.REQUESTED]), (self.scopes, owned[topics.SCOPED]),
-                             (self.holds, every)):
+        for topic, p in self.starts:  # stage 1's state partition p serves actions.requested p and the re-key topic p
+            owned[topics.SCOPED if topic == topics.SCOPED else topics.REQUESTED].add(p)
+        every = {p for _, p in self.starts}  # a hold lives on the partition that decided it
+        fresh: dict[str, set[int]] = {topics.REQUESTED: set(), topics.SCOPED: set()}
+        for tp in given:
+            fresh[topics.SCOPED if tp.topic == topics.SCOPED else topics.REQUESTED].add(tp.partition)
+        for table, parts, restored in ((self.keys, owned[topics.REQUESTED], fresh[topics.REQUESTED]),
+                                       (self.scopes, owned[topics.SCOPED], fresh[topics.SCOPED]),
+                                       (self.holds, every, {tp.partition for tp in given})):
+            if not tables:
+                break
             for p in list(table.parts):
                 if p not in parts:
                     table.close(p)
-            for p in sorted(parts):
+            for p in sorted(parts & restored):
                 done = restore(self.reader, table, p)
                 self.metrics.restored.labels(table.name).inc(done.records)
                 log.info("%s: %s[%d] restored %d records (%d..%d) in %.1f s%s", self.transactional_id, table.name,
@@ -160,20 +209,8 @@ class TransactionalWorker(RunsItsLoop):
             for p in list(self.receipts.committed):
                 if p not in every:
                     self.receipts.disown(p)
-            for p in sorted(every):
+            for p in sorted(every - set(self.receipts.committed)):
                 self.receipts.own(p, head_of(self.reader, p))
-        self.starts = {(tp.topic, tp.partition): tp.offset for tp in starts}
-        self.pipeline.rolled_back()  # state partitions came and went: nothing cached about them holds
-        consumer.assign(starts)
-        log.info("%s assigned %s", self.transactional_id,
-                 ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
-
-    def on_revoke(self, consumer: loop.GroupConsumer, partitions: list[TopicPartition]) -> None:
-        for table in self.tables:
-            table.abort()
-        self.pipeline.rolled_back()
-        if self.receipts is not None:
-            self.receipts.aborted()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def batch_limit(self) -> int:

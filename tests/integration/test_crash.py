@@ -8,7 +8,8 @@ content key stops them, so a claim lost after a crash (issue "a decision changed
 crash") approves one, and the family shows two approvals. Then the oracle must find every
 requested record accounted for exactly once, none decided two ways, no key approved twice,
 and each family of repeats decided as planted. The transactional runtime must also
-re-emit no decision.
+re-emit no decision, and is run a second time in a KIP-848 group (``RUNONCE_GROUP_PROTOCOL=
+consumer``), where each restart is given and each kill relieved of a few partitions at a time.
 
 RUNONCE_CRASH_ACTIONS sets the size (default 20000), RUNONCE_CRASH_DEADLINE_S how long the
 oracle waits for every action to be accounted for (default 420)."""
@@ -83,8 +84,9 @@ def _assert_each_decision_has_one_receipt(broker: Settings, since_ms: int, wante
     assert found.ok, found.summary()
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, runtime: str,
+@pytest.mark.parametrize("runtime, protocol", [*((r, "classic") for r in RUNTIMES), ("transactional", "consumer")],
+                         ids=[*RUNTIMES, "transactional-kip848"])
+def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, runtime: str, protocol: str,
                                                    receipts_key: Path) -> None:
     n_actions = int(os.environ.get("RUNONCE_CRASH_ACTIONS", "20000"))
     since_ms = int(time.time() * 1000) - 1000  # the oracle reads this test's window of the topics
@@ -96,8 +98,10 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
     # info: assignments and restores in the log tails a failure prints
     # the default runtime writes receipts (docs/receipts.md): each decision's, in its transaction
     keyed = {"RUNONCE_RECEIPTS_KEY": str(receipts_key)} if runtime == "transactional" else {}
-    workers = [WorkerProcess(broker, f"crash-{runtime}-{i}", tmp_path, runtime=runtime, loglevel="info",
-                             extra_env=keyed) for i in range(3)]
+    # kip848: each restart joins a KIP-848 group that hands partitions over a few at a time
+    env = {**keyed, "RUNONCE_GROUP_PROTOCOL": protocol}
+    workers = [WorkerProcess(broker, f"crash-{runtime}-{protocol}-{i}", tmp_path, runtime=runtime, loglevel="info",
+                             extra_env=env) for i in range(3)]
     for w in workers:
         w.start()
     time.sleep(8)  # let the group form before load arrives
@@ -150,7 +154,7 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
         # Said compactly (never the sets themselves: 21,000 ids bury the message), and where:
         # one partition's range points at a stuck owner, scattered positions at skipped records.
         undecided = len(missing)  # pytest would print a set operand whole
-        assert undecided == 0, (f"{undecided} of {len(wanted)} actions never decided ({runtime}), "
+        assert undecided == 0, (f"{undecided} of {len(wanted)} actions never decided ({runtime}, {protocol}), "
                                 f"e.g. {sorted(missing)[:3]}; lost by partition: {_spans(report.lost)}\n"
                                 f"{report.summary()}\nexits on their own: {exits}\n{_group(broker)}\n{_logs(workers)}")
         assert report.ok, f"{report.summary()}\n{_logs(workers)}"
@@ -163,7 +167,7 @@ def test_sigkilled_workers_neither_double_nor_lose(broker: Settings, tmp_path, r
         if runtime == "transactional":  # exactly-once: no decision written twice (earlier tests' don't count)
             assert ours == 0, f"{ours} decisions re-emitted\n{report.summary()}"
             _assert_each_decision_has_one_receipt(broker, since_ms, wanted, receipts_key)
-        print(f"\ncrash test ({runtime}): {len(records)} actions, {sum(len(f.members) - 1 for f in families)} planted "
+        print(f"\ncrash test ({runtime}, {protocol} group): {len(records)} actions, {sum(len(f.members) - 1 for f in families)} planted "
               f"repeats, {kills} SIGKILLs (three with RocksDB deleted), {n_late} late unkeyed retry families, re-emitted decisions {ours}, "
               f"lost {len(report.lost)}, doubled {len(report.doubled_keys)}, conflicts {len(report.conflicts)}, "
               f"exits on their own (restarted) {exits}")

@@ -80,6 +80,21 @@ def test_deferred_records_are_forgotten_when_their_partitions_are_revoked() -> N
     assert lp.turn() == 0 and task.batches == [[1, 2]] and task.idles == 1
 
 
+def test_an_incremental_revocation_forgets_only_the_deferred_records_of_the_partitions_taken() -> None:
+    # KIP-848 takes some partitions and leaves the rest: the consumer's position on a partition
+    # kept is past its deferred records, so forgetting them would skip them for good
+    consumer = FakeConsumer([])
+    consumer.messages = [Msg(0, 1, b"a"), Msg(0, 2, b"b"), Msg(1, 7, b"c"), Msg(1, 8, b"d")]
+    task = Task()
+    lp = ConsumerLoop("t", consumer, task, ["actions.approved"], wait_s=0.0, incremental=True)
+    lp.health.started()
+    lp._on_assign(consumer, [TopicPartition("actions.approved", 0), TopicPartition("actions.approved", 1)])  # noqa: SLF001
+    lp.turn()  # committed offset 1; the rest deferred
+    lp._on_revoke(consumer, [TopicPartition("actions.approved", 0)])  # noqa: SLF001  # the consumer's callback
+    assert lp.turn() == 2 and task.batches == [[1, 2, 7, 8], [7, 8]]
+    assert lp.health.ready().ok, lp.health.ready().reason  # it works on what it kept: still ready
+
+
 def test_consumer_errors_are_handled_once_for_every_task() -> None:
     consumer = FakeConsumer([])
     consumer.messages = [Msg(0, 1, error=KafkaError(KafkaError._PARTITION_EOF)),

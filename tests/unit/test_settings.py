@@ -23,6 +23,9 @@ def test_from_env_reads_only_what_it_is_given(tmp_path) -> None:
     ({"RUNONCE_EXECUTOR_FAILPOINT": "after_lunch"}, "executor_failpoint must be"),
     ({"RUNONCE_STREAM_FAILPOINT": "skip_all"}, "stream_failpoint must be"),
     ({"RUNONCE_FETCH_WAIT_MS": "501"}, "fetch_wait_ms must be within 0..500"),
+    ({"RUNONCE_GROUP_PROTOCOL": "cooperative"}, "RUNONCE_GROUP_PROTOCOL must be one of classic, consumer"),
+    ({"RUNONCE_GROUP_PROTOCOL": "consumer", "RUNONCE_RUNTIME": "faust"}, "faust runtime's client .* classic"),
+    ({"RUNONCE_RECEIPTS_KEY": "/k.pem", "RUNONCE_RUNTIME": "faust"}, "the faust runtime writes no receipts"),
 ])
 def test_bad_settings_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

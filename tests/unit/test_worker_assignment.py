@@ -1,0 +1,120 @@
+"""The stream worker's assignment, with fakes (a consumer and a changelog reader that record
+what they are asked, real RocksDB tables): under KIP-848 (``RUNONCE_GROUP_PROTOCOL=consumer``)
+a worker is given and relieved of partitions a few at a time. It restores only the state
+partitions it is given, keeps the rest open and working, and closes what is taken at once (a
+scope partition left open here would be decided in place by stage 2 while its next owner
+decides it too). A classic group hands over the whole assignment each time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from runonce.core.policy import PolicyBook
+from runonce.kafka import topics
+from runonce.kafka.process import GroupProtocol
+from runonce.kafka.watchdog import Watchdog
+from runonce.settings import Settings
+from runonce.streams.transactional.worker import INPUTS, TransactionalWorker
+from tests.support.kafka_fakes import FakeProducer, Made
+
+COMMITTED = 5
+
+
+class Consumer:
+    """Every partition committed at ``COMMITTED``; records what it was told to assign."""
+
+    def __init__(self) -> None:
+        self.assigned: list[tuple[str, list[tuple[str, int, int]]]] = []
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, COMMITTED) for tp in partitions]
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned.append(("assign", sorted((tp.topic, tp.partition, tp.offset) for tp in partitions)))
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned.append(("incremental", sorted((tp.topic, tp.partition, tp.offset) for tp in partitions)))
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+
+class Reader:
+    """Changelogs and receipt chains with nothing in them: notes each partition whose restore
+    (or whose chain's head) was read."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
+        self.asked.append((tp.topic, tp.partition))
+        return 0, 0
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def unassign(self) -> None:
+        pass
+
+
+def given(*partitions: int) -> list[TopicPartition]:
+    """Partition p of every input: what the range assignor keeps together."""
+    return [TopicPartition(topic, p) for p in partitions for topic in INPUTS]
+
+
+def worker(tmp_path: Path, protocol: GroupProtocol) -> tuple[TransactionalWorker, Consumer, Reader]:
+    consumer, reader = Consumer(), Reader()
+    key = tmp_path / "receipts.key"
+    key.write_bytes(Ed25519PrivateKey.generate().private_bytes_raw())
+    settings = Settings(home=tmp_path, bootstrap="127.0.0.1:9", group_protocol=protocol, receipts_key_file=key)
+    w = TransactionalWorker(settings, PolicyBook.load(), consumer=consumer, reader=reader,  # type: ignore[arg-type]
+                            new_producer=Made(FakeProducer()), watchdog=Watchdog("t", 60, start=False))
+    return w, consumer, reader
+
+
+def open_parts(w: TransactionalWorker) -> dict[str, list[int]]:
+    return {table.name: sorted(table.parts) for table in w.tables}
+
+
+def restored(reader: Reader) -> list[tuple[str, int]]:
+    done, reader.asked = sorted(reader.asked), []
+    return done
+
+
+def test_under_kip_848_a_worker_restores_what_it_is_given_and_closes_what_is_taken(tmp_path: Path) -> None:
+    w, consumer, reader = worker(tmp_path, GroupProtocol.CONSUMER)
+    w.on_assign(consumer, given(0, 1, 2))
+    assert open_parts(w) == {"keys": [0, 1, 2], "scopes": [0, 1, 2], "holds": [0, 1, 2]}
+    restored(reader)
+
+    w.on_assign(consumer, given(3))  # the others stay as they are: neither closed nor read again
+    assert open_parts(w) == {"keys": [0, 1, 2, 3], "scopes": [0, 1, 2, 3], "holds": [0, 1, 2, 3]}
+    assert restored(reader) == sorted([(topics.CHANGELOG_KEYS, 3), (topics.CHANGELOG_SCOPES, 3),
+                                       (topics.CHANGELOG_HOLDS, 3), (topics.RECEIPTS, 3)])
+    assert consumer.assigned[-1] == ("incremental", sorted((t, 3, COMMITTED) for t in INPUTS))
+
+    w.on_revoke(consumer, given(1))
+    assert open_parts(w) == {"keys": [0, 2, 3], "scopes": [0, 2, 3], "holds": [0, 2, 3]}
+    here = w.pipeline.keys.decides_scope_here  # stage 2 in place: only where the scope partition is this worker's
+    assert not here(1) and here(2)
+    assert sorted(w.starts) == sorted((t, p) for p in (0, 2, 3) for t in INPUTS)
+    assert w.receipts is not None and sorted(w.receipts.committed) == [0, 2, 3]  # chain 1 is its next owner's
+
+
+def test_a_classic_group_hands_over_the_whole_assignment_each_time(tmp_path: Path) -> None:
+    w, consumer, reader = worker(tmp_path, GroupProtocol.CLASSIC)
+    w.on_assign(consumer, given(0, 1, 2))
+    w.on_revoke(consumer, given(0, 1, 2))
+    assert w.receipts is not None and not w.receipts.committed
+    restored(reader)
+    w.on_assign(consumer, given(1, 3))
+    assert open_parts(w) == {"keys": [1, 3], "scopes": [1, 3], "holds": [1, 3]}
+    # each given is caught up, and each chain's head read again: between two assignments of a
+    # classic group, another member may have owned it (this one dropped from the group meanwhile)
+    assert restored(reader) == sorted((log, p) for p in (1, 3) for log in (
+        topics.CHANGELOG_KEYS, topics.CHANGELOG_SCOPES, topics.CHANGELOG_HOLDS, topics.RECEIPTS))
+    assert w.receipts is not None and sorted(w.receipts.committed) == [1, 3]
+    assert consumer.assigned[-1] == ("assign", sorted((t, p, COMMITTED) for p in (1, 3) for t in INPUTS))
