@@ -8,6 +8,7 @@ whose record no decision topic holds (a receipt for something that never happene
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from runonce.receipts.canonical import sha256_hex
 from runonce.receipts.files import read_lines
 from runonce.receipts.receipt import Receipt
 from runonce.receipts.signing import Checkpoint
+from runonce.receipts.verify import proofs_of
 from runonce.wire.codec import Codec
 from runonce.wire.headers import H_RECEIPT_TYPE
 
@@ -40,23 +42,54 @@ def parse(records: Iterable[Record]) -> ReceiptLog:
         where = f"{topics.RECEIPTS}[{r.partition}]@{r.offset}"
         if kind != b"segment":
             raise ValueError(f"{where} is not a segment of receipts: header {H_RECEIPT_TYPE} is {kind!r}")
-        receipts, checkpoints = read_lines((r.value or b"").split(b"\n"), where)
-        log.receipts.extend(receipts)
-        log.checkpoints.extend(checkpoints)
+        lines = read_lines((r.value or b"").split(b"\n"), where)
+        log.receipts.extend(lines.receipts)
+        log.checkpoints.extend(lines.checkpoints)
     return log
 
 
-def export(bootstrap: KafkaTarget, out: Path, progress: Callable[[str], None]) -> tuple[int, int]:
-    """Every segment of actions.receipts, its lines verbatim, to ``out`` (JSON lines): what
-    ``runonce audit verify`` reads offline. Returns (receipts, checkpoints) written."""
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which receipts a filtered export holds: a tenant's, an agent's, and those of segments
+    written within [since_ms, until_ms) (broker time). None: any."""
+
+    tenant: str | None = None
+    agent_id: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.tenant, self.agent_id, self.since_ms, self.until_ms))
+
+    def keeps(self, receipt: Receipt) -> bool:
+        return ((self.tenant is None or receipt.tenant == self.tenant)
+                and (self.agent_id is None or receipt.agent_id == self.agent_id))
+
+
+def export(bootstrap: KafkaTarget, out: Path, progress: Callable[[str], None],
+           selection: Selection = Selection()) -> tuple[int, int]:
+    """To ``out`` (JSON lines), what ``runonce audit verify`` reads offline: every segment of
+    actions.receipts, its lines verbatim (whole chains); or, with a ``selection``, a proof for
+    each receipt selected (its signed checkpoint and audit path: it verifies alone, and the
+    others' receipts stay out of the file). Returns (receipts, checkpoints) written (a proof
+    holds its checkpoint: none apart)."""
     receipts = checkpoints = 0
     with out.open("wb") as f:
-        for r in read_all(bootstrap, topics.RECEIPTS):
+        for r in read_all(bootstrap, topics.RECEIPTS, since_ms=selection.since_ms, until_ms=selection.until_ms):
             lines = (r.value or b"").split(b"\n")
-            f.write(b"\n".join(lines) + b"\n")
-            receipts, checkpoints = receipts + len(lines) - 1, checkpoints + 1
-            if checkpoints % 1000 == 0:
-                progress(f"{receipts:,} receipts, {checkpoints:,} checkpoints written")
+            if selection:
+                segment = read_lines(lines, f"{topics.RECEIPTS}[{r.partition}]@{r.offset}")
+                for checkpoint in segment.checkpoints:  # one a segment
+                    for proof in proofs_of(segment.receipts, checkpoint):
+                        if selection.keeps(proof.receipt):
+                            f.write(json.dumps(proof.to_json(), sort_keys=True, separators=(",", ":"),
+                                               ensure_ascii=False).encode("utf-8") + b"\n")
+                            receipts += 1
+            else:
+                f.write(b"\n".join(lines) + b"\n")
+                receipts, checkpoints = receipts + len(lines) - 1, checkpoints + 1
+            if r.offset % 1000 == 0:
+                progress(f"{topics.RECEIPTS}[{r.partition}]@{r.offset}: {receipts:,} receipts written")
     return receipts, checkpoints
 
 

@@ -4,28 +4,39 @@ public keys (docs/receipts.md)."""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from runonce.errors import ConfigError
-from runonce.ops.commands import Adder, say
+from runonce.ops.commands import Adder, broker_time_ms, say
 from runonce.settings import Settings
 
 
 def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "export":
-        from runonce.audit.receipts import export
+        from runonce.audit.receipts import Selection, export
 
         if not args.out:
             raise ConfigError("runonce audit export needs --out FILE (JSON lines)")
-        receipts, checkpoints = export(settings.kafka_access(), Path(args.out), progress=say)
-        print(f"{receipts:,} receipts and {checkpoints:,} checkpoints in {args.out}")
+        now_ms = int(time.time() * 1000)
+        selection = Selection(tenant=args.tenant, agent_id=args.agent,
+                              since_ms=broker_time_ms(args.since, now_ms) if args.since else None,
+                              until_ms=broker_time_ms(args.until, now_ms) if args.until else None)
+        if selection.since_ms is not None and selection.until_ms is not None and selection.until_ms <= selection.since_ms:
+            raise ConfigError(f"--until ({args.until}) must come after --since ({args.since})")
+        receipts, checkpoints = export(settings.kafka_access(), Path(args.out), progress=say, selection=selection)
+        if selection:
+            print(f"{receipts:,} receipts in {args.out}, each with its signed checkpoint and audit path")
+        else:
+            print(f"{receipts:,} receipts and {checkpoints:,} checkpoints in {args.out}")
         return 0
     return verify_file(Path(args.receipts), [Path(k) for k in args.key or []])
 
 
 def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     """Offline: no broker, the file and the public keys. 0 when every chain is verified or
-    open (its last transaction's receipts not signed yet), 1 on a gap or a tampered record."""
+    open (its last transaction's receipts not signed yet) and every proof holds; 1 on a gap, a
+    tampered record or a receipt its proof does not prove (or a file with nothing in it)."""
     from runonce.receipts.files import read_lines
     from runonce.receipts.signing import load_public_keys
     from runonce.receipts.verify import Verdict, verify
@@ -37,18 +48,27 @@ def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     keys = load_public_keys(key_files)
     try:
         with receipts_file.open("rb") as f:
-            receipts, checkpoints = read_lines(f, str(receipts_file))
+            lines = read_lines(f, str(receipts_file))
     except ValueError as exc:
         print(f"tampered: {exc}")
         return 1
-    reports = verify(receipts, checkpoints, keys)
+    unproven = [(proof, problem) for proof in lines.proofs for problem in [proof.problem(keys)] if problem]
+    if lines.proofs:  # a filtered export (or an agent's own): each receipt alone, under its signed root
+        for proof, problem in unproven[:10]:
+            print(f"not proven: {problem}")
+        print(f"{len(lines.proofs):,} receipts, each proven alone under its signed checkpoint: "
+              + (f"{len(unproven):,} NOT PROVEN" if unproven else "every one proven")
+              + " (a filtered export: its chains are not whole, so their continuity is not checked)")
+    if not lines.receipts and not lines.checkpoints:
+        return 1 if unproven or not lines.proofs else 0
+    reports = verify(lines.receipts, lines.checkpoints, keys)
     for r in reports:
         signed = f"signed through #{r.signed_through}" if r.signed_through is not None else "nothing signed"
         print(f"{r.chain}: {r.verdict.value}, {r.receipts:,} receipts, {signed}" + (f": {r.problem}" if r.problem else ""))
     bad = [r for r in reports if r.verdict in (Verdict.GAP, Verdict.TAMPERED)]
     print(f"{len(reports)} chains, {sum(r.receipts for r in reports):,} receipts: "
           + (f"{len(bad)} NOT VERIFIED" if bad else "every chain intact"))
-    return 1 if bad else 0
+    return 1 if bad or unproven else 0
 
 
 def add_commands(add: Adder) -> None:
@@ -58,6 +78,11 @@ def add_commands(add: Adder) -> None:
     p.add_argument("action", choices=["export", "verify"])
     p.add_argument("--out", help="export: the file to write (JSON lines: each receipt's and checkpoint's canonical "
                                  "bytes, a line each)")
+    p.add_argument("--tenant", help="export: only this tenant's receipts, each with its proof (the others' stay out)")
+    p.add_argument("--agent", help="export: only this agent's receipts, each with its proof")
+    p.add_argument("--since", help="export: segments written from this broker time: ISO 8601 or a duration ago "
+                                   "(24h); each receipt with its proof")
+    p.add_argument("--until", help="export: up to this broker time (same forms as --since)")
     p.add_argument("--receipts", default="receipts.jsonl", help="verify: the exported file (default receipts.jsonl)")
     p.add_argument("--key", action="append", help="verify: a PEM public key that signed checkpoints "
                                                   "(`openssl pkey -in receipts.pem -pubout`); repeat for rotated keys")

@@ -45,6 +45,23 @@ def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:
     return inclusion_proof(index - k, leaves[k:]) + [root(leaves[:k])]
 
 
+def inclusion_proofs(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """The audit path of every leaf, each subtree hashed once (``inclusion_proof`` of each
+    would hash the tree again for every leaf)."""
+    if not leaves:
+        return []
+    return _paths(list(leaves))[1]
+
+
+def _paths(leaves: list[bytes]) -> tuple[bytes, list[list[bytes]]]:
+    if len(leaves) == 1:
+        return leaves[0], [[]]
+    k = _split(len(leaves))
+    left, left_paths = _paths(leaves[:k])
+    right, right_paths = _paths(leaves[k:])
+    return _node(left, right), [p + [right] for p in left_paths] + [p + [left] for p in right_paths]
+
+
 def root_from_proof(leaf: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes | None:
     """The root a leaf and its audit path make (RFC 9162 2.1.3.2), or None when the path
     cannot belong to a tree of ``size`` leaves."""

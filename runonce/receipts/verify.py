@@ -123,6 +123,42 @@ class Inclusion:
     path: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """A receipt that proves itself alone: what an agent keeps of its own action, and each line
+    of a filtered export (``runonce audit export --tenant``), whose chains are not whole."""
+
+    receipt: Receipt
+    inclusion: Inclusion
+
+    def to_json(self) -> dict[str, object]:
+        return {"receipt": self.receipt.to_json(), "checkpoint": self.inclusion.checkpoint.to_json(),
+                "path": list(self.inclusion.path)}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> Proof:
+        """ValueError naming what does not fit."""
+        receipt, checkpoint, path = raw.get("receipt"), raw.get("checkpoint"), raw.get("path")
+        if not isinstance(receipt, dict) or not isinstance(checkpoint, dict):
+            raise ValueError("a proof holds a receipt and a checkpoint, each a JSON object")
+        if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
+            raise ValueError("a proof's path is a list of hex hashes")
+        try:
+            signed = Checkpoint(**checkpoint)
+        except TypeError as exc:
+            raise ValueError(f"its checkpoint: {exc}") from None
+        return cls(Receipt.from_json(receipt), Inclusion(signed, tuple(path)))
+
+    def problem(self, keys: Mapping[str, Ed25519PublicKey]) -> str | None:
+        return inclusion_problem(self.receipt, self.inclusion, keys)
+
+
+def proofs_of(signed: list[Receipt], checkpoint: Checkpoint) -> list[Proof]:
+    """A proof for each receipt ``checkpoint`` signs (``signed``, in seq order)."""
+    paths = merkle.inclusion_proofs([merkle.leaf_hash(r.to_bytes()) for r in signed])
+    return [Proof(r, Inclusion(checkpoint, tuple(p.hex() for p in path))) for r, path in zip(signed, paths)]
+
+
 def inclusion_of(receipt: Receipt, signed: list[Receipt], checkpoint: Checkpoint) -> Inclusion:
     """``receipt``'s inclusion in ``checkpoint``, whose receipts are ``signed`` (in seq order)."""
     leaves = [merkle.leaf_hash(r.to_bytes()) for r in signed]

@@ -4,12 +4,13 @@ chains verify offline with only the public key, and every decision has exactly o
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
 import pytest
 
-from runonce.audit.receipts import certify, decision_hashes, export, read_receipts
+from runonce.audit.receipts import Selection, certify, decision_hashes, export, read_receipts
 from runonce.kafka import topics
 from runonce.kafka.reader import read_all
 from runonce.ops.audit_cli import verify_file
@@ -36,6 +37,10 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
                                idempotency_key=None) for i in range(10)]  # 5 repeats in their window
             ids.append(sub.submit("send_email", {"to": "all@example.com", "body": run,
                                                  "bcc": [f"b{i}@example.com" for i in range(11)]}))  # held
+        with Submitter(broker.bootstrap_servers(), agent_id="billing", tenant=f"acme-{run}") as sub:
+            theirs = [sub.submit("charge_payment", {"amount_cents": 7, "customer": f"c-{i}"},
+                                 idempotency_key=f"{run}-acme-{i}") for i in range(5)]
+        ids += theirs
         decision_log.wait(ids, timeout_s=120)
     finally:
         worker.stop()
@@ -50,7 +55,7 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
     for topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
         decided.update(decision_hashes(read_all(broker.bootstrap_servers(), topic, since_ms=module_since_ms), codec))
     ours = {digest: action for digest, action in decided.items() if action in set(ids)}
-    assert len(ours) == len(ids)  # one decision each: 46 approved or held, 25 dropped
+    assert len(ours) == len(ids)  # one decision each: 51 approved or held, 25 dropped
     mine = [r for r in log.receipts if r.action_id in set(ids)]
     found = certify(mine, ours)
     assert found.ok, found.summary()
@@ -67,3 +72,14 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
     assert verify_file(exported, [pub]) == 0
     said = capsys.readouterr().out.splitlines()
     assert len(said) == len(reports) + 1 and all(": verified," in line for line in said[:-1]), said
+
+    # one tenant's receipts alone (what its operator, or an agent, keeps): each with its proof,
+    # and no other tenant's receipt in the file
+    filtered = tmp_path / "acme.jsonl"
+    written, _ = export(broker.bootstrap_servers(), filtered, progress=lambda _: None,
+                        selection=Selection(tenant=f"acme-{run}"))
+    held_by_acme = [json.loads(line)["receipt"]["action_id"] for line in filtered.read_bytes().splitlines()]
+    assert written == 5 and sorted(held_by_acme) == sorted(theirs)
+    capsys.readouterr()
+    assert verify_file(filtered, [pub]) == 0
+    assert "5 receipts, each proven alone under its signed checkpoint: every one proven" in capsys.readouterr().out

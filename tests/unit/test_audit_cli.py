@@ -3,6 +3,7 @@ first bad record named, the exit status what a script branches on."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from runonce.errors import ConfigError
 from runonce.ops.audit_cli import verify_file
 from runonce.receipts.canonical import canonical_bytes
 from runonce.receipts.signing import Signer, public_key_pem
+from runonce.receipts.verify import proofs_of
 from tests.unit.test_receipts import _log
 
 
@@ -79,3 +81,32 @@ def test_no_key_and_no_file_are_said(tmp_path: Path) -> None:
         verify_file(tmp_path / "r.jsonl", [])
     with pytest.raises(ConfigError, match="no such file"):
         verify_file(tmp_path / "r.jsonl", [tmp_path / "k.pem"])
+
+
+def _proofs(n: int) -> tuple[list[bytes], Signer]:
+    """A filtered export: receipts #4..#7 of a chain, each with its proof."""
+    from tests.unit.test_receipts import SIGNER
+
+    receipts, checkpoints = _log(n)
+    return [json.dumps(p.to_json(), sort_keys=True).encode() for p in proofs_of(receipts[4:8], checkpoints[1])], SIGNER
+
+
+def test_a_filtered_export_proves_each_receipt_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, signer = _proofs(12)
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 0
+    assert "4 receipts, each proven alone under its signed checkpoint: every one proven" in capsys.readouterr().out
+
+
+def test_a_changed_proof_fails_and_names_the_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines, signer = _proofs(12)
+    lines[1] = lines[1].replace(b'"outcome": "APPROVED"', b'"outcome": "DROPPED"')
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 1
+    out = capsys.readouterr().out
+    assert "not proven: decisions/0#5 (action a-5)" in out and "1 NOT PROVEN" in out
+
+
+def test_an_empty_file_proves_nothing(tmp_path: Path) -> None:
+    receipts, key = _files(tmp_path, [], Signer(Ed25519PrivateKey.generate()))
+    assert verify_file(receipts, [key]) == 1

@@ -17,7 +17,7 @@ from runonce.receipts.canonical import NotCanonical, canonical_bytes
 from runonce.receipts.chain import Head
 from runonce.receipts.receipt import Kind, Receipt
 from runonce.receipts.signing import Checkpoint, Signer
-from runonce.receipts.verify import Verdict, inclusion_of, inclusion_problem, verify
+from runonce.receipts.verify import Proof, Verdict, inclusion_of, inclusion_problem, proofs_of, verify
 
 
 def _mth(leaves: list[bytes]) -> bytes:
@@ -51,6 +51,12 @@ def test_every_leaf_is_proven_by_its_audit_path_and_no_other(data: list[bytes], 
         other = (index + 1) % len(leaves)
         assert merkle.root_from_proof(leaves[index], other, len(leaves), path) != merkle.root(leaves) or \
             leaves[other] == leaves[index]
+
+
+@given(st.lists(st.binary(max_size=8), min_size=1, max_size=70))
+def test_every_path_at_once_is_each_leafs_own_audit_path(data: list[bytes]) -> None:
+    leaves = [merkle.leaf_hash(d) for d in data]
+    assert merkle.inclusion_proofs(leaves) == [merkle.inclusion_proof(i, leaves) for i in range(len(leaves))]
 
 
 def test_canonical_bytes_are_what_json_writes_sorted_and_compact() -> None:
@@ -177,6 +183,28 @@ def test_an_agents_own_receipt_is_proven_against_the_published_key_alone() -> No
     other = Signer(Ed25519PrivateKey.generate())
     assert "not one of the 1 keys given" in str(inclusion_problem(mine, inclusion, {other.key_id: other.public}))
     assert "is not among the receipts" in str(inclusion_problem(receipts[2], inclusion, KEYS))
+
+
+def test_a_proof_stands_alone_as_a_line_and_fails_when_any_part_of_it_changed() -> None:
+    receipts, checkpoints = _log(12, every=6)
+    proofs = proofs_of(receipts[6:12], checkpoints[1])
+    assert [p.receipt for p in proofs] == receipts[6:12]
+    for proof in proofs:
+        line = json.dumps(proof.to_json(), sort_keys=True, separators=(",", ":"))
+        again = Proof.from_json(json.loads(line))
+        assert again == proof and again.problem(KEYS) is None
+    mine = proofs[2]
+    changed = Proof(replace(mine.receipt, outcome="DROPPED"), mine.inclusion)
+    assert "do not make the signed root" in str(changed.problem(KEYS))
+    moved = Proof(replace(mine.receipt, seq=mine.receipt.seq + 1), mine.inclusion)  # claims a neighbour's place
+    assert "do not make the signed root" in str(moved.problem(KEYS))
+    bent = Proof(mine.receipt, replace(mine.inclusion, path=(mine.inclusion.path[0][::-1], *mine.inclusion.path[1:])))
+    assert "do not make the signed root" in str(bent.problem(KEYS))
+    other = Signer(Ed25519PrivateKey.generate())
+    resigned = Proof(mine.receipt, replace(mine.inclusion, checkpoint=other.checkpoint(receipts[6:12], 1)))
+    assert "not one of the 1 keys given" in str(resigned.problem(KEYS))
+    with pytest.raises(ValueError, match="path is a list of hex"):
+        Proof.from_json({**mine.to_json(), "path": "ab"})
 
 
 def test_a_signer_never_shows_its_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
