@@ -66,50 +66,90 @@ def _bounds(reader: Any, table: TableState, partition: int, timeout_s: float, ba
             time.sleep(backoff_s)
 
 
-def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float = 300.0,
-            batch: int = 10_000, bounds_timeout_s: float = BOUNDS_TIMEOUT_S, backoff_s: float = 0.5) -> Restored:
-    started = time.monotonic()
-    low, high = _bounds(reader, table, partition, bounds_timeout_s, backoff_s)
-    part = table.open(partition)
-    stored = part.next_offset
-    rebuilt = stored is None or stored > high or stored < low
-    if rebuilt and stored is not None:
-        log.warning("%s[%d]: local state at changelog offset %d, changelog spans %d..%d: rebuilding",
-                    table.name, partition, stored, low, high)
-        part = table.open(partition, wipe=True)
-    start = low if rebuilt else int(stored)  # type: ignore[arg-type]
-    records = 0
-    if start < high:
-        reader.assign([TopicPartition(table.changelog, partition, start)])
+class RestoreJob:
+    """One table partition brought up to its changelog a slice at a time (``step``), so a worker
+    goes on deciding the partitions whose state is current while it restores those it was just
+    given (Kafka Streams' standby-less restore: the partition waits, paused, the others do not).
+
+    The end is the changelog's high watermark when the job is made, in the assignment: its
+    partitions' input stays paused until the job is done, so nothing of this worker's writes to
+    that changelog meanwhile."""
+
+    def __init__(self, reader: Any, table: TableState, partition: int, *, timeout_s: float = 300.0,
+                 bounds_timeout_s: float = BOUNDS_TIMEOUT_S, backoff_s: float = 0.5) -> None:
+        self.reader, self.table, self.partition, self.timeout_s = reader, table, partition, timeout_s
+        self.started = time.monotonic()
+        #: time spent reading (what ``timeout_s`` bounds: the job waits its turn between batches)
+        self.reading_s = 0.0
+        self._said = self.started
+        self.low, self.high = _bounds(reader, table, partition, bounds_timeout_s, backoff_s)
+        part = table.open(partition)
+        stored = part.next_offset
+        self.rebuilt = stored is None or stored > self.high or stored < self.low
+        if self.rebuilt and stored is not None:
+            log.warning("%s[%d]: local state at changelog offset %d, changelog spans %d..%d: rebuilding",
+                        table.name, partition, stored, self.low, self.high)
+            part = table.open(partition, wipe=True)
+        self.part = part
+        self.start = self.low if self.rebuilt else int(stored)  # type: ignore[arg-type]
+        self.position = self.start
+        self.records = 0
+        if self.start >= self.high and self.rebuilt:
+            part.apply([], self.start)
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.high
+
+    def step(self, budget_s: float, batch: int = 10_000) -> bool:
+        """Read and apply for up to ``budget_s`` (at least one fetch); True once at the end."""
+        if self.done:
+            return True
+        began = time.monotonic()
+        tp = TopicPartition(self.table.changelog, self.partition)
+        self.reader.assign([TopicPartition(self.table.changelog, self.partition, self.position)])
         try:
-            position = start
-            said = time.monotonic()
-            while position < high:
-                if time.monotonic() - said > 10:  # a long restore says how far it is
+            while self.position < self.high:
+                now = time.monotonic()
+                if now - self._said > 10:  # a long restore says how far it is
                     log.info("%s[%d]: restoring, at changelog offset %d of %d (%d records applied)",
-                             table.name, partition, position, high, records)
-                    said = time.monotonic()
-                if time.monotonic() - started > timeout_s:
-                    raise RestoreStuck(f"{table.changelog}[{partition}] not read to {high} within {timeout_s:.0f} s "
-                                       f"(at {position}): a transaction on it is still open?")
-                msgs = reader.consume(batch, 0.1)
+                             self.table.name, self.partition, self.position, self.high, self.records)
+                    self._said = now
+                if self.reading_s + (now - began) > self.timeout_s:
+                    raise RestoreStuck(f"{self.table.changelog}[{self.partition}] not read to {self.high} within "
+                                       f"{self.timeout_s:.0f} s (at {self.position}): a transaction on it is still open?")
+                msgs = self.reader.consume(batch, 0.1)
                 changes = []
                 for msg in msgs:
                     if msg.error():
                         if msg.error().fatal():
-                            raise RestoreStuck(f"{table.changelog}[{partition}]: {msg.error()}")
+                            raise RestoreStuck(f"{self.table.changelog}[{self.partition}]: {msg.error()}")
                         continue
                     changes.append((msg.key(), msg.value()))
-                position = reader.position([TopicPartition(table.changelog, partition)])[0].offset
-                if position < 0:
-                    position = start
+                at = self.reader.position([tp])[0].offset
+                self.position = max(self.position, at)
                 if changes:
-                    part.apply(changes, position)
-                    records += len(changes)
+                    self.part.apply(changes, self.position)
+                    self.records += len(changes)
+                if time.monotonic() - began >= budget_s:
+                    break
         finally:
-            reader.unassign()
-        if records == 0 and part.next_offset != position:
-            part.apply([], position)  # only markers or aborted records: remember how far we read
-    elif rebuilt:
-        part.apply([], start)
-    return Restored(table.name, partition, records, start, high, time.monotonic() - started, rebuilt)
+            self.reader.unassign()
+            self.reading_s += time.monotonic() - began
+        if self.done and self.part.next_offset != self.position:
+            self.part.apply([], self.position)  # only markers or aborted records: remember how far we read
+        return self.done
+
+    def result(self) -> Restored:
+        return Restored(self.table.name, self.partition, self.records, self.start, self.high,
+                        time.monotonic() - self.started, self.rebuilt)
+
+
+def restore(reader: Any, table: TableState, partition: int, *, timeout_s: float = 300.0,
+            batch: int = 10_000, bounds_timeout_s: float = BOUNDS_TIMEOUT_S, backoff_s: float = 0.5) -> Restored:
+    """A partition restored whole, at once."""
+    job = RestoreJob(reader, table, partition, timeout_s=timeout_s, bounds_timeout_s=bounds_timeout_s,
+                     backoff_s=backoff_s)
+    while not job.step(float("inf"), batch):
+        pass
+    return job.result()

@@ -8,7 +8,9 @@ at all; read_committed readers never see a decision twice, even across SIGKILLs.
 - Positions are explicit (runonce/kafka/positions.py): the client never picks one
   (``auto.offset.reset=error``); an unknown position is an exit for a restart.
 - Rebalances: a batch is committed before the next poll, so a revocation never finds a
-  transaction open; an assigned partition is restored (restore.py) before its first batch.
+  transaction open. An assigned partition waits, paused, until its state is restored
+  (restore.py); the restore is read a slice between batches, so the partitions whose state
+  is current are decided meanwhile.
   The range assignor gives partition p of every input topic to the same worker, so stage 1's
   state partition p has one writer (actions.requested p and the re-key topic p).
 - Each batch commits through the one commit path (runonce/kafka/checkpoint.py, its steps
@@ -43,7 +45,7 @@ from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
 from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.receipts import Receipts, head_of
-from runonce.streams.transactional.restore import restore
+from runonce.streams.transactional.restore import RestoreJob
 from runonce.streams.transactional.state import TableState
 from runonce.telemetry.configured import decision_spans
 from runonce.wire.codec import Codec
@@ -64,6 +66,9 @@ INPUTS = (topics.REQUESTED, topics.REKEY, topics.SCOPED, topics.APPROVALS, topic
 #: (and does not come back) holds up the partitions' next owner: its restore and its stable
 #: offset fetch wait for that transaction to be resolved.
 TRANSACTION_TIMEOUT_MS = 10_000
+#: how long a restore reads between two batches (or in an idle turn): a batch of 2,000 takes
+#: about as long to decide, so a worker given partitions spends about half its time on them
+RESTORE_SLICE_S = 0.1
 #: the worker's producer, beyond what every transactional producer has
 PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000,
                    "message.max.bytes": topics.MAX_RECORD_BYTES + 1024 * 1024}
@@ -111,13 +116,19 @@ class TransactionalWorker(RunsItsLoop):
         # stage 2 in the same transaction: one commit, not two, for a scoped action.
         self.pipeline = Pipeline(codec=Codec(), policies=policies, partitions=self.partitions, keys=self.keys, spans=decision_spans("runonce-worker", os.environ),
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
-                                 decides_scope_here=self.scopes.parts.__contains__)
+                                 decides_scope_here=self._scope_is_current)
         #: each decision's receipt, chained and signed in its transaction (with a key; docs/receipts.md)
         self.receipts = Receipts(Signer.from_file(settings.receipts_key_file)) if settings.receipts_key_file else None
         self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
         self.starts: dict[tuple[str, int], int] = {}
+        #: restores under way, read a slice at a time; and the partition numbers whose input
+        #: waits, paused, until each of their tables is restored
+        self.restores: list[RestoreJob] = []
+        self.restoring: set[int] = set()
+        #: partitions sought back in this batch (a record of a partition still restoring)
+        self._sought: set[tuple[str, int]] = set()
         self.transactional_id = transactional_id_of(settings.worker_name)
         self.reader = reader if reader is not None else clients.reader(self.access, group=f"{GROUP}-restore",
                                                                         to_end=True)
@@ -157,6 +168,11 @@ class TransactionalWorker(RunsItsLoop):
             consumer.incremental_assign(starts)
         else:
             consumer.assign(starts)
+        # every input of a partition number whose state is being restored waits (under KIP-848
+        # one of its topics may have come earlier); the rest are decided at once
+        waiting = [TopicPartition(topic, p) for topic, p in self.starts if p in self.restoring]
+        if waiting:
+            consumer.pause(waiting)
         if starts or not self.incremental:  # librdkafka hands KIP-848 members an empty one after each revocation
             log.info("%s assigned %s", self.transactional_id,
                      ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts) or "nothing")
@@ -170,6 +186,9 @@ class TransactionalWorker(RunsItsLoop):
             self.receipts.aborted()
         for tp in partitions:
             self.starts.pop((tp.topic, tp.partition), None)
+        held = {p for _, p in self.starts}
+        self.restores = [job for job in self.restores if job.partition in held]
+        self.restoring &= held
         # What was taken may be decided by its next owner from now on: no chain of it stays here
         # (a member dropped from its group and given a partition back must read its chain again),
         # and under KIP-848, where the rest stays with this worker, no state of it stays open
@@ -199,12 +218,18 @@ class TransactionalWorker(RunsItsLoop):
             for p in list(table.parts):
                 if p not in parts:
                     table.close(p)
+            # a restore under way goes on unless the partition was taken, or given again (a new job
+            # starts from where the old one got to)
+            self.restores = [job for job in self.restores
+                             if job.table is not table or (job.partition in parts and job.partition not in restored)]
             for p in sorted(parts & restored):
-                done = restore(self.reader, table, p)
-                self.metrics.restored.labels(table.name).inc(done.records)
-                log.info("%s: %s[%d] restored %d records (%d..%d) in %.1f s%s", self.transactional_id, table.name,
-                         p, done.records, done.from_offset, done.to_offset, done.seconds,
-                         " (rebuilt)" if done.rebuilt else "")
+                job = RestoreJob(self.reader, table, p)
+                if job.done:
+                    self._restored(job)
+                else:
+                    self.restores.append(job)
+        if tables:
+            self.restoring = {job.partition for job in self.restores}
         if self.receipts is not None:  # where each owned chain stands (every transaction ends on a checkpoint)
             for p in list(self.receipts.committed):
                 if p not in every:
@@ -217,8 +242,38 @@ class TransactionalWorker(RunsItsLoop):
         # smaller after a transaction the broker did not take in time (batch_cap.py)
         return self.cap.records
 
+    def _scope_is_current(self, partition: int) -> bool:
+        """Stage 2 decides scope partition ``partition`` in place: its state is here and current
+        (else the action goes through the scoped topic, decided where and when it is)."""
+        return partition in self.scopes.parts and partition not in self.restoring
+
+    def _restored(self, job: RestoreJob) -> None:
+        done = job.result()
+        self.metrics.restored.labels(done.table).inc(done.records)
+        log.info("%s: %s[%d] restored %d records (%d..%d) in %.1f s%s", self.transactional_id, done.table,
+                 done.partition, done.records, done.from_offset, done.to_offset, done.seconds,
+                 " (rebuilt)" if done.rebuilt else "")
+
+    def _restore_some(self) -> None:
+        """A slice of the first restore under way; a partition whose every table is current
+        resumes."""
+        if not self.restores:
+            return
+        job = self.restores[0]
+        if not job.step(RESTORE_SLICE_S):
+            return
+        self.restores.pop(0)
+        self._restored(job)
+        if any(other.partition == job.partition for other in self.restores):
+            return
+        self.restoring.discard(job.partition)
+        self.pipeline.rolled_back()
+        current = [TopicPartition(topic, p) for topic, p in self.starts if p == job.partition]
+        self.consumer.resume(current)
+        log.info("%s: partition %d's state is current: deciding it", self.transactional_id, job.partition)
+
     def idle(self) -> None:
-        return None
+        self._restore_some()
 
     def close(self, failure: BaseException | None) -> None:
         self.reader.close()
@@ -226,7 +281,29 @@ class TransactionalWorker(RunsItsLoop):
             table.close_all()
 
     def process(self, records: list[Message]) -> Processed:
-        """Decide a batch and commit everything it caused."""
+        """Decide a batch and commit everything it caused; then a slice of a restore."""
+        self._sought.clear()
+        current = [msg for msg in records if not self._waits(msg)]
+        try:
+            return self._process(current)
+        finally:
+            self._restore_some()
+
+    def _waits(self, msg: Message) -> bool:
+        """A record fetched before its partition was paused, its state not restored yet: not
+        decided now; its partition goes back to it, to be read again once resumed."""
+        partition = msg.partition()
+        if partition not in self.restoring or partition is None:
+            return False
+        topic, offset = msg.topic(), msg.offset()
+        if topic is not None and offset is not None and (topic, partition) not in self._sought:
+            self._sought.add((topic, partition))
+            self.consumer.seek(TopicPartition(topic, partition, offset))
+        return True
+
+    def _process(self, records: list[Message]) -> Processed:
+        if not records:
+            return Processed(0)
         batch = [Record.of(msg) for msg in records]
         started = time.perf_counter()
         decided = self._decide(batch)

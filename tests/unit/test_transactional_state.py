@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from runonce.streams.transactional.restore import RestoreStuck, restore
+from runonce.streams.transactional.restore import RestoreJob, RestoreStuck, restore
 from runonce.streams.transactional.state import NEXT_OFFSET_KEY, TableState
 from tests.support.kafka_fakes import Msg
 
@@ -111,6 +111,19 @@ def test_a_restart_reads_only_the_tail(tmp_path: Path) -> None:
     done = restore(log, table, 0)
     assert (done.records, done.rebuilt, log.read_from) == (1, False, [2])
     assert table.get(0, b"c") == b"3" and table.parts[0].next_offset == 4
+
+
+def test_a_restore_read_a_slice_at_a_time_ends_where_a_whole_one_does(tmp_path: Path) -> None:
+    records = {i: (f"k{i % 7}".encode(), None if i % 5 == 4 else f"v{i}".encode()) for i in range(25)}
+    sliced, whole = TableState("keys", LOG, tmp_path / "sliced"), TableState("keys", LOG, tmp_path / "whole")
+    job = RestoreJob(Changelog(records, high=27), sliced, 0)
+    steps = 0
+    while not job.step(0.0, batch=10):  # no time to spare: one fetch a slice
+        steps += 1
+        assert job.position == 10 * steps and sliced.parts[0].next_offset == job.position
+    restore(Changelog(records, high=27), whole, 0)
+    assert steps == 2 and job.result().records == 25 and sliced.parts[0].next_offset == 27
+    assert list(sliced.scan(0, None, 100)) == list(whole.scan(0, None, 100))
 
 
 def test_a_database_ahead_of_its_changelog_is_not_trusted(tmp_path: Path) -> None:

@@ -18,7 +18,10 @@ from runonce.kafka.process import GroupProtocol
 from runonce.kafka.watchdog import Watchdog
 from runonce.settings import Settings
 from runonce.streams.transactional.worker import INPUTS, TransactionalWorker
-from tests.support.kafka_fakes import FakeProducer, Made
+from runonce.kafka.partitioner import partition_for
+from runonce.sdk.submit import build_request
+from runonce.wire.codec import Codec
+from tests.support.kafka_fakes import FakeProducer, Made, Msg
 
 COMMITTED = 5
 
@@ -28,6 +31,9 @@ class Consumer:
 
     def __init__(self) -> None:
         self.assigned: list[tuple[str, list[tuple[str, int, int]]]] = []
+        self.paused: set[tuple[str, int]] = set()
+        self.resumed: set[tuple[str, int]] = set()
+        self.seeks: list[tuple[str, int, int]] = []
 
     def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
         return [TopicPartition(tp.topic, tp.partition, COMMITTED) for tp in partitions]
@@ -38,26 +44,50 @@ class Consumer:
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         self.assigned.append(("incremental", sorted((tp.topic, tp.partition, tp.offset) for tp in partitions)))
 
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.paused |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.paused -= {(tp.topic, tp.partition) for tp in partitions}
+        self.resumed |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append((tp.topic, tp.partition, tp.offset))
+
     def consumer_group_metadata(self) -> str:
         return "group-metadata"
 
 
 class Reader:
-    """Changelogs and receipt chains with nothing in them: notes each partition whose restore
-    (or whose chain's head) was read."""
+    """Changelogs (``logs``, empty unless given) and receipt chains with nothing in them: notes
+    each partition whose restore (or whose chain's head) was begun."""
 
     def __init__(self) -> None:
         self.asked: list[tuple[str, int]] = []
+        self.logs: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
+        self._at: tuple[str, int, int] | None = None
 
     def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
         self.asked.append((tp.topic, tp.partition))
-        return 0, 0
+        return 0, len(self.logs.get((tp.topic, tp.partition), []))
 
     def assign(self, partitions: list[TopicPartition]) -> None:
-        pass
+        tp = partitions[0]
+        self._at = (tp.topic, tp.partition, tp.offset)
+
+    def consume(self, n: int, timeout: float) -> list[Msg]:
+        assert self._at is not None
+        topic, partition, at = self._at
+        records = self.logs.get((topic, partition), [])[at:at + n]
+        self._at = (topic, partition, at + len(records))
+        return [Msg(topic, partition, at + i, key, value) for i, (key, value) in enumerate(records)]
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        assert self._at is not None
+        return [TopicPartition(self._at[0], self._at[1], self._at[2])]
 
     def unassign(self) -> None:
-        pass
+        self._at = None
 
 
 def given(*partitions: int) -> list[TopicPartition]:
@@ -118,3 +148,31 @@ def test_a_classic_group_hands_over_the_whole_assignment_each_time(tmp_path: Pat
         topics.CHANGELOG_KEYS, topics.CHANGELOG_SCOPES, topics.CHANGELOG_HOLDS, topics.RECEIPTS))
     assert w.receipts is not None and sorted(w.receipts.committed) == [1, 3]
     assert consumer.assigned[-1] == ("assign", sorted((t, p, COMMITTED) for p in (1, 3) for t in INPUTS))
+
+
+def request_on(partition: int, offset: int) -> Msg:
+    """An actions.requested record whose key is partition ``partition``'s."""
+    i = 0
+    while partition_for(f"key-{i}".encode(), 6) != partition:
+        i += 1
+    record = build_request("update_salesforce_field", {"record_id": f"r{i}", "field": "f", "value": i},
+                           agent_id="a", idempotency_key=f"key-{i}")
+    return Msg(topics.REQUESTED, partition, offset, f"key-{i}".encode(), Codec().encode("ActionRequested", record),
+               1_800_000_000_000)
+
+
+def test_a_partition_given_waits_paused_while_its_state_is_restored_and_the_others_are_decided(
+        tmp_path: Path) -> None:
+    w, consumer, reader = worker(tmp_path, GroupProtocol.CONSUMER)
+    reader.logs[(topics.CHANGELOG_KEYS, 1)] = [(f"claim-{i}".encode(), b"{}") for i in range(30)]
+    w.on_assign(consumer, given(0, 1))
+    assert consumer.paused == {(t, 1) for t in INPUTS}  # its every input, until its state is current
+    here = w.pipeline.keys.decides_scope_here
+    assert here(0) and not here(1)  # stage 2 in place only on a current scope partition
+
+    # fetched before the pause took hold: partition 1's record is not decided but read again later
+    done = w.process([request_on(0, COMMITTED), request_on(1, COMMITTED)])  # type: ignore[list-item]
+    assert done.committed == 1 and consumer.seeks == [(topics.REQUESTED, 1, COMMITTED)]
+    # after the batch, a slice of the restore: the whole changelog here, so partition 1 resumes
+    assert consumer.resumed == {(t, 1) for t in INPUTS} and not consumer.paused and not w.restoring
+    assert len(list(w.keys.parts[1].scan(None, 100))) == 30 and here(1)
