@@ -7,7 +7,8 @@
   call blocked past its own timeout already exits by the watchdog (watchdog.py).
 - **ready**: it can do its work: its transactional producer initialised, its group joined,
   the state of every partition it was given restored (a stream worker still restoring
-  RocksDB is not ready), and no SIGTERM received. A replica given no partition (more
+  RocksDB is not ready, though it decides its other partitions meanwhile), and no SIGTERM
+  received. A replica given no partition (more
   replicas than partitions) is ready: it stands by, as a Kafka Streams instance in RUNNING.
 
 Time arrives through ``clock``; the loop and the task tell it what happened."""
@@ -44,6 +45,8 @@ class Health:
         self._started = False
         self._joined = False
         self._restoring = False
+        #: partitions whose state its loop restores between batches (each waits, paused)
+        self._catching_up = 0
         self._stopping = False
 
     # -- what the process tells it --------------------------------------------------------
@@ -65,6 +68,12 @@ class Health:
         """The group gave this process its partitions (perhaps none) and their state is restored."""
         with self._lock:
             self._joined, self._restoring = True, False
+
+    def catching_up(self, partitions: int) -> None:
+        """How many partitions' state the loop still restores between batches: not ready until
+        none (its loop turns meanwhile, deciding the others, so live as ever)."""
+        with self._lock:
+            self._catching_up = partitions
 
     def revoked(self) -> None:
         """A rebalance took its partitions: not ready until the next assignment is restored."""
@@ -91,6 +100,7 @@ class Health:
     def ready(self) -> ProbeAnswer:
         with self._lock:
             started, joined, restoring, stopping = self._started, self._joined, self._restoring, self._stopping
+            catching_up = self._catching_up
         if stopping:
             return ProbeAnswer(False, f"{self.name}: stopping (SIGTERM): finishing its transaction")
         if not started:
@@ -99,4 +109,7 @@ class Health:
             return ProbeAnswer(False, f"{self.name}: restoring the state of its partitions")
         if not joined:
             return ProbeAnswer(False, f"{self.name}: waiting for its group to give it partitions")
+        if catching_up:
+            return ProbeAnswer(False, f"{self.name}: restoring the state of {catching_up} partition"
+                                      f"{'s' if catching_up > 1 else ''} (the others are decided meanwhile)")
         return ProbeAnswer(True, f"{self.name}: ready")

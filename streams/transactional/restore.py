@@ -118,7 +118,9 @@ class RestoreJob:
                 if self.reading_s + (now - began) > self.timeout_s:
                     raise RestoreStuck(f"{self.table.changelog}[{self.partition}] not read to {self.high} within "
                                        f"{self.timeout_s:.0f} s (at {self.position}): a transaction on it is still open?")
-                msgs = self.reader.consume(batch, 0.1)
+                # a short wait: a partition whose local state is current but for its last
+                # transaction's commit marker has no record to hand over, only a position to move
+                msgs = self.reader.consume(batch, 0.01)
                 changes = []
                 for msg in msgs:
                     if msg.error():

@@ -189,6 +189,7 @@ class TransactionalWorker(RunsItsLoop):
         held = {p for _, p in self.starts}
         self.restores = [job for job in self.restores if job.partition in held]
         self.restoring &= held
+        self.loop.health.catching_up(len(self.restoring))
         # What was taken may be decided by its next owner from now on: no chain of it stays here
         # (a member dropped from its group and given a partition back must read its chain again),
         # and under KIP-848, where the rest stays with this worker, no state of it stays open
@@ -229,7 +230,9 @@ class TransactionalWorker(RunsItsLoop):
                 else:
                     self.restores.append(job)
         if tables:
+            self.restores.sort(key=lambda job: job.partition)  # a partition resumes once its every table is current
             self.restoring = {job.partition for job in self.restores}
+            self.loop.health.catching_up(len(self.restoring))
         if self.receipts is not None:  # where each owned chain stands (every transaction ends on a checkpoint)
             for p in list(self.receipts.committed):
                 if p not in every:
@@ -255,22 +258,23 @@ class TransactionalWorker(RunsItsLoop):
                  " (rebuilt)" if done.rebuilt else "")
 
     def _restore_some(self) -> None:
-        """A slice of the first restore under way; a partition whose every table is current
-        resumes."""
-        if not self.restores:
-            return
-        job = self.restores[0]
-        if not job.step(RESTORE_SLICE_S):
-            return
-        self.restores.pop(0)
-        self._restored(job)
-        if any(other.partition == job.partition for other in self.restores):
-            return
-        self.restoring.discard(job.partition)
-        self.pipeline.rolled_back()
-        current = [TopicPartition(topic, p) for topic, p in self.starts if p == job.partition]
-        self.consumer.resume(current)
-        log.info("%s: partition %d's state is current: deciding it", self.transactional_id, job.partition)
+        """A slice of the restores under way, in partition order; a partition whose every table
+        is current resumes."""
+        until = time.monotonic() + RESTORE_SLICE_S
+        while self.restores and time.monotonic() < until:
+            job = self.restores[0]
+            if not job.step(until - time.monotonic()):
+                return
+            self.restores.pop(0)
+            self._restored(job)
+            if any(other.partition == job.partition for other in self.restores):
+                continue
+            self.restoring.discard(job.partition)
+            self.loop.health.catching_up(len(self.restoring))
+            self.pipeline.rolled_back()
+            current = [TopicPartition(topic, p) for topic, p in self.starts if p == job.partition]
+            self.consumer.resume(current)
+            log.info("%s: partition %d's state is current: deciding it", self.transactional_id, job.partition)
 
     def idle(self) -> None:
         self._restore_some()

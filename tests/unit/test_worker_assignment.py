@@ -165,8 +165,10 @@ def test_a_partition_given_waits_paused_while_its_state_is_restored_and_the_othe
         tmp_path: Path) -> None:
     w, consumer, reader = worker(tmp_path, GroupProtocol.CONSUMER)
     reader.logs[(topics.CHANGELOG_KEYS, 1)] = [(f"claim-{i}".encode(), b"{}") for i in range(30)]
-    w.on_assign(consumer, given(0, 1))
+    w.loop.health.started()
+    w.loop._on_assign(consumer, given(0, 1))  # noqa: SLF001  # the consumer's callback, through the loop
     assert consumer.paused == {(t, 1) for t in INPUTS}  # its every input, until its state is current
+    assert "restoring the state of 1 partition (the others are decided" in w.loop.health.ready().reason
     here = w.pipeline.keys.decides_scope_here
     assert here(0) and not here(1)  # stage 2 in place only on a current scope partition
 
@@ -176,3 +178,4 @@ def test_a_partition_given_waits_paused_while_its_state_is_restored_and_the_othe
     # after the batch, a slice of the restore: the whole changelog here, so partition 1 resumes
     assert consumer.resumed == {(t, 1) for t in INPUTS} and not consumer.paused and not w.restoring
     assert len(list(w.keys.parts[1].scan(None, 100))) == 30 and here(1)
+    assert w.loop.health.ready().ok
