@@ -14,12 +14,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from runonce.core.policy import PolicyBook
 from runonce.kafka import topics
+from runonce.kafka.partitioner import partition_for
 from runonce.kafka.process import GroupProtocol
 from runonce.kafka.watchdog import Watchdog
+from runonce.sdk.submit import build_request
 from runonce.settings import Settings
 from runonce.streams.transactional.worker import INPUTS, TransactionalWorker
-from runonce.kafka.partitioner import partition_for
-from runonce.sdk.submit import build_request
 from runonce.wire.codec import Codec
 from tests.support.kafka_fakes import FakeProducer, Made, Msg
 
