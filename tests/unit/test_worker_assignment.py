@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -19,6 +20,7 @@ from runonce.kafka.process import GroupProtocol
 from runonce.kafka.watchdog import Watchdog
 from runonce.sdk.submit import build_request
 from runonce.settings import Settings
+from runonce.streams.transactional import worker as worker_module
 from runonce.streams.transactional.worker import INPUTS, TransactionalWorker
 from runonce.wire.codec import Codec
 from tests.support.kafka_fakes import FakeProducer, Made, Msg
@@ -65,6 +67,8 @@ class Reader:
     def __init__(self) -> None:
         self.asked: list[tuple[str, int]] = []
         self.logs: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}
+        #: the most records a fetch brings (a real one is bounded by bytes)
+        self.per_fetch = 10
         self._at: tuple[str, int, int] | None = None
 
     def get_watermark_offsets(self, tp: TopicPartition, timeout: float, cached: bool) -> tuple[int, int]:
@@ -78,7 +82,7 @@ class Reader:
     def consume(self, n: int, timeout: float) -> list[Msg]:
         assert self._at is not None
         topic, partition, at = self._at
-        records = self.logs.get((topic, partition), [])[at:at + n]
+        records = self.logs.get((topic, partition), [])[at:at + min(n, self.per_fetch)]
         self._at = (topic, partition, at + len(records))
         return [Msg(topic, partition, at + i, key, value) for i, (key, value) in enumerate(records)]
 
@@ -161,8 +165,17 @@ def request_on(partition: int, offset: int) -> Msg:
                1_800_000_000_000)
 
 
+def test_a_short_restore_is_done_in_the_assignment_and_pauses_nothing(tmp_path: Path) -> None:
+    w, consumer, reader = worker(tmp_path, GroupProtocol.CONSUMER)
+    reader.logs[(topics.CHANGELOG_KEYS, 1)] = [(f"claim-{i}".encode(), b"{}") for i in range(30)]
+    w.on_assign(consumer, given(0, 1))
+    assert not consumer.paused and not consumer.resumed and not w.restoring
+    assert len(list(w.keys.parts[1].scan(None, 100))) == 30
+
+
 def test_a_partition_given_waits_paused_while_its_state_is_restored_and_the_others_are_decided(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "RESTORE_AT_ONCE_S", 0.0)  # a fetch, no more: a long restore's start
     w, consumer, reader = worker(tmp_path, GroupProtocol.CONSUMER)
     reader.logs[(topics.CHANGELOG_KEYS, 1)] = [(f"claim-{i}".encode(), b"{}") for i in range(30)]
     w.loop.health.started()
