@@ -175,8 +175,13 @@ class TransactionalWorker(RunsItsLoop):
         else:
             consumer.assign(starts)
         # every input of a partition number whose state is being restored waits (under KIP-848
-        # one of its topics may have come earlier); the rest are decided at once
+        # one of its topics may have come earlier); the rest are decided at once, resumed
+        # outright: librdkafka keeps a partition's pause through its revocation, so one paused
+        # while restoring and taken before it was done would come back paused for good
         waiting = [TopicPartition(topic, p) for topic, p in self.starts if p in self.restoring]
+        current = [TopicPartition(tp.topic, tp.partition) for tp in starts if tp.partition not in self.restoring]
+        if current:
+            consumer.resume(current)
         if waiting:
             consumer.pause(waiting)
         if starts or not self.incremental:  # librdkafka hands KIP-848 members an empty one after each revocation

@@ -169,7 +169,7 @@ def test_a_short_restore_is_done_in_the_assignment_and_pauses_nothing(tmp_path: 
     w, consumer, reader = worker(tmp_path, GroupProtocol.CONSUMER)
     reader.logs[(topics.CHANGELOG_KEYS, 1)] = [(f"claim-{i}".encode(), b"{}") for i in range(30)]
     w.on_assign(consumer, given(0, 1))
-    assert not consumer.paused and not consumer.resumed and not w.restoring
+    assert not consumer.paused and not w.restoring
     assert len(list(w.keys.parts[1].scan(None, 100))) == 30
 
 
@@ -182,6 +182,7 @@ def test_a_partition_given_waits_paused_while_its_state_is_restored_and_the_othe
     w.loop._on_assign(consumer, given(0, 1))  # noqa: SLF001  # the consumer's callback, through the loop
     assert consumer.paused == {(t, 1) for t in INPUTS}  # its every input, until its state is current
     assert "restoring the state of 1 partition (the others are decided" in w.loop.health.ready().reason
+    consumer.resumed.clear()  # partition 0's, resumed outright as current
     here = w.pipeline.keys.decides_scope_here
     assert here(0) and not here(1)  # stage 2 in place only on a current scope partition
 
@@ -192,3 +193,17 @@ def test_a_partition_given_waits_paused_while_its_state_is_restored_and_the_othe
     assert consumer.resumed == {(t, 1) for t in INPUTS} and not consumer.paused and not w.restoring
     assert len(list(w.keys.parts[1].scan(None, 100))) == 30 and here(1)
     assert w.loop.health.ready().ok
+
+
+def test_a_partition_taken_while_paused_comes_back_resumed_once_current(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # librdkafka keeps a partition's pause through a revocation (as this fake consumer does)
+    monkeypatch.setattr(worker_module, "RESTORE_AT_ONCE_S", 0.0)
+    w, consumer, reader = worker(tmp_path, GroupProtocol.CLASSIC)
+    reader.logs[(topics.CHANGELOG_KEYS, 1)] = [(f"claim-{i}".encode(), b"{}") for i in range(30)]
+    w.on_assign(consumer, given(0, 1))
+    assert consumer.paused == {(t, 1) for t in INPUTS}
+    w.on_revoke(consumer, given(0, 1))  # taken before its restore was done
+    monkeypatch.setattr(worker_module, "RESTORE_AT_ONCE_S", 0.2)
+    w.on_assign(consumer, given(1))  # given back: the assignment catches it up at once
+    assert not w.restoring and not consumer.paused
