@@ -55,6 +55,7 @@ class Reader(enum.Enum):
     ALL = "every process"
     WORKER = "stream worker"
     EXECUTOR = "executors"
+    WORKER_AND_EXECUTORS = "stream worker and executors"
     BROKER = "local broker (runonce broker, up)"
     CLIENTS = "every Kafka client"
 
@@ -221,9 +222,9 @@ class Settings:
     receipts_key_file: Path | None = setting(
         None, "RUNONCE_RECEIPTS_KEY",
         "transactional runtime: an Ed25519 private key file (PEM PKCS#8 or 32 raw bytes); with it, each decision's "
-        "receipt and each transaction's signed checkpoint go to actions.receipts in the decisions' transaction "
-        "(docs/receipts.md)",
-        Reader.WORKER, default_said="none: no receipts")
+        "and each executor outcome's receipt, and each transaction's signed checkpoint, go to actions.receipts in "
+        "the transaction that writes what they certify (docs/receipts.md)",
+        Reader.WORKER_AND_EXECUTORS, default_said="none: no receipts")
     processing_guarantee: Guarantee = setting(
         Guarantee.AT_LEAST_ONCE, "RUNONCE_GUARANTEE",
         "faust runtime only: `at_least_once` or `exactly_once`",

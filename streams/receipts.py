@@ -1,6 +1,6 @@
 """A decision's receipt (runonce/receipts): what the stream job certifies for each decision
 it writes, by hashes. Runtime-neutral; the transactional runtime chains and signs them in the
-transaction that writes the decisions (streams/transactional/receipts.py)."""
+transaction that writes the decisions (runonce/kafka/receipts.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ from runonce.wire.trace import TRACEPARENT
 
 #: the topics whose records are decisions an agent, an executor or an analyst acts on
 CERTIFIED = (topics.APPROVED, topics.DROPPED, topics.HELD)
+
+
+def chain_of(partition: int) -> str:
+    """The chain of the decisions of input partition ``partition``."""
+    return f"decisions/{partition}"
 
 
 def decision_receipt(out: Out, head: Head) -> Receipt | None:

@@ -42,6 +42,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -52,8 +53,9 @@ from runonce.connectors.executor.failpoints import Failpoints
 from runonce.connectors.executor.lease import NO_LEASE, Lease
 from runonce.connectors.executor.metrics import ExecutorMetrics, OutcomeCounts
 from runonce.connectors.executor.offsets import Offsets
+from runonce.connectors.executor.receipts import Certifies, ChainHeads, ReadHeads, chain_name, with_receipts
 from runonce.connectors.executor.result_store import ResultStore
-from runonce.connectors.executor.results import CLOCK_MARGIN_MS, ResultIndex, Results
+from runonce.connectors.executor.results import CLOCK_MARGIN_MS, READER_GROUP, ResultIndex, Results
 from runonce.connectors.executor.runner import ActionRunner, Lapsed
 from runonce.connectors.executor.throttle import Throttle
 from runonce.connectors.executor.upkeep import Upkeep
@@ -71,8 +73,10 @@ from runonce.kafka.lag import LagGauge
 from runonce.kafka.loop import ConsumerLoop, GroupConsumer, Processed, RunsItsLoop
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.process import Membership, transactional_clients
+from runonce.kafka.receipts import Receipts
 from runonce.kafka.record import Out, Record
 from runonce.rate import Rate
+from runonce.receipts.signing import Signer
 from runonce.settings import Settings
 from runonce.telemetry.configured import configured_spans
 from runonce.telemetry.spans import Spans
@@ -144,6 +148,8 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
     lag = [LagGauge(metrics.lag, group)] if metrics is not None else []
     window_ms = PolicyBook.load(settings.policy_file).longest_key_ttl_ms()
     failpoints = Failpoints.parse(settings.executor_failpoint)
+    # a key file that holds no key is refused before any client exists
+    signer = Signer.from_file(settings.receipts_key_file) if settings.receipts_key_file is not None else None
     connector = failpoints.around(connector)
     # Always a static member, a slot being its transactional id: an executor's group holds only
     # its own vendor's slots, so no other protocol ever joins it (as faust's would join the
@@ -162,6 +168,11 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
             raise
     index = ResultIndex(access, connector.tools, store, timeout_s=restore_patience_s(settings),
                         source_topic=source_topic, window_ms=window_ms)
+    receipts = heads = None
+    if signer is not None:
+        receipts = Receipts(signer, partial(chain_name, group))
+        heads = ReadHeads(clients.reader(access, group=READER_GROUP, to_end=True), group,
+                          restore_patience_s(settings))
     return Executor(connector, consumer=consumer, checkpoint=checkpoint, index=index,
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), lease=lease,
@@ -170,7 +181,8 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     counts=OutcomeCounts.of(metrics, connector.name, connector.tools),
                     failpoints=failpoints, group_stall=made.group_stall,
                     limits=Limits(paced_batch(settings.executor_max_batch, limit, lease),
-                                  limit.in_flight or settings.executor_max_in_flight), health=health)
+                                  limit.in_flight or settings.executor_max_in_flight), health=health,
+                    receipts=receipts, heads=heads)
 
 
 class Executor(RunsItsLoop):
@@ -180,7 +192,8 @@ class Executor(RunsItsLoop):
                  upkeep: Upkeep | None = None, counts: OutcomeCounts | None = None,
                  failpoints: Failpoints | None = None, spans: Spans | None = None,
                  limits: Limits = Limits(),
-                 group_stall: GroupStall | None = None, health: Health | None = None) -> None:
+                 group_stall: GroupStall | None = None, health: Health | None = None,
+                 receipts: Receipts | None = None, heads: ChainHeads | None = None) -> None:
         self.connector = connector
         self.consumer = consumer
         self.checkpoint = checkpoint
@@ -212,6 +225,10 @@ class Executor(RunsItsLoop):
         #: commits them instead of asking the vendor again
         self.uncommitted: dict[str, Result] = {}
         self.limits = limits
+        #: each final result's receipt on its partition's chain, in the result's transaction
+        #: (receipts.py); none: no receipts. ``heads``: where a given partition's chain stands.
+        self.receipts = receipts
+        self.heads = heads
         self._pool: ThreadPoolExecutor | None = None
         self.loop = ConsumerLoop(self.who, consumer, self, [source_topic], wait_s=0.5, group_stall=group_stall,
                                  health=health)
@@ -225,6 +242,9 @@ class Executor(RunsItsLoop):
         restore_started = time.monotonic()
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
+        if self.receipts is not None and self.heads is not None:
+            for p in numbers:  # after the restore: the previous owner's transactions are resolved
+                self.receipts.own(p, self.heads.head(p))
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
         self.lease.proven(given_at)  # the group gave them to this member then
         self.offsets.assigned(starts)  # a decided start is durable at the next commit: no later owner decides again
@@ -236,6 +256,9 @@ class Executor(RunsItsLoop):
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
         self.unstarted.clear()
+        if self.receipts is not None:  # given back, a chain is read again: another may have moved it meanwhile
+            for p in list(self.receipts.committed):
+                self.receipts.disown(p)
         self.lease.ended()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
@@ -259,6 +282,8 @@ class Executor(RunsItsLoop):
             self._pool.shutdown(wait=True)
         self.checkpoint.close()
         self.index.close()
+        if self.heads is not None:
+            self.heads.close()
 
     def idle(self) -> None:
         """Commit what is pending (skipped records, decided starts), then the upkeep (upkeep.py)."""
@@ -423,15 +448,23 @@ class Executor(RunsItsLoop):
         together. An abort keeps the outcomes for the redelivery (``uncommitted``): the effects
         happened, only their records did not."""
         records: list[Out] = []
+        certified: list[Certifies] = []
         for work in batch:
             if work.plan is Plan.DEAD_LETTER and work.error is not None:
                 r = work.record
                 headers = dead_letter_headers(work.error, r.topic, r.partition, r.offset, r.timestamp_ms)
                 records.append(Out(topics.DLQ, r.key, r.value or b"", headers=tuple(headers)))
-            elif work.call is not None and work.call.action_id in outcomes:
-                records.append(self._result_record(work, outcomes[work.call.action_id]))
+            elif work.call is not None and work.call.action_id in outcomes and work.request is not None:
+                outcome = outcomes[work.call.action_id]
+                at_ms = int(time.time() * 1000)
+                certified.append(Certifies(self._result_record(work, outcome, at_ms), work.request, outcome, at_ms,
+                                           work.record.headers, work.plan.value if work.plan is Plan.BLOCKED else ""))
         never = withdrawn(self.lease.lapsed_why())
         records += [self._result_record(w, never) for w in not_started]
+        if self.receipts is None:
+            records = [c.out for c in certified] + records
+        else:  # each final result with its receipt's proof, the chains' segments in the same transaction
+            records = with_receipts(self.receipts, certified, records, int(time.time() * 1000))
         self.uncommitted.update(outcomes)
         entries = [(w.call.action_id, w.call.vendor_key, outcomes[w.call.action_id]) for w in batch
                    if w.call is not None and w.call.action_id in outcomes]
@@ -456,6 +489,7 @@ class Executor(RunsItsLoop):
         coordinator move or timeout at the worst moment, on a real broker)."""
         if abort:
             self.checkpoint.commit(records, offsets, abort=True)
+            self._receipts_aborted()
             self.rewind_to_committed()
             return False
 
@@ -465,16 +499,23 @@ class Executor(RunsItsLoop):
 
         if self.checkpoint.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
             self.offsets.committed()  # every commit carries the pending offsets and decided starts
+            if self.receipts is not None:
+                self.receipts.committed_now()
             return True
+        self._receipts_aborted()
         self.rewind_to_committed()
         return False
 
-    def _result_record(self, work: Work, outcome: Result) -> Out:
+    def _receipts_aborted(self) -> None:
+        if self.receipts is not None:  # the chains stand where the last commit left them
+            self.receipts.aborted()
+
+    def _result_record(self, work: Work, outcome: Result, at_ms: int | None = None) -> Out:
         assert work.call is not None and work.request is not None
         # the vendor key when the caller gave a key (its tenant's own), as the results index reads it back
         keyed = work.call.vendor_key if work.request["idempotency_key"] else None
         record = result_record(work.call.action_id, keyed, work.call.tool, outcome,
-                               int(time.time() * 1000))
+                               int(time.time() * 1000) if at_ms is None else at_ms)
         return Out(topics.RESULTS, work.call.action_id.encode(), self.codec.encode("ActionResult", record),
                    result_partition(work.record.partition)).traced_as(work.record.headers)
 

@@ -154,6 +154,8 @@ def body_of(tool: str | None, taken: Taken) -> tuple[HTTPStatus, dict[str, Any]]
         return HTTPStatus.ACCEPTED, {**body, "advice": _ADVICE[body["status"]]}
     body = {"action_id": outcome.result_of, "tool": tool, "status": outcome.status,
             "vendor_ref": outcome.vendor_ref, "error": outcome.error}
+    if outcome.receipt is not None:  # the caller's own copy of the signed receipt (docs/receipts.md)
+        body["receipt"] = json.loads(outcome.receipt)
     if outcome.status is CallStatus.DROPPED:
         reason = outcome.drop_reason or "?"
         return _REFUSED.get(reason, HTTPStatus.OK), {**body, "reason": reason, "advice": _ADVICE[CallStatus.DROPPED]}

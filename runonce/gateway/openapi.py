@@ -23,6 +23,9 @@ _ANSWER = {
         "why": {"type": "string", "description": "why it waits for approval (status held)"},
         "expires_at_ms": {"type": "integer", "description": "when an unapproved hold is dropped"},
         "advice": {"type": "string", "description": "what to do next, in one sentence"},
+        "receipt": {"type": "object", "description": "with signing on: the result's receipt, its signed checkpoint "
+                                                     "and audit path; `runonce audit verify` proves it with the "
+                                                     "public key alone (keep it as one JSON line)"},
     },
 }
 _ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}

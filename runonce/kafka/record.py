@@ -69,6 +69,9 @@ class Out:
         kept = tuple((k, v) for k, v in self.headers if k not in (TRACEPARENT, TRACESTATE))
         return self._with_headers((*kept, *context))
 
+    def with_header(self, name: str, value: bytes) -> Out:
+        return self._with_headers((*self.headers, (name, value)))
+
     def _with_headers(self, headers: Headers) -> Out:
         # not dataclasses.replace: it looks the fields up each call, and this runs per decision
         return Out(self.topic, self.key, self.value, self.partition, headers, self.decision, self.replay)

@@ -30,13 +30,29 @@ def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
         else:
             print(f"{receipts:,} receipts and {checkpoints:,} checkpoints in {args.out}")
         return 0
+    if args.action == "check":
+        return check_online(settings, args.since or "24h", args.tenant)
     return verify_file(Path(args.receipts), [Path(k) for k in args.key or []])
+
+
+def check_online(settings: Settings, since: str, tenant: str | None = None) -> int:
+    """Receipts since ``since`` (a tenant's) held against the decisions and results on the
+    topics; 1 when a record lacks its receipt or a receipt its record."""
+    from runonce.audit.receipts import check
+    from runonce.receipts.receipt import Kind
+
+    found = check(settings.kafka_access(), broker_time_ms(since, int(time.time() * 1000)), progress=say, tenant=tenant)
+    for kind, certified in ((Kind.DECISION, found.decisions), (Kind.OUTCOME, found.outcomes)):
+        print(f"{kind.value} receipts since {since}: {found.receipts[kind]:,}; "
+              + ("each record with exactly one, each receipt with its record" if certified.ok else certified.summary()))
+    return 0 if found.ok else 1
 
 
 def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     """Offline: no broker, the file and the public keys. 0 when every chain is verified or
     open (its last transaction's receipts not signed yet) and every proof holds; 1 on a gap, a
     tampered record or a receipt its proof does not prove (or a file with nothing in it)."""
+    from runonce.receipts.cross import cross_check
     from runonce.receipts.files import read_lines
     from runonce.receipts.signing import load_public_keys
     from runonce.receipts.verify import Verdict, verify
@@ -68,20 +84,29 @@ def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     bad = [r for r in reports if r.verdict in (Verdict.GAP, Verdict.TAMPERED)]
     print(f"{len(reports)} chains, {sum(r.receipts for r in reports):,} receipts: "
           + (f"{len(bad)} NOT VERIFIED" if bad else "every chain intact"))
-    return 1 if bad or unproven else 0
+    across = cross_check(lines.receipts)
+    for problem in across.problems():
+        print(f"across chains: {problem}")
+    print(f"{across.outcomes:,} actions performed: " + ("each approved exactly once (a held one by its approver)"
+                                                        if across.ok else "NOT each approved exactly once"))
+    return 1 if bad or unproven or not across.ok else 0
 
 
 def add_commands(add: Adder) -> None:
-    p = add("audit", cmd_audit, "Receipts: export them from the cluster, or verify a file of them offline with "
-                                "the public keys alone. Example: runonce audit export --out receipts.jsonl; "
+    p = add("audit", cmd_audit, "Receipts: export them from the cluster, verify a file of them offline with "
+                                "the public keys alone, or check them online against the records. Example: runonce audit export --out receipts.jsonl; "
                                 "runonce audit verify --receipts receipts.jsonl --key receipts.pub.pem")
-    p.add_argument("action", choices=["export", "verify"])
+    p.add_argument("action", choices=["export", "verify", "check"],
+                   help="export: receipts to a file; verify: a file, offline, with the public keys; check: online, "
+                        "the receipts since --since held against the decisions and results on the topics")
     p.add_argument("--out", help="export: the file to write (JSON lines: each receipt's and checkpoint's canonical "
                                  "bytes, a line each)")
-    p.add_argument("--tenant", help="export: only this tenant's receipts, each with its proof (the others' stay out)")
+    p.add_argument("--tenant", help="export: only this tenant's receipts, each with its proof (the others' stay out); "
+                                    "check: only this tenant's")
     p.add_argument("--agent", help="export: only this agent's receipts, each with its proof")
     p.add_argument("--since", help="export: segments written from this broker time: ISO 8601 or a duration ago "
-                                   "(24h); each receipt with its proof")
+                                   "(24h); each receipt with its proof. check: from when (default 24h; within the "
+                                   "topics' retention, 30 days)")
     p.add_argument("--until", help="export: up to this broker time (same forms as --since)")
     p.add_argument("--receipts", default="receipts.jsonl", help="verify: the exported file (default receipts.jsonl)")
     p.add_argument("--key", action="append", help="verify: a PEM public key that signed checkpoints "

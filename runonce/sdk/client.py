@@ -31,7 +31,7 @@ from runonce.core.tenant import DEFAULT_TENANT, check_tenant
 from runonce.errors import InvalidAction, InvariantViolation, ResultTimeout, RunonceError
 from runonce.kafka import clients
 from runonce.kafka.access import KafkaTarget
-from runonce.sdk.outcomes import Outcomes
+from runonce.sdk.outcomes import RECEIPT, Outcomes
 from runonce.sdk.submit import Submitter, build_request
 from runonce.sdk.trace_context import current_carrier
 from runonce.telemetry.configured import configured_spans
@@ -68,6 +68,10 @@ class ActionOutcome:
     #: for an action held for a person: who ended its hold (an approver, ``expiry``, or
     #: ``agent:<id>`` when its own agent cancelled it)
     verdict_by: str | None = None
+    #: the result's receipt, when its executor signs (RUNONCE_RECEIPTS_KEY): one JSON line, the
+    #: receipt with its signed checkpoint and audit path, that ``runonce audit verify`` proves with
+    #: the public key alone. An agent's own evidence: keep it (docs/receipts.md)
+    receipt: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CallStatus(self.status))  # a str given is checked, and kept as the Enum
@@ -345,4 +349,4 @@ class ActionClient:
 
 def _outcome(action_id: str, result: Mapping[str, Any], repeat_reason: str | None) -> ActionOutcome:
     return ActionOutcome(action_id, CallStatus.of(Status(result["status"])), result["action_id"], result["vendor_ref"],
-                         result["error"], repeat_reason=repeat_reason)
+                         result["error"], repeat_reason=repeat_reason, receipt=result.get(RECEIPT))

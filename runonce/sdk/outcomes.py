@@ -36,7 +36,7 @@ from runonce.kafka.access import KafkaTarget
 from runonce.kafka.partitioner import partition_for
 from runonce.kafka.reader import Tail, ends, positions_at, read_to_end
 from runonce.wire.codec import Codec
-from runonce.wire.headers import H_POLICIES
+from runonce.wire.headers import H_POLICIES, H_RECEIPT
 from runonce.wire.keys import decision_key
 from runonce.wire.results import Status
 
@@ -47,6 +47,8 @@ _T = TypeVar("_T")
 #: an original's decision and result are searched from this long before its request
 #: (producer and broker clocks may differ)
 LOOKBACK_MARGIN_MS = 60_000
+#: where a result read here keeps its receipt's proof (no field of ActionResult's)
+RECEIPT = "runonce.receipt"
 
 
 class RecentResults:
@@ -126,7 +128,7 @@ class Outcomes:
         if msg.topic() == topics.RESULTS:
             _, r = self.codec.decode(msg.value(), expect="ActionResult")
             if Status(r["status"]).final:
-                self._seen_result(r)
+                self._seen_result(_with_receipt(r, msg))
         else:
             _, d = self.codec.decode(msg.value(), expect="ActionDecision")
             action_id = d["request"]["action_id"]
@@ -244,6 +246,7 @@ class Outcomes:
                 if msg.key() == wanted:
                     r = self._readable(msg, "ActionResult")
                     if r is not None and Status(r["status"]).final:
+                        r = _with_receipt(r, msg)
                         self._seen_result(r)
                         return Looked(None, r)  # the original's result: all a repeat needs
             decision = self._decision_of(reader, action_id, output_key, starts(topics.APPROVED, topics.DROPPED),
@@ -323,3 +326,11 @@ def _read_one(reader: Any, codec: Codec, topic: str, partition: int, offset: int
             _, request = codec.decode(msg.value(), expect="ActionRequested")
             return Requested(request, int(msg.timestamp()[1]))
     raise ResultTimeout(f"{topic}[{partition}]@{offset} not read in time")
+
+
+def _with_receipt(result: dict[str, Any], msg: Any) -> dict[str, Any]:
+    """A final result with its receipt's proof, when its executor signs (the ``runonce.receipt``
+    header: connectors/executor/receipts.py), kept as the line ``runonce audit verify`` reads."""
+    proof = next((value for name, value in (msg.headers() or []) if name == H_RECEIPT), None)
+    return {**result, RECEIPT: proof.decode("utf-8")} if proof else result
+

@@ -7,6 +7,7 @@ model does not retry into a second side effect; a timeout says calling again is 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,8 @@ class Answer:
 def answer(tool: str, outcome: ActionOutcome) -> Answer:
     facts = {"tool": tool, "action_id": outcome.action_id, "status": outcome.status,
              "vendor_ref": outcome.vendor_ref, "result_of": outcome.result_of}
+    if outcome.receipt is not None:  # the agent's own copy of the signed receipt (docs/receipts.md)
+        facts["receipt"] = json.loads(outcome.receipt)
     if outcome.cancelled:
         return Answer(f"Cancelled: this agent cancelled action {outcome.action_id} while it waited for a person's "
                       "approval. It was not performed.", {**facts, "drop_reason": outcome.drop_reason,

@@ -35,3 +35,6 @@ def dead_letter_headers(error: InvalidInput, topic: str, partition: int, offset:
     ]
 #: on actions.receipts: ``receipt`` or ``checkpoint`` (runonce/receipts)
 H_RECEIPT_TYPE = "runonce.receipt.type"
+#: on an executor's final result, with receipts on: its receipt's proof (runonce.receipts.verify.Proof as a
+#: JSON line): the agent's own copy, verified with the public keys alone (`runonce audit verify`)
+H_RECEIPT = "runonce.receipt"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from functools import partial
 from typing import Any, Callable
 
 from confluent_kafka import Message, Producer, TopicPartition
@@ -37,14 +38,15 @@ from runonce.kafka.lag import LagGauge
 from runonce.kafka.loop import ConsumerLoop, Processed, RunsItsLoop
 from runonce.kafka.positions import StartPolicy, explicit_starts, rewind
 from runonce.kafka.process import GroupProtocol, Membership, transactional_clients
+from runonce.kafka.receipts import Receipts, head_of
 from runonce.kafka.record import Out, Record
 from runonce.kafka.watchdog import Watchdog
 from runonce.receipts.signing import Signer
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
+from runonce.streams.receipts import chain_of, decision_receipt
 from runonce.streams.transactional.batch_cap import BatchCap
-from runonce.streams.transactional.receipts import Receipts, head_of
 from runonce.streams.transactional.restore import RestoreJob
 from runonce.streams.transactional.state import TableState
 from runonce.telemetry.configured import decision_spans
@@ -120,7 +122,8 @@ class TransactionalWorker(RunsItsLoop):
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self._scope_is_current)
         #: each decision's receipt, chained and signed in its transaction (with a key; docs/receipts.md)
-        self.receipts = Receipts(Signer.from_file(settings.receipts_key_file)) if settings.receipts_key_file else None
+        self.receipts = (Receipts(Signer.from_file(settings.receipts_key_file), chain_of)
+                         if settings.receipts_key_file else None)
         self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
@@ -249,7 +252,7 @@ class TransactionalWorker(RunsItsLoop):
                 if p not in every:
                     self.receipts.disown(p)
             for p in sorted(every - set(self.receipts.committed)):
-                self.receipts.own(p, head_of(self.reader, p))
+                self.receipts.own(p, head_of(self.reader, p, chain_of(p)))
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------
     def batch_limit(self) -> int:
@@ -344,7 +347,8 @@ class TransactionalWorker(RunsItsLoop):
             records = []
             for inbound in batch:
                 outs = self.pipeline.process_all(inbound)
-                self.receipts.note(inbound.partition, outs)
+                for out in outs:
+                    self.receipts.add(inbound.partition, partial(decision_receipt, out))
                 records += outs
             records += self.receipts.segments(signed_at_ms=max(r.timestamp_ms for r in batch))
         for table in self.tables:

@@ -1,26 +1,41 @@
 """Receipts on the real broker: a worker with a key writes one receipt for each decision in the
-decision's transaction, chained per partition and signed at each transaction's end; the
-chains verify offline with only the public key, and every decision has exactly one receipt."""
+decision's transaction, and an executor with a key one for each final result in the result's,
+chained per partition and signed at each transaction's end; the chains verify offline with only
+the public key, every decision and every result has exactly one receipt, and the agent holds
+its result's."""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from runonce.audit.receipts import Selection, certify, decision_hashes, export, read_receipts
-from runonce.kafka import topics
+from runonce.audit.receipts import (
+    Selection,
+    certify,
+    check,
+    decision_hashes,
+    export,
+    final_result_hashes,
+    read_receipts,
+)
+from runonce.connectors.vendors.sandbox.local import LocalVendors
+from runonce.kafka import groups, topics
 from runonce.kafka.reader import read_all
 from runonce.ops.audit_cli import verify_file
 from runonce.ops.watch import DecisionWatcher
+from runonce.receipts.cross import cross_check
+from runonce.receipts.receipt import Kind
 from runonce.receipts.signing import Signer, public_key_pem
-from runonce.receipts.verify import Verdict, verify
+from runonce.receipts.verify import Proof, Verdict, verify
+from runonce.sdk.client import ActionClient
 from runonce.sdk.submit import Submitter
 from runonce.settings import Settings
 from runonce.wire.codec import Codec
-from tests.support.worker import WorkerProcess
+from tests.support.worker import RunonceProcess, WorkerProcess
 
 
 def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
@@ -71,7 +86,8 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
     capsys.readouterr()
     assert verify_file(exported, [pub]) == 0
     said = capsys.readouterr().out.splitlines()
-    assert len(said) == len(reports) + 1 and all(": verified," in line for line in said[:-1]), said
+    assert len(said) == len(reports) + 2 and all(": verified," in line for line in said[:-2]), said
+    assert said[-1].endswith("each approved exactly once (a held one by its approver)"), said
 
     # one tenant's receipts alone (what its operator, or an agent, keeps): each with its proof,
     # and no other tenant's receipt in the file
@@ -83,3 +99,68 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
     capsys.readouterr()
     assert verify_file(filtered, [pub]) == 0
     assert "5 receipts, each proven alone under its signed checkpoint: every one proven" in capsys.readouterr().out
+
+
+def test_every_outcome_has_one_receipt_in_its_results_transaction_and_the_agent_holds_its_copy(
+        broker: Settings, receipts_key: Path, sandboxes: LocalVendors, tmp_path: Path) -> None:
+    """A keyed worker and a keyed payments executor whose every first result transaction is
+    aborted (the ``abort_result`` failpoint: a coordinator move at the worst moment): each
+    result committed carries its receipt's proof to the agent, each final result on the topic
+    has exactly one outcome receipt and each outcome receipt its result, and every action
+    performed was approved once."""
+    run = uuid.uuid4().hex[:8]
+    bootstrap = broker.bootstrap_servers()
+    tenant = f"out-{run}"
+    since_ms = int(time.time() * 1000) - 1000
+    keyed = {"RUNONCE_RECEIPTS_KEY": str(receipts_key)}
+    group = f"runonce-exec-receipts-{run}"
+    groups.start_group_at_end(bootstrap, group, topics.APPROVED)  # earlier tests' approvals are not ours
+    worker = WorkerProcess(broker, f"receipts-out-{run}", tmp_path, extra_env=keyed)
+    executor = RunonceProcess(broker, f"receipts-exec-{run}", ["executor", "--vendor", "payments", "--group", group],
+                              tmp_path, {**keyed, **sandboxes.env(), "RUNONCE_EXECUTOR_FAILPOINT": "abort_result"})
+    worker.start()
+    executor.start()
+    try:
+        with ActionClient(bootstrap, agent_id="billing", tenant=tenant) as client:
+            handles = [client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 100 + i % 12,
+                                                        "customer": f"c-{i % 12}"}, idempotency_key=f"{run}-{i % 12}")
+                       for i in range(16)]  # 4 repeats: their original's result, and its receipt
+            outcomes = [h.result(timeout=120) for h in handles]
+    finally:
+        executor.stop()
+        worker.stop()
+    assert [o.status for o in outcomes] == ["succeeded"] * 16, executor.log_tail()
+    public = Signer.from_file(receipts_key)
+    keys = {public.key_id: public.public}
+    performed = {o.result_of for o in outcomes}
+    assert len(performed) == 12
+    for o in outcomes:  # the agent's own copy: proven with the public key alone
+        assert o.receipt is not None, o
+        proof = Proof.from_json(json.loads(o.receipt))
+        assert proof.problem(keys) is None
+        assert (proof.receipt.kind, proof.receipt.action_id, proof.receipt.outcome, proof.receipt.vendor_ref) == (
+            Kind.OUTCOME, o.result_of, "succeeded", o.vendor_ref)
+        assert proof.receipt.chain.startswith(f"outcomes/{group}/")
+
+    codec = Codec()
+    results = {d: a for d, a in final_result_hashes(read_all(bootstrap, topics.RESULTS, since_ms=since_ms),
+                                                      codec).items() if a in performed}
+    assert sorted(results.values()) == sorted(performed)  # one final result each, the aborted ones not read
+    log = read_receipts(bootstrap, since_ms=since_ms)
+    ours = [r for r in log.receipts if r.tenant == tenant]
+    outcome_receipts = [r for r in ours if r.kind is Kind.OUTCOME]
+    found = certify(outcome_receipts, results)
+    assert found.ok, found.summary()  # a receipt of an aborted transaction would be one of no result
+    chains = {r.chain for r in outcome_receipts}
+    reports = [r for r in verify(log.receipts, log.checkpoints, keys) if r.chain in chains]
+    assert reports and all(r.verdict is Verdict.VERIFIED for r in reports), reports
+    across = cross_check(ours)
+    assert (across.ok, across.outcomes) == (True, 12), across.problems()
+    online = check(bootstrap, since_ms, progress=lambda _: None, tenant=tenant)
+    assert online.ok and online.receipts == {Kind.DECISION: 16, Kind.OUTCOME: 12}, (online.decisions.summary(),
+                                                                                     online.outcomes.summary())
+
+    # the result topic compacted (or rewritten) past an effect: its receipt names it
+    gone = sorted(results)[0]
+    compacted = certify(outcome_receipts, {d: a for d, a in results.items() if d != gone})
+    assert compacted.phantoms == {results[gone]: 1} and not compacted.uncertified

@@ -14,6 +14,7 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPar
 
 from runonce.connectors.executor.executor import Executor
 from runonce.connectors.executor.lease import NO_LEASE, Lease
+from runonce.connectors.executor.receipts import ChainHeads, chain_name
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import DEFAULT_WINDOW_MS, ResultIndex
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
@@ -22,6 +23,8 @@ from runonce.core.decision import Decision, Origin, Outcome, Reason
 from runonce.kafka import topics
 from runonce.kafka.checkpoint import Failure
 from runonce.kafka.positions import NO_OFFSET, StartPolicy
+from runonce.kafka.receipts import Receipts
+from runonce.receipts.chain import Head
 from runonce.sdk.submit import build_request
 from runonce.streams.records import decision_record
 from runonce.telemetry.spans import Spans
@@ -150,13 +153,31 @@ class Mailer:
 
 def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
              start: StartPolicy = StartPolicy.EARLIEST, connector: Mailer | None = None,
-             spans: Spans | None = None, lease: Lease | None = None) -> Executor:
-    """``lease``: vendor calls start only while it holds (none: always)."""
+             spans: Spans | None = None, lease: Lease | None = None, receipts: Receipts | None = None,
+             heads: ChainHeads | None = None) -> Executor:
+    """``lease``: vendor calls start only while it holds (none: always). ``receipts`` and
+    ``heads``: receipts on (none: off)."""
     connector = connector or Mailer()
     return Executor(connector, consumer=consumer, checkpoint=checkpoint or FakeCheckpoint(),
                     index=LocalIndex(), start=start,
                     runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
-                    lease=lease or NO_LEASE, spans=spans)
+                    lease=lease or NO_LEASE, spans=spans, receipts=receipts, heads=heads)
+
+
+@dataclass
+class KnownHeads:
+    """Chain heads as a table (``heads``: partition -> head; a new chain where none), and each read."""
+
+    heads: dict[int, Head] = field(default_factory=dict)
+    group: str = "mailer"
+    read: list[int] = field(default_factory=list)
+
+    def head(self, partition: int) -> Head:
+        self.read.append(partition)
+        return self.heads.get(partition) or Head(chain_name(self.group, partition))
+
+    def close(self) -> None:
+        pass
 
 
 class Msg(kafka_fakes.Msg):
