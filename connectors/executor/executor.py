@@ -243,7 +243,10 @@ class Executor(RunsItsLoop):
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
         if self.receipts is not None and self.heads is not None:
-            for p in numbers:  # after the restore: the previous owner's transactions are resolved
+            # every partition given, each time (a classic group's assignment is whole): another
+            # owner may have moved a chain since this one last held it; read after the restore,
+            # which waited out the previous owner's open transactions
+            for p in numbers:
                 self.receipts.own(p, self.heads.head(p))
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
         self.lease.proven(given_at)  # the group gave them to this member then
@@ -256,9 +259,6 @@ class Executor(RunsItsLoop):
         # Another owner may reconcile these meanwhile: from now on only actions.results counts.
         self.uncommitted.clear()
         self.unstarted.clear()
-        if self.receipts is not None:  # given back, a chain is read again: another may have moved it meanwhile
-            for p in list(self.receipts.committed):
-                self.receipts.disown(p)
         self.lease.ended()
 
     # -- the loop's task (runonce/kafka/loop.py) ------------------------------------------

@@ -10,6 +10,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,11 +104,12 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
 
 def test_every_outcome_has_one_receipt_in_its_results_transaction_and_the_agent_holds_its_copy(
         broker: Settings, receipts_key: Path, sandboxes: LocalVendors, tmp_path: Path) -> None:
-    """A keyed worker and a keyed payments executor whose every first result transaction is
-    aborted (the ``abort_result`` failpoint: a coordinator move at the worst moment): each
-    result committed carries its receipt's proof to the agent, each final result on the topic
-    has exactly one outcome receipt and each outcome receipt its result, and every action
-    performed was approved once."""
+    """A keyed worker and keyed payments executors: the first performs 8 charges and is
+    SIGKILLed; its heir, whose every first result transaction is aborted (the ``abort_result``
+    failpoint: a coordinator move at the worst moment), performs 4 more and answers 4 repeats.
+    Each result committed carries its receipt's proof to the agent, the heir's receipts go on
+    where the first's chains stand, each final result has exactly one outcome receipt and each
+    outcome receipt its result, and every action performed was approved once."""
     run = uuid.uuid4().hex[:8]
     bootstrap = broker.bootstrap_servers()
     tenant = f"out-{run}"
@@ -116,24 +118,32 @@ def test_every_outcome_has_one_receipt_in_its_results_transaction_and_the_agent_
     group = f"runonce-exec-receipts-{run}"
     groups.start_group_at_end(bootstrap, group, topics.APPROVED)  # earlier tests' approvals are not ours
     worker = WorkerProcess(broker, f"receipts-out-{run}", tmp_path, extra_env=keyed)
-    executor = RunonceProcess(broker, f"receipts-exec-{run}", ["executor", "--vendor", "payments", "--group", group],
-                              tmp_path, {**keyed, **sandboxes.env(), "RUNONCE_EXECUTOR_FAILPOINT": "abort_result"})
+    argv = ["executor", "--vendor", "payments", "--group", group]
+    first = RunonceProcess(broker, f"receipts-exec-{run}", argv, tmp_path, {**keyed, **sandboxes.env()})
+    heir = RunonceProcess(broker, f"receipts-heir-{run}", argv, tmp_path,
+                          {**keyed, **sandboxes.env(), "RUNONCE_EXECUTOR_FAILPOINT": "abort_result"})
     worker.start()
-    executor.start()
+    first.start()
     try:
         with ActionClient(bootstrap, agent_id="billing", tenant=tenant) as client:
-            handles = [client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 100 + i % 12,
-                                                        "customer": f"c-{i % 12}"}, idempotency_key=f"{run}-{i % 12}")
-                       for i in range(16)]  # 4 repeats: their original's result, and its receipt
-            outcomes = [h.result(timeout=120) for h in handles]
+            def charge(i: int) -> Any:
+                return client.submit("charge_payment", {"card": "tok_visa", "amount_cents": 100 + i,
+                                                        "customer": f"c-{i}"}, idempotency_key=f"{run}-{i}")
+            outcomes = [h.result(timeout=120) for h in [charge(i) for i in range(8)]]
+            first.kill()
+            heir_from_ms = int(time.time() * 1000)
+            heir.start()
+            # 4 new, 4 repeats of the first's: their original's result, and its receipt
+            outcomes += [h.result(timeout=120) for h in [charge(i) for i in range(4, 12)]]
     finally:
-        executor.stop()
+        heir.stop()
+        first.stop()
         worker.stop()
     assert [o.status for o in outcomes] == ["succeeded"] * 16, executor.log_tail()
     public = Signer.from_file(receipts_key)
     keys = {public.key_id: public.public}
     performed = {o.result_of for o in outcomes}
-    assert len(performed) == 12
+    assert len(performed) == 12 and sum(o.repeated for o in outcomes) == 4
     for o in outcomes:  # the agent's own copy: proven with the public key alone
         assert o.receipt is not None, o
         proof = Proof.from_json(json.loads(o.receipt))
@@ -154,6 +164,10 @@ def test_every_outcome_has_one_receipt_in_its_results_transaction_and_the_agent_
     chains = {r.chain for r in outcome_receipts}
     reports = [r for r in verify(log.receipts, log.checkpoints, keys) if r.chain in chains]
     assert reports and all(r.verdict is Verdict.VERIFIED for r in reports), reports
+    # the heir read where the first's chains stood: some chain holds both's receipts, linked
+    both = {r.chain for r in outcome_receipts if r.at_ms < heir_from_ms} & {
+        r.chain for r in outcome_receipts if r.at_ms >= heir_from_ms}
+    assert both, sorted((r.chain, r.seq, r.at_ms >= heir_from_ms) for r in outcome_receipts)
     across = cross_check(ours)
     assert (across.ok, across.outcomes) == (True, 12), across.problems()
     online = check(bootstrap, since_ms, progress=lambda _: None, tenant=tenant)

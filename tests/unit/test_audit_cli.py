@@ -109,3 +109,27 @@ def test_a_filtered_export_proves_each_receipt_alone(tmp_path: Path, capsys: pyt
 def test_an_empty_file_proves_nothing(tmp_path: Path) -> None:
     receipts, key = _files(tmp_path, [], Signer(Ed25519PrivateKey.generate()))
     assert verify_file(receipts, [key]) == 1
+
+
+def test_an_effect_of_an_action_no_decision_approved_fails_though_every_chain_is_intact(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Chains that each verify, and disagree: an executor's signed outcome of an action that no
+    signed decision approved (a receipt for an effect the stream job never allowed)."""
+    from dataclasses import replace
+
+    from runonce.receipts.chain import Head
+    from runonce.receipts.receipt import Kind
+    from tests.unit.test_receipts import _receipt
+
+    lines, signer = _exported(4)  # a-0 .. a-3 approved
+    outcomes = []
+    head = Head("outcomes/runonce-exec-payments/0")
+    for action in ("a-1", "ghost"):
+        placed, head = head.link(replace(_receipt(0), kind=Kind.OUTCOME, action_id=action, outcome="succeeded"))
+        outcomes.append(placed)
+    lines += [r.to_bytes() for r in outcomes] + [canonical_bytes(signer.checkpoint(outcomes, 1).to_json())]
+    receipts, key = _files(tmp_path, lines, signer)
+    assert verify_file(receipts, [key]) == 1
+    out = capsys.readouterr().out
+    assert "every chain intact" in out and "2 actions performed: NOT each approved exactly once" in out
+    assert "across chains: outcomes/runonce-exec-payments/0#1: an outcome of action ghost" in out
