@@ -114,3 +114,20 @@ def test_the_openapi_document_is_valid_and_lists_the_served_tools() -> None:
     validate(spec)  # raises on an invalid document
     assert {p.rsplit("/", 1)[1] for p in spec["paths"] if p != "/v1/actions/{action_id}"} == {
         s.name for s in served_tools(policies)}
+
+
+def test_a_signed_results_receipt_reaches_the_caller_over_http_and_mcp() -> None:
+    """The agent's own copy (docs/receipts.md): the result's proof, as the SDK got it, in the
+    HTTP body and in the model's structured facts; absent when the executor does not sign."""
+    import json
+
+    from runonce.gateway.calls import Taken
+    from runonce.gateway.http_api import body_of
+
+    proof = json.dumps({"receipt": {"action_id": "a1"}, "checkpoint": {"chain": "c"}, "path": []})
+    signed = ActionOutcome("a1", "succeeded", "a1", "ch_1", receipt=proof)
+    assert body_of("charge_payment", Taken("a1", signed))[1]["receipt"] == json.loads(proof)
+    assert answer("charge_payment", signed).facts["receipt"] == json.loads(proof)
+    unsigned = ActionOutcome("a1", "succeeded", "a1", "ch_1")
+    assert "receipt" not in body_of("charge_payment", Taken("a1", unsigned))[1]
+    assert "receipt" not in answer("charge_payment", unsigned).facts
