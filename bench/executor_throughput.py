@@ -5,7 +5,7 @@ sandbox itself serves to a plain concurrent HTTP client in the same run, with as
 requests in flight as the executor may have.
 
     .venv/bin/python bench/executor_throughput.py [--actions 5000] [--delay-ms 0]
-        [--max-in-flight 16] [--max-batch 500] [--vendor-limit 0]
+        [--max-in-flight 16] [--max-batch 500] [--vendor-limit 0] [--receipts KEY.pem --rounds 2]
 
 ``--delay-ms`` makes the sandbox answer each charge that late (a real vendor's 10-300 ms).
 ``--max-batch 1 --max-in-flight 1`` is the executor as it was: one action at a time, an
@@ -13,6 +13,8 @@ intent and a result transaction each. ``--vendor-limit N`` makes the sandbox ref
 beyond N/s (429 with Retry-After) and gives the executor that rate (RUNONCE_VENDOR_LIMITS;
 ``--our-rate 0``: none, only the vendor's 429s):
 the row then says how many calls were refused and the longest run of refusals one charge met.
+``--receipts KEY.pem`` measures what signing outcomes costs: the executor without receipts
+and with them (RUNONCE_RECEIPTS_KEY), ``--rounds`` times each in turns, medians compared.
 Real broker; the executor is its own process.
 """
 
@@ -71,10 +73,11 @@ def approve(bootstrap: str, partitions: int, n: int, run: str) -> None:
 
 
 def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: int, max_in_flight: int,
-                 our_rate: int) -> dict[str, Any]:
+                 our_rate: int, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     vendors = sandbox.vendors
     env = settings.with_(connectors_file=sandbox.write_connectors()).child_env(os.environ)
     env.update(RUNONCE_EXECUTOR_MAX_BATCH=str(max_batch), RUNONCE_EXECUTOR_MAX_IN_FLIGHT=str(max_in_flight))
+    env.update(extra_env or {})
     if our_rate:
         env["RUNONCE_VENDOR_LIMITS"] = f"payments:per_s={our_rate}"
     log_path = OUT / f"executor-throughput-{max_batch}-{max_in_flight}.log"
@@ -112,6 +115,19 @@ def run_executor(settings: Settings, sandbox: LocalVendors, n: int, max_batch: i
                                         for refused, g in itertools.groupby(answers) if refused), default=0)}
 
 
+def receipts_cost(settings: Settings, sandbox: LocalVendors, args: argparse.Namespace) -> dict[str, Any]:
+    """The executor without receipts and with them, in turns: medians and their ratio."""
+    rates: dict[str, list[int]] = {"off": [], "on": []}
+    for i in range(args.rounds):
+        for variant, env in (("off", {}), ("on", {"RUNONCE_RECEIPTS_KEY": str(args.receipts)})):
+            row = run_executor(settings, sandbox, args.actions, args.max_batch, args.max_in_flight, 0, env)
+            rates[variant].append(row["actions_per_s"])
+            say(f"round {i + 1}, receipts {variant}: {row['actions_per_s']} actions/s")
+    off, on = (sorted(r)[len(r) // 2] for r in (rates["off"], rates["on"]))
+    return {"actions": args.actions, "rounds": args.rounds, "off_per_s": rates["off"], "on_per_s": rates["on"],
+            "median_off_per_s": off, "median_on_per_s": on, "on_of_off": round(on / off, 2)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--actions", type=int, default=5000)
@@ -122,6 +138,9 @@ def main() -> int:
                     help="the sandbox refuses charges beyond this many a second (429)")
     ap.add_argument("--our-rate", type=int, default=None,
                     help="the executor's rate for the vendor (default: --vendor-limit; 0: none, only its 429s)")
+    ap.add_argument("--receipts", type=Path, default=None,
+                    help="an Ed25519 key file: compare the executor without receipts and with them")
+    ap.add_argument("--rounds", type=int, default=2, help="with --receipts: runs of each, in turns")
     args = ap.parse_args()
     with local_broker("executor-throughput", say) as settings:
         sandbox = LocalVendors(Path(tempfile.mkdtemp(prefix='runonce-bench-'))).start()
@@ -133,6 +152,9 @@ def main() -> int:
             say(f"the sandbox alone, {args.max_in_flight} requests in flight: {plain:.0f} charges/s")
             if args.vendor_limit:
                 vendors.state.faults.add(VendorFault(CHARGES, rate_limit_per_s=args.vendor_limit))
+            if args.receipts is not None:
+                print(json.dumps(receipts_cost(settings, sandbox, args), indent=2))
+                return 0
             row = run_executor(settings, sandbox, args.actions, args.max_batch, args.max_in_flight,
                                args.vendor_limit if args.our_rate is None else args.our_rate)
             row.update(delay_ms=args.delay_ms, sandbox_alone_per_s=round(plain),

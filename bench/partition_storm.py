@@ -21,6 +21,10 @@ Phases:
 - ``quorum``: a 3-node KRaft cluster (RF 3, min ISR 2); node 3 is cut off from the other two
   (both ways; clients still reach it) for 20 s during a burst. The oracle.
 
+Receipts are on in the zombies and worker phases (a key made for the run): each phase ends by
+holding its receipts against what it wrote (every final result, every decision, with exactly
+one receipt; every receipt with its record) and verifying their chains with the public key.
+
 Prints a Markdown table (docs/measured.md keeps it) and writes the figures as JSON (``--out``).
 Needs root (iptables, cgroup v2), as the suite's fault tests do."""
 
@@ -51,6 +55,7 @@ from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from runonce import tokens as token_store  # noqa: E402
 from runonce.audit.oracle import Report, verify  # noqa: E402
+from runonce.audit.receipts import certify, decision_hashes, final_result_hashes, read_receipts  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.connectors.vendors.jira import label as jira_label  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
@@ -62,6 +67,10 @@ from runonce.kafka import clients, groups, topics  # noqa: E402
 from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.ops import child
+from runonce.receipts.receipt import Kind as ReceiptKind  # noqa: E402
+from runonce.receipts.signing import Signer  # noqa: E402
+from runonce.receipts.verify import Verdict  # noqa: E402
+from runonce.receipts.verify import verify as verify_chains  # noqa: E402
 from runonce.sdk.submit import Submitter, build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.streams.records import output_key  # noqa: E402
@@ -173,6 +182,8 @@ KINDS = (
 
 def zombies(args: argparse.Namespace, settings: Settings, bootstrap: str, home: Path, faults: Faults) -> dict[str, Any]:
     run = uuid.uuid4().hex[:6]
+    since_ms = int(time.time() * 1000) - 1000
+    key = receipts_key(home)
     sandbox = LocalVendors(home / "sandbox").start()
     db = LocalPostgres(home / "pg").start()
     try:
@@ -187,7 +198,7 @@ def zombies(args: argparse.Namespace, settings: Settings, bootstrap: str, home: 
         admin.create_topics([NewTopic(source, 6, 1)])[source].result()
         env = {**os.environ, "RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": bootstrap,
                "RUNONCE_CONNECTORS": str(connectors), "ORDERS_DSN": db.dsn,
-               "RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": SESSION_MS,
+               "RUNONCE_EXECUTOR_SESSION_TIMEOUT_MS": SESSION_MS, "RUNONCE_RECEIPTS_KEY": str(key),
                # paced, so that a cut lands while calls are under way
                "RUNONCE_VENDOR_LIMITS": ";".join(f"{k.vendor}:per_s={args.vendor_rate}" for k in KINDS)}
         procs = [Proc(f"exec-{k.vendor}-{slot}", ["executor", "--vendor", k.vendor, "--source-topic", source,
@@ -227,7 +238,10 @@ def zombies(args: argparse.Namespace, settings: Settings, bootstrap: str, home: 
                          "statuses": dict(statuses)})
         for p in procs:
             p.stop()
-        return {"phase": "zombies", "actions": n * len(KINDS), "cuts": len(cuts.made),
+        results = {d: a for d, a in final_result_hashes(read_all(bootstrap, topics.RESULTS, since_ms=since_ms),
+                                                          Codec()).items() if a in ids}
+        held = receipts_held(bootstrap, since_ms, ReceiptKind.OUTCOME, results, set(ids), key)
+        return {"phase": "zombies", "receipts": held, "actions": n * len(KINDS), "cuts": len(cuts.made),
                 "cut_s": round(sum(cuts.made), 1), "restarted": restarted, "took_s": round(time.monotonic() - started, 1),
                 "settled_after_last_heal_s": round(healed_s, 1), "vendors": rows,
                 "logs": {p.name: p.tail(5) for p in procs}}
@@ -316,8 +330,9 @@ def _oracle(report: Report, wanted: set[str]) -> dict[str, Any]:
 def worker(args: argparse.Namespace, settings: Settings, bootstrap: str, home: Path, faults: Faults) -> dict[str, Any]:
     run = uuid.uuid4().hex[:6]
     since_ms = int(time.time() * 1000) - 1000
+    key = receipts_key(home)
     env = {**os.environ, "RUNONCE_HOME": str(settings.home), "RUNONCE_BOOTSTRAP": bootstrap,
-           "RUNONCE_WORKER_SESSION_TIMEOUT_MS": SESSION_MS}
+           "RUNONCE_WORKER_SESSION_TIMEOUT_MS": SESSION_MS, "RUNONCE_RECEIPTS_KEY": str(key)}
     procs = [Proc(f"worker-{run}-{i}", ["worker", "--name", f"storm-worker-{i}"], env, home / "logs", faults).start()
              for i in range(3)]
     time.sleep(8)  # the group forms
@@ -344,7 +359,12 @@ def worker(args: argparse.Namespace, settings: Settings, bootstrap: str, home: P
     restarted += restart_exited(procs)
     for p in procs:
         p.stop()
-    return {"phase": "worker", "actions": len(wanted), "cuts": len(cuts.made), "cut_s": round(sum(cuts.made), 1),
+    decided: dict[str, str] = {}
+    for topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
+        decided.update({d: a for d, a in decision_hashes(read_all(bootstrap, topic, since_ms=since_ms), Codec()).items()
+                        if a in wanted})
+    held = receipts_held(bootstrap, since_ms, ReceiptKind.DECISION, decided, wanted, key)
+    return {"phase": "worker", "receipts": held, "actions": len(wanted), "cuts": len(cuts.made), "cut_s": round(sum(cuts.made), 1),
             "restarted": restarted, "took_s": round(took, 1), "settled_after_last_heal_s": round(settled_s, 1),
             "oracle": _oracle(report, wanted), "logs": {p.name: p.tail(5) for p in procs}}
 
@@ -589,9 +609,47 @@ def quorum(args: argparse.Namespace, settings: Settings, _bootstrap: str, home: 
 
 # -- the table ---------------------------------------------------------------------------------
 
+def receipts_key(home: Path) -> Path:
+    """The run's signing key (PEM PKCS#8), made once in its home."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = home / "receipts.pem"
+    if not path.exists():
+        path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return path
+
+
+def receipts_held(bootstrap: str, since_ms: int, kind: ReceiptKind, records: dict[str, str], wanted: set[str],
+                  key: Path) -> dict[str, Any]:
+    """The phase's receipts of ``kind`` (those of ``wanted`` actions) held against ``records``
+    (record sha256 -> action id: what the phase wrote), and their chains verified."""
+    log = read_receipts(bootstrap, since_ms=since_ms)
+    mine = [r for r in log.receipts if r.kind is kind and r.action_id in wanted]
+    found = certify(mine, records)
+    chains = {r.chain for r in mine}
+    signer = Signer.from_file(key)
+    reports = [r for r in verify_chains(log.receipts, log.checkpoints, {signer.key_id: signer.public})
+               if r.chain in chains]
+    return {"receipts": len(mine), "records": len(records), "without_receipt": len(found.uncertified),
+            "doubled": len(found.doubled), "of_no_record": len(found.phantoms), "chains": len(reports),
+            "chains_not_verified": sorted(f"{r.chain}: {r.verdict.value} {r.problem or ''}" for r in reports
+                                          if r.verdict is not Verdict.VERIFIED)}
+
+
+def _receipts_cell(r: dict[str, Any]) -> str:
+    x = r.get("receipts")
+    if x is None:
+        return "–"
+    return (f"{x['receipts']} receipts for {x['records']} records: {x['without_receipt']} without, "
+            f"{x['doubled']} doubled, {x['of_no_record']} of no record; {x['chains']} chains, "
+            f"{len(x['chains_not_verified'])} not verified")
+
+
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| phase | actions | faults | lost | two-way | effects vs approved | in_doubt | settled after heal |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| phase | actions | faults | lost | two-way | effects vs approved | in_doubt | settled after heal | receipts |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         phase = r["phase"]
         if phase == "zombies":
@@ -600,17 +658,17 @@ def table(results: list[dict[str, Any]]) -> str:
             doubt = "; ".join(f"{v['vendor']} {v['in_doubt']} ({v['in_doubt_sent']} sent)" for v in r["vendors"]
                               if v["in_doubt"]) or "0"
             lines.append(f"| executors cut (zombies) | {r['actions']} | {r['cuts']} cuts, {r['cut_s']} s | – | – | "
-                         f"{effects} | {doubt} | {r['settled_after_last_heal_s']} s |")
+                         f"{effects} | {doubt} | {r['settled_after_last_heal_s']} s | {_receipts_cell(r)} |")
         elif phase in ("worker", "quorum"):
             o = r["oracle"]
             what = "workers cut mid-transaction" if phase == "worker" else "node 3 cut from the quorum (RF 3, min ISR 2)"
             lines.append(f"| {what} | {r['actions']} | {r['cuts']} cuts, {r['cut_s']} s | {o['lost'] + o['undecided']} | "
                          f"{o['two_way']} (keys approved twice {o['keys_approved_twice']}, re-emitted "
-                         f"{o['re_emitted']}) | – | – | {r['settled_after_last_heal_s']} s |")
+                         f"{o['re_emitted']}) | – | – | {r['settled_after_last_heal_s']} s | {_receipts_cell(r)} |")
         elif phase == "gateway":
             lines.append(f"| gateway cut from the broker | {r['actions']} agents | 1 cut, {r['cut_s']} s | – | – | "
                          f"charges per key {r['charges_per_key']}; answers in the cut {r['answers_in_cut']}, "
-                         f"all answers {r['answers']} | – | {r['settled_after_last_heal_s']} s |")
+                         f"all answers {r['answers']} | – | {r['settled_after_last_heal_s']} s | – |")
         elif phase == "delay":
             ref, bad = r["reference"], r["faulty"]
             o = bad["oracle"]
@@ -618,7 +676,7 @@ def table(results: list[dict[str, Any]]) -> str:
                          f"{o['lost'] + o['undecided']} | {o['two_way']} | a backlog decided at {bad['decided_per_s']}/s "
                          f"vs {ref['decided_per_s']}/s; at {r['steady_rate']:g}/s, latency p50 {bad['latency_p50_ms']} "
                          f"vs {ref['latency_p50_ms']} ms, p99 {bad['latency_p99_ms']} vs {ref['latency_p99_ms']} ms "
-                         f"| – | – |")
+                         f"| – | – | – |")
     return "\n".join(lines)
 
 
@@ -695,6 +753,10 @@ def _held(results: list[dict[str, Any]]) -> bool:
                     return False
         if r["phase"] == "delay" and any(x["oracle"]["lost"] or x["oracle"]["two_way"] or x["oracle"]["undecided"]
                                          for x in (r["reference"], r["faulty"])):
+            return False
+        x = r.get("receipts")
+        if x is not None and (x["without_receipt"] or x["doubled"] or x["of_no_record"] or x["chains_not_verified"]
+                              or not x["receipts"]):
             return False
         if r["phase"] == "gateway" and (set(r["charges_per_key"]) != {1} or r["answers"].get(500)):
             return False
