@@ -42,7 +42,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -53,7 +52,7 @@ from runonce.connectors.executor.failpoints import Failpoints
 from runonce.connectors.executor.lease import NO_LEASE, Lease
 from runonce.connectors.executor.metrics import ExecutorMetrics, OutcomeCounts
 from runonce.connectors.executor.offsets import Offsets
-from runonce.connectors.executor.receipts import Certifies, ChainHeads, ReadHeads, chain_name, with_receipts
+from runonce.connectors.executor.receipts import Certifies, ChainHeads, ReadHeads, with_receipts
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, READER_GROUP, ResultIndex, Results
 from runonce.connectors.executor.runner import ActionRunner, Lapsed
@@ -170,7 +169,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                         source_topic=source_topic, window_ms=window_ms)
     receipts = heads = None
     if signer is not None:
-        receipts = Receipts(signer, partial(chain_name, group))
+        receipts = Receipts(signer)
         heads = ReadHeads(clients.reader(access, group=READER_GROUP, to_end=True), group,
                           restore_patience_s(settings))
     return Executor(connector, consumer=consumer, checkpoint=checkpoint, index=index,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from runonce.core.tenant import DEFAULT_TENANT
-from runonce.kafka.receipts import Receipts, Sealed, head_of
+from runonce.kafka.receipts import Receipts, head_of
 from runonce.kafka.record import Headers, Out, find_header
 from runonce.receipts.canonical import canonical_bytes, sha256_hex
 from runonce.receipts.chain import Head
@@ -74,13 +74,13 @@ class Certifies:
     #: action already used its vendor key: the result repeats that one's); empty otherwise
     reason: str = ""
 
-    def receipt_at(self, head: Head) -> Receipt | None:
+    def receipt_at(self, chain: str, seq: int, prev: str) -> Receipt | None:
         if not self.result.status.final or self.out.value is None:
             return None
         policy = find_header(self.decision_headers, H_POLICIES)
         traceparent = find_header(self.decision_headers, TRACEPARENT)
         return Receipt(
-            chain=head.chain, seq=head.next_seq, prev=head.last_digest, kind=Kind.OUTCOME,
+            chain=chain, seq=seq, prev=prev, kind=Kind.OUTCOME,
             action_id=str(self.request["action_id"]), tenant=str(self.request.get("tenant") or DEFAULT_TENANT),
             agent_id=str(self.request["agent_id"]), tool=str(self.request["tool"]),
             params_sha256=sha256_hex(str(self.request["params_json"]).encode("utf-8")),
@@ -90,6 +90,11 @@ class Certifies:
             vendor_ref=self.result.vendor_ref,
             trace_id=traceparent.decode("ascii", "replace").split("-")[1] if traceparent is not None else None)
 
+    def encode(self, chain: str, seq: int, prev: str) -> bytes | None:
+        """An ``Encode`` (runonce/kafka/receipts.py): its receipt's canonical bytes."""
+        receipt = self.receipt_at(chain, seq, prev)
+        return None if receipt is None else receipt.to_bytes()
+
 
 def with_receipts(receipts: Receipts, certified: list[Certifies], others: list[Out], signed_at_ms: int) -> list[Out]:
     """The transaction's records with receipts: each final result carrying its proof, the
@@ -97,13 +102,15 @@ def with_receipts(receipts: Receipts, certified: list[Certifies], others: list[O
     partition (results partition p is approved partition p's: wire/results.py)."""
     placed: dict[tuple[str, int], int] = {}  # a receipt's place -> the index of its result record
     for i, one in enumerate(certified):
-        receipt = receipts.add(one.out.partition or 0, one.receipt_at)
-        if receipt is not None:
-            placed[(receipt.chain, receipt.seq)] = i
-    sealed: list[Sealed] = receipts.seal(signed_at_ms)
+        partition = one.out.partition or 0
+        seq = receipts.add(partition, Certifies.encode, one)
+        if seq is not None:
+            placed[(receipts.committed[partition].chain, seq)] = i
+    sealed = receipts.seal(signed_at_ms)
     proofs: dict[int, bytes] = {}
     for segment in sealed:
-        for proof in proofs_of(segment.receipts, segment.checkpoint):
+        signed = [Receipt.from_json(json.loads(line)) for line in segment.lines]
+        for proof in proofs_of(signed, segment.checkpoint):
             proofs[placed[(proof.receipt.chain, proof.receipt.seq)]] = json.dumps(
                 proof.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     results = [one.out.with_header(H_RECEIPT, proofs[i]) if i in proofs else one.out

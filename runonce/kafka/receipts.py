@@ -19,16 +19,15 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from confluent_kafka import TopicPartition
 
 from runonce.errors import FatalError
 from runonce.kafka import topics
 from runonce.kafka.record import Out
-from runonce.receipts.canonical import canonical_bytes
+from runonce.receipts.canonical import canonical_bytes, sha256_hex
 from runonce.receipts.chain import Head
-from runonce.receipts.receipt import Receipt
 from runonce.receipts.signing import Checkpoint, Signer
 from runonce.wire.headers import H_RECEIPT_TYPE
 
@@ -36,32 +35,42 @@ SEGMENT = (H_RECEIPT_TYPE, b"segment")
 #: the most receipts a segment holds: about 300 KB, under actions.receipts' 1 MiB a record
 SEGMENT_RECEIPTS = 500
 
+T = TypeVar("T")
+
 
 class ReceiptsStuck(FatalError):
     """The receipts partition's tail could not be read (an unresolved transaction, no broker)."""
 
 
+#: what makes a receipt's canonical bytes for one record, given where it goes on its chain:
+#: (the record, chain, seq, prev) -> the bytes, or None when the record certifies nothing
+Encode = Callable[[T, str, int, str], "bytes | None"]
+
+
 @dataclass(frozen=True, slots=True)
 class Sealed:
-    """One segment of a transaction: its record, and the receipts its checkpoint signs."""
+    """One segment of a transaction: its record, and the receipts its checkpoint signs (their
+    canonical bytes, in seq order, from ``checkpoint.first_seq``)."""
 
     out: Out
-    receipts: list[Receipt]
+    lines: list[bytes]
     checkpoint: Checkpoint
 
 
 class Receipts:
-    """The receipts of the writer's open transaction, and where each of its chains stands."""
+    """The receipts of the writer's open transaction, and where each of its chains stands.
 
-    def __init__(self, signer: Signer, chain_of: Callable[[int], str]) -> None:
+    Receipts are kept as their canonical bytes: one per record a writer certifies, made by its
+    ``Encode`` in one go (streams/receipts.py), hashed once for the chain and once as a leaf."""
+
+    def __init__(self, signer: Signer) -> None:
         self.signer = signer
-        #: partition -> the name of its chain
-        self.chain_of = chain_of
         #: each owned chain as the last committed transaction left it
         self.committed: dict[int, Head] = {}
-        self._heads: dict[int, Head] = {}
-        #: each chain's receipts in the open transaction, with their canonical bytes
-        self._open: dict[int, list[tuple[Receipt, bytes]]] = {}
+        #: each chain written in the open transaction: (its next seq, its last receipt's digest)
+        self._heads: dict[int, tuple[int, str]] = {}
+        #: each chain's receipts in the open transaction
+        self._open: dict[int, list[bytes]] = {}
 
     def own(self, partition: int, head: Head) -> None:
         self.committed[partition] = head
@@ -69,38 +78,42 @@ class Receipts:
     def disown(self, partition: int) -> None:
         self.committed.pop(partition, None)
 
-    def add(self, partition: int, receipt_at: Callable[[Head], Receipt | None]) -> Receipt | None:
-        """The receipt ``receipt_at`` makes where the chain of ``partition`` stands (None: the
-        record it was asked for certifies nothing), placed next on that chain."""
-        head = self._heads.get(partition) or self.committed[partition]
-        receipt = receipt_at(head)
-        if receipt is not None:
-            data = receipt.to_bytes()  # once: the record, the chain's next link and the checkpoint's leaf
-            self._heads[partition] = head.after(data)
-            self._open.setdefault(partition, []).append((receipt, data))
-        return receipt
+    def add(self, partition: int, encode: Encode[T], record: T) -> int | None:
+        """The receipt of ``record`` placed next on the chain of ``partition``; its seq, or None
+        when ``encode`` says the record certifies nothing."""
+        committed = self.committed[partition]
+        seq, prev = self._heads.get(partition) or (committed.next_seq, committed.last_digest)
+        data = encode(record, committed.chain, seq, prev)
+        if data is None:
+            return None
+        self._heads[partition] = (seq + 1, sha256_hex(data))
+        self._open.setdefault(partition, []).append(data)
+        return seq
 
     def seal(self, signed_at_ms: int) -> list[Sealed]:
         """The transaction's receipts, a record a chain (a long run in several): its receipts
         and their signed checkpoint."""
         out = []
-        for partition, placed in sorted(self._open.items()):
-            for start in range(0, len(placed), SEGMENT_RECEIPTS):
-                part = placed[start:start + SEGMENT_RECEIPTS]
-                lines = [data for _, data in part]
-                signed = [r for r, _ in part]
-                checkpoint = self.signer.checkpoint(signed, signed_at_ms, lines)
-                record = Out(topics.RECEIPTS, self.chain_of(partition).encode(),
-                             b"\n".join([*lines, canonical_bytes(checkpoint.to_json())]), partition,
-                             headers=(SEGMENT,))
-                out.append(Sealed(record, signed, checkpoint))
+        for partition, lines in sorted(self._open.items()):
+            chain = self.committed[partition].chain
+            first = self.committed[partition].next_seq
+            for start in range(0, len(lines), SEGMENT_RECEIPTS):
+                part = lines[start:start + SEGMENT_RECEIPTS]
+                last = (self._heads[partition][1] if start + SEGMENT_RECEIPTS >= len(lines)
+                        else sha256_hex(part[-1]))
+                checkpoint = self.signer.checkpoint_over(chain, first + start, part, last, signed_at_ms)
+                record = Out(topics.RECEIPTS, chain.encode(), b"\n".join([*part, canonical_bytes(checkpoint.to_json())]),
+                             partition, headers=(SEGMENT,))
+                out.append(Sealed(record, part, checkpoint))
         return out
 
     def segments(self, signed_at_ms: int) -> list[Out]:
         return [sealed.out for sealed in self.seal(signed_at_ms)]
 
     def committed_now(self) -> None:
-        self.committed.update((p, h) for p, h in self._heads.items() if p in self.committed)
+        for p, (seq, digest) in self._heads.items():
+            if p in self.committed:
+                self.committed[p] = Head(self.committed[p].chain, seq, digest)
         self._heads, self._open = {}, {}
 
     def aborted(self) -> None:

@@ -109,3 +109,28 @@ REQUIRED = frozenset(f.name for f in FIELDS if f.default is MISSING)
 _NAMES = tuple(f.name for f in FIELDS)
 #: the canonical order: by name (the names are ASCII, so code points and UTF-16 units agree)
 _SORTED = tuple(sorted(_NAMES))
+
+
+def template(fixed: Mapping[str, Value]) -> str:
+    """The canonical bytes of receipts whose ``fixed`` fields always hold these values, as a
+    ``%``-format with a ``%(name)s`` for each other field (given already in its JSON form:
+    ``quoted`` for a string, ``null``, a number): a writer that makes one receipt per record
+    encodes it in one formatting, in the order and form ``Receipt.to_bytes`` writes
+    (tests/unit/test_receipts.py holds the two equal)."""
+    unknown = sorted(set(fixed) - set(_NAMES))
+    if unknown:
+        raise ValueError(f"not a receipt's field: {', '.join(unknown)}")
+    parts = []
+    for name in _SORTED:
+        if name in fixed:
+            value = fixed[name]
+            form = "null" if value is None else quoted(value) if isinstance(value, str) else f"{value:d}"
+            parts.append(f'"{name}":{form}'.replace("%", "%%"))
+        else:
+            parts.append(f'"{name}":%({name})s')
+    return "{" + ",".join(parts) + "}"
+
+
+def quoted(text: str) -> str:
+    """A string in its canonical JSON form (non-ASCII kept)."""
+    return _quoted(text)

@@ -80,16 +80,23 @@ class Signer:
     def __repr__(self) -> str:  # never the key
         return f"Signer(key_id={self.key_id})"
 
-    def checkpoint(self, receipts: Sequence[Receipt], signed_at_ms: int,
-                   encoded: Sequence[bytes] | None = None) -> Checkpoint:
-        """The signed root over ``receipts``: consecutive on one chain, in seq order
-        (``encoded``: their canonical bytes, when the caller has them already)."""
+    def checkpoint(self, receipts: Sequence[Receipt], signed_at_ms: int) -> Checkpoint:
+        """The signed root over ``receipts``: consecutive on one chain, in seq order."""
         if not receipts:
             raise ValueError("a checkpoint of no receipts")
-        data = list(encoded) if encoded is not None else [r.to_bytes() for r in receipts]
-        unsigned = Checkpoint(receipts[0].chain, receipts[0].seq, receipts[-1].seq,
-                              merkle.root([merkle.leaf_hash(d) for d in data]).hex(),
-                              hashlib.sha256(data[-1]).hexdigest(), signed_at_ms, self.key_id)
+        data = [r.to_bytes() for r in receipts]
+        return self.checkpoint_over(receipts[0].chain, receipts[0].seq, data, hashlib.sha256(data[-1]).hexdigest(),
+                                    signed_at_ms)
+
+    def checkpoint_over(self, chain: str, first_seq: int, encoded: Sequence[bytes], last_digest: str,
+                        signed_at_ms: int) -> Checkpoint:
+        """The signed root over the receipts of ``chain`` from ``first_seq`` whose canonical bytes
+        are ``encoded`` (the last one's digest ``last_digest``)."""
+        if not encoded:
+            raise ValueError("a checkpoint of no receipts")
+        unsigned = Checkpoint(chain, first_seq, first_seq + len(encoded) - 1,
+                              merkle.root([merkle.leaf_hash(d) for d in encoded]).hex(), last_digest, signed_at_ms,
+                              self.key_id)
         return Checkpoint(**{**asdict(unsigned), "signature": self._key.sign(unsigned.signed_part()).hex()})
 
 

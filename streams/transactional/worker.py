@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from functools import partial
 from typing import Any, Callable
 
 from confluent_kafka import Message, Producer, TopicPartition
@@ -45,7 +44,7 @@ from runonce.receipts.signing import Signer
 from runonce.settings import Settings
 from runonce.streams.metrics import StreamMetrics
 from runonce.streams.processor import Pipeline
-from runonce.streams.receipts import chain_of, decision_receipt
+from runonce.streams.receipts import chain_of, decision_bytes
 from runonce.streams.transactional.batch_cap import BatchCap
 from runonce.streams.transactional.restore import RestoreJob
 from runonce.streams.transactional.state import TableState
@@ -122,8 +121,7 @@ class TransactionalWorker(RunsItsLoop):
                                  scopes=self.scopes, holds=self.holds, metrics=self.metrics,
                                  decides_scope_here=self._scope_is_current)
         #: each decision's receipt, chained and signed in its transaction (with a key; docs/receipts.md)
-        self.receipts = (Receipts(Signer.from_file(settings.receipts_key_file), chain_of)
-                         if settings.receipts_key_file else None)
+        self.receipts = Receipts(Signer.from_file(settings.receipts_key_file)) if settings.receipts_key_file else None
         self.cap = BatchCap(settings.txn_max_records)
         self.max_wait_s = settings.txn_max_wait_ms / 1000
         #: where each assigned partition started (a partition without a committed offset rewinds here)
@@ -348,7 +346,7 @@ class TransactionalWorker(RunsItsLoop):
             for inbound in batch:
                 outs = self.pipeline.process_all(inbound)
                 for out in outs:
-                    self.receipts.add(inbound.partition, partial(decision_receipt, out))
+                    self.receipts.add(inbound.partition, decision_bytes, out)
                 records += outs
             records += self.receipts.segments(signed_at_ms=max(r.timestamp_ms for r in batch))
         for table in self.tables:

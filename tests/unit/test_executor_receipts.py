@@ -6,7 +6,6 @@ partition's chain is read where it stands."""
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -28,7 +27,7 @@ KEYS = {SIGNER.key_id: SIGNER.public}
 
 
 def _receipts() -> Receipts:
-    return Receipts(SIGNER, partial(chain_name, "mailer"))
+    return Receipts(SIGNER)
 
 
 def _segments(records: list[Any]) -> tuple[list[Receipt], list[Checkpoint]]:

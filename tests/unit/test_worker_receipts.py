@@ -5,20 +5,23 @@ on only when the transaction commits."""
 from __future__ import annotations
 
 import json
-from functools import partial
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runonce.kafka import topics
 from runonce.kafka.receipts import SEGMENT_RECEIPTS, Receipts
 from runonce.kafka.record import Out
+from runonce.receipts.canonical import sha256_hex
 from runonce.receipts.chain import Head
-from runonce.receipts.receipt import Receipt
+from runonce.receipts.receipt import Kind, Receipt
 from runonce.receipts.signing import Checkpoint, Signer
 from runonce.receipts.verify import Verdict, verify
 from runonce.sdk.submit import build_request
-from runonce.streams.receipts import chain_of, decision_receipt
+from runonce.streams.receipts import chain_of, decision_bytes
 from runonce.wire.headers import H_POLICIES, H_RECEIPT_TYPE
+from runonce.wire.trace import TRACEPARENT
 
 SIGNER = Signer(Ed25519PrivateKey.generate())
 
@@ -31,7 +34,7 @@ def _decision(i: int, topic: str = topics.APPROVED) -> Out:
 
 def _note(r: Receipts, partition: int, outs: list[Out]) -> None:
     for out in outs:
-        r.add(partition, partial(decision_receipt, out))
+        r.add(partition, decision_bytes, out)
 
 
 def _written(outs: list[Out]) -> tuple[list[Receipt], list[Checkpoint]]:
@@ -45,7 +48,7 @@ def _written(outs: list[Out]) -> tuple[list[Receipt], list[Checkpoint]]:
 
 
 def test_each_decision_gets_a_receipt_behind_it_and_each_chain_a_checkpoint() -> None:
-    r = Receipts(SIGNER, chain_of)
+    r = Receipts(SIGNER)
     r.own(0, Head(chain_of(0)))
     r.own(1, Head(chain_of(1)))
     handoff = Out(topics.SCOPED, b"s", b"pass")  # not a decision: no receipt
@@ -64,7 +67,7 @@ def test_each_decision_gets_a_receipt_behind_it_and_each_chain_a_checkpoint() ->
 
 
 def test_a_chain_moves_on_only_when_its_transaction_commits() -> None:
-    r = Receipts(SIGNER, chain_of)
+    r = Receipts(SIGNER)
     r.own(0, Head(chain_of(0)))
     _note(r, 0, [_decision(1)])
     first = r.segments(1)
@@ -81,14 +84,14 @@ def test_a_chain_moves_on_only_when_its_transaction_commits() -> None:
 
 
 def test_a_transaction_with_no_decision_signs_nothing() -> None:
-    r = Receipts(SIGNER, chain_of)
+    r = Receipts(SIGNER)
     r.own(0, Head(chain_of(0)))
     _note(r, 0, [Out(topics.DLQ, None, b"bad")])
     assert r.segments(1) == []
 
 
 def test_a_long_transactions_receipts_are_cut_into_segments_that_each_verify() -> None:
-    r = Receipts(SIGNER, chain_of)
+    r = Receipts(SIGNER)
     r.own(0, Head(chain_of(0)))
     for i in range(SEGMENT_RECEIPTS * 2 + 3):
         _note(r, 0, [_decision(i)])
@@ -99,3 +102,36 @@ def test_a_long_transactions_receipts_are_cut_into_segments_that_each_verify() -
         (2 * SEGMENT_RECEIPTS, 2 * SEGMENT_RECEIPTS + 2)]
     assert max(len(o.value or b"") for o in segments) < 1024 * 1024
     assert all(v.verdict is Verdict.VERIFIED for v in verify(receipts, checkpoints, {SIGNER.key_id: SIGNER.public}))
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)  # any string with a UTF-8 form
+
+
+@given(action_id=_TEXT, agent_id=_TEXT, tenant=_TEXT, tool=_TEXT, params=_TEXT, reason=_TEXT,
+       approver=st.none() | _TEXT, policy=st.none() | st.binary(max_size=12), traced=st.booleans(),
+       at_ms=st.integers(-2**53, 2**53), seq=st.integers(0, 2**40), prev=st.sampled_from(["", "ab" * 32]),
+       topic=st.sampled_from([topics.APPROVED, topics.DROPPED, topics.HELD]))
+def test_a_decisions_bytes_are_its_receipts_canonical_bytes(
+        action_id: str, agent_id: str, tenant: str, tool: str, params: str, reason: str, approver: str | None,
+        policy: bytes | None, traced: bool, at_ms: int, seq: int, prev: str, topic: str) -> None:
+    """The worker's one formatting a decision (streams/receipts.py) writes what ``Receipt``
+    declares: the same bytes as the receipt built field by field and written by ``to_bytes``."""
+    request = {"action_id": action_id, "agent_id": agent_id, "tenant": tenant, "tool": tool, "params_json": params}
+    record = {"request": request, "outcome": "APPROVED", "reason": reason, "event_time_ms": at_ms,
+              "verdict_by": approver}
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    headers = ((H_POLICIES, policy),) if policy is not None else ()
+    headers += ((TRACEPARENT, f"00-{trace_id}-b7ad6b7169203331-01".encode()),) if traced else ()
+    out = Out(topic, b"k", b"the decision record", headers=headers, decision=record)
+    expected = Receipt(
+        chain="decisions/3", seq=seq, prev=prev, kind=Kind.DECISION, action_id=action_id, tenant=tenant or "default",
+        agent_id=agent_id, tool=tool, params_sha256=sha256_hex(params.encode()),
+        policy=policy.decode("ascii", "replace") if policy is not None else "", outcome="APPROVED", reason=reason,
+        record_sha256=sha256_hex(b"the decision record"), at_ms=at_ms, approver=approver,
+        trace_id=trace_id if traced else None)
+    assert decision_bytes(out, "decisions/3", seq, prev) == expected.to_bytes()
+
+
+def test_what_is_not_a_decision_has_no_receipt() -> None:
+    assert decision_bytes(Out(topics.SCOPED, b"s", b"pass"), "decisions/0", 0, "") is None
+    assert decision_bytes(Out(topics.DLQ, None, b"bad"), "decisions/0", 0, "") is None
