@@ -1,7 +1,8 @@
 """A crash storm: N actions produced faster than one worker decides, three stream workers of
 one runtime under a supervisor, a worker SIGKILLed every 2-6 s (some kills delete its RocksDB
 folder), then the oracle: lost, decided two ways, re-emitted decisions, dead letters written
-twice, and how long the storm took to decide.
+twice, and how long the storm took to decide. The transactional runtime signs receipts (a key
+made for the run): every decision then has exactly one, and their chains verify.
 
     .venv/bin/python bench/crash_storm.py --runtime transactional --actions 20000 --rate 4000
     .venv/bin/python bench/crash_storm.py --runtime faust --actions 20000 --rate 4000
@@ -25,13 +26,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.receipts_check import receipts_held, receipts_key  # noqa: E402
 from runonce.audit.oracle import verify  # noqa: E402
+from runonce.audit.receipts import decision_hashes  # noqa: E402
 from runonce.devbroker.broker import Broker  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.kafka.topics import create_topics  # noqa: E402
 from runonce.ops import child
+from runonce.receipts.receipt import Kind  # noqa: E402
 from runonce.sdk.submit import Submitter  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.workload import check_families, generate, in_order, late_unkeyed_retries, send_paced  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
 
 
 def say(msg: str) -> None:
@@ -92,6 +99,9 @@ def main() -> int:
         create_topics(bootstrap, settings.partitions)
         env = {**os.environ, "RUNONCE_HOME": str(home), "RUNONCE_BOOTSTRAP": bootstrap}
         (home / "logs").mkdir(parents=True, exist_ok=True)
+        key = receipts_key(home) if args.runtime == "transactional" else None
+        if key is not None:
+            env["RUNONCE_RECEIPTS_KEY"] = str(key)
         workers = [Worker(f"storm-{i}", args.runtime, env, home / "logs") for i in range(args.workers)]
         for w in workers:
             w.start()
@@ -142,6 +152,13 @@ def main() -> int:
         ours_reemitted = sum(n for a, n in report.re_emitted_by_action.items() if a in wanted)
         ours_conflicts = [pos for pos in report.conflicts]
         against_plan = check_families(families, report.outcome_by_action)
+        receipts = None
+        if key is not None:
+            decided_records: dict[str, str] = {}
+            for topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
+                decided_records.update({d: a for d, a in decision_hashes(read_all(bootstrap, topic), Codec()).items()
+                                        if a in wanted})
+            receipts = receipts_held(bootstrap, 0, Kind.DECISION, decided_records, wanted, key)
         print(json.dumps({
             "runtime": args.runtime, "actions": len(records), "offered_per_s": args.rate, "workers": args.workers,
             "kills": kills, "kills_deleting_state": deletions, "seconds_to_decide_all": round(took, 1),
@@ -149,7 +166,7 @@ def main() -> int:
             "re_emitted_decisions": ours_reemitted, "dead_letters_written_twice": report.dead_letters_repeated,
             "doubled_keys": len(report.doubled_keys), "families_against_plan": len(against_plan),
             "late_retry_families_against_plan": sum(p.startswith("late_unkeyed_retry") for p in against_plan),
-            "first_against_plan": against_plan[:3]}, indent=2))
+            "first_against_plan": against_plan[:3], "receipts": receipts}, indent=2))
         if report.decided_two_ways:
             say(report.summary())
     finally:

@@ -53,9 +53,10 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
+from bench.receipts_check import receipts_held, receipts_key  # noqa: E402
 from runonce import tokens as token_store  # noqa: E402
 from runonce.audit.oracle import Report, verify  # noqa: E402
-from runonce.audit.receipts import certify, decision_hashes, final_result_hashes, read_receipts  # noqa: E402
+from runonce.audit.receipts import decision_hashes, final_result_hashes  # noqa: E402
 from runonce.connectors.toolkit.base import ActionCall  # noqa: E402
 from runonce.connectors.vendors.jira import label as jira_label  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
@@ -68,9 +69,6 @@ from runonce.kafka.partitioner import partition_for  # noqa: E402
 from runonce.kafka.reader import read_all  # noqa: E402
 from runonce.ops import child
 from runonce.receipts.receipt import Kind as ReceiptKind  # noqa: E402
-from runonce.receipts.signing import Signer  # noqa: E402
-from runonce.receipts.verify import Verdict  # noqa: E402
-from runonce.receipts.verify import verify as verify_chains  # noqa: E402
 from runonce.sdk.submit import Submitter, build_request  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.streams.records import output_key  # noqa: E402
@@ -608,35 +606,6 @@ def quorum(args: argparse.Namespace, settings: Settings, _bootstrap: str, home: 
 
 
 # -- the table ---------------------------------------------------------------------------------
-
-def receipts_key(home: Path) -> Path:
-    """The run's signing key (PEM PKCS#8), made once in its home."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    path = home / "receipts.pem"
-    if not path.exists():
-        path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return path
-
-
-def receipts_held(bootstrap: str, since_ms: int, kind: ReceiptKind, records: dict[str, str], wanted: set[str],
-                  key: Path) -> dict[str, Any]:
-    """The phase's receipts of ``kind`` (those of ``wanted`` actions) held against ``records``
-    (record sha256 -> action id: what the phase wrote), and their chains verified."""
-    log = read_receipts(bootstrap, since_ms=since_ms)
-    mine = [r for r in log.receipts if r.kind is kind and r.action_id in wanted]
-    found = certify(mine, records)
-    chains = {r.chain for r in mine}
-    signer = Signer.from_file(key)
-    reports = [r for r in verify_chains(log.receipts, log.checkpoints, {signer.key_id: signer.public})
-               if r.chain in chains]
-    return {"receipts": len(mine), "records": len(records), "without_receipt": len(found.uncertified),
-            "doubled": len(found.doubled), "of_no_record": len(found.phantoms), "chains": len(reports),
-            "chains_not_verified": sorted(f"{r.chain}: {r.verdict.value} {r.problem or ''}" for r in reports
-                                          if r.verdict is not Verdict.VERIFIED)}
-
 
 def _receipts_cell(r: dict[str, Any]) -> str:
     x = r.get("receipts")

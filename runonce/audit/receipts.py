@@ -10,12 +10,14 @@ time range of the cluster's topics (``runonce audit check``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping
 
+from runonce.audit.parquet import ProofWriter
 from runonce.core.tenant import DEFAULT_TENANT
 from runonce.kafka import topics
 from runonce.kafka.access import KafkaTarget
@@ -78,24 +80,35 @@ class Selection:
 
 def export(bootstrap: KafkaTarget, out: Path, progress: Callable[[str], None],
            selection: Selection = Selection()) -> tuple[int, int]:
-    """To ``out`` (JSON lines), what ``runonce audit verify`` reads offline: every segment of
+    """To ``out``, what ``runonce audit verify`` reads offline. JSON lines: every segment of
     actions.receipts, its lines verbatim (whole chains); or, with a ``selection``, a proof for
     each receipt selected (its signed checkpoint and audit path: it verifies alone, and the
-    others' receipts stay out of the file). Returns (receipts, checkpoints) written (a proof
-    holds its checkpoint: none apart)."""
+    others' receipts stay out of the file). Parquet (``out`` ending ``.parquet``): a row a
+    receipt, each with its proof (parquet.py), whole or selected. Returns (receipts,
+    checkpoints) written (a proof holds its checkpoint: none apart)."""
     receipts = checkpoints = 0
-    with out.open("wb") as f:
+    as_proofs = bool(selection) or out.suffix == ".parquet"
+    rows = ProofWriter(out, whole=not selection) if out.suffix == ".parquet" else None
+    with contextlib.ExitStack() as stack:
+        f = stack.enter_context(out.open("wb")) if rows is None else None
+        if rows is not None:
+            stack.callback(rows.close)
         for r in read_all(bootstrap, topics.RECEIPTS, since_ms=selection.since_ms, until_ms=selection.until_ms):
             lines = (r.value or b"").split(b"\n")
-            if selection:
+            if as_proofs:
                 segment = read_lines(lines, f"{topics.RECEIPTS}[{r.partition}]@{r.offset}")
                 for checkpoint in segment.checkpoints:  # one a segment
                     for proof in proofs_of(segment.receipts, checkpoint):
                         if selection.keeps(proof.receipt):
-                            f.write(json.dumps(proof.to_json(), sort_keys=True, separators=(",", ":"),
-                                               ensure_ascii=False).encode("utf-8") + b"\n")
+                            if rows is not None:
+                                rows.write(proof)
+                            else:
+                                assert f is not None
+                                f.write(json.dumps(proof.to_json(), sort_keys=True, separators=(",", ":"),
+                                                   ensure_ascii=False).encode("utf-8") + b"\n")
                             receipts += 1
             else:
+                assert f is not None
                 f.write(b"\n".join(lines) + b"\n")
                 receipts, checkpoints = receipts + len(lines) - 1, checkpoints + 1
             if r.offset % 1000 == 0:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runonce.errors import ConfigError
 from runonce.ops.commands import Adder, broker_time_ms, say
 from runonce.settings import Settings
+
+if TYPE_CHECKING:
+    from runonce.receipts.files import Lines
 
 
 def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
@@ -53,7 +57,6 @@ def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     open (its last transaction's receipts not signed yet) and every proof holds; 1 on a gap, a
     tampered record or a receipt its proof does not prove (or a file with nothing in it)."""
     from runonce.receipts.cross import cross_check
-    from runonce.receipts.files import read_lines
     from runonce.receipts.signing import load_public_keys
     from runonce.receipts.verify import Verdict, verify
 
@@ -63,8 +66,7 @@ def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
         raise ConfigError(f"{receipts_file}: no such file (runonce audit export --out writes one)")
     keys = load_public_keys(key_files)
     try:
-        with receipts_file.open("rb") as f:
-            lines = read_lines(f, str(receipts_file))
+        lines = _read(receipts_file)
     except ValueError as exc:
         print(f"tampered: {exc}")
         return 1
@@ -92,6 +94,25 @@ def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     return 1 if bad or unproven or not across.ok else 0
 
 
+def _read(receipts_file: Path) -> Lines:
+    """A file ``runonce audit export`` wrote: JSON lines, or Parquet (a row a proof). A whole
+    export's rows are read as its chains, their checkpoints once each (each checkpoint's
+    signature checked once, not once a row)."""
+    from runonce.receipts.files import Lines, read_lines
+
+    if receipts_file.suffix != ".parquet":
+        with receipts_file.open("rb") as f:
+            return read_lines(f, str(receipts_file))
+    from runonce.audit.parquet import read_proofs
+
+    proofs, whole = read_proofs(receipts_file)
+    if not whole:
+        return Lines(proofs=proofs)
+    checkpoints = {(p.inclusion.checkpoint.chain, p.inclusion.checkpoint.first_seq): p.inclusion.checkpoint
+                   for p in proofs}
+    return Lines([p.receipt for p in proofs], list(checkpoints.values()))
+
+
 def add_commands(add: Adder) -> None:
     p = add("audit", cmd_audit, "Receipts: export them from the cluster, verify a file of them offline with "
                                 "the public keys alone, or check them online against the records. Example: runonce audit export --out receipts.jsonl; "
@@ -99,8 +120,9 @@ def add_commands(add: Adder) -> None:
     p.add_argument("action", choices=["export", "verify", "check"],
                    help="export: receipts to a file; verify: a file, offline, with the public keys; check: online, "
                         "the receipts since --since held against the decisions and results on the topics")
-    p.add_argument("--out", help="export: the file to write (JSON lines: each receipt's and checkpoint's canonical "
-                                 "bytes, a line each)")
+    p.add_argument("--out", help="export: the file to write: JSON lines (each receipt's and checkpoint's canonical "
+                                 "bytes, a line each), or Parquet when it ends .parquet (a row a receipt, with its "
+                                 "signed checkpoint and audit path)")
     p.add_argument("--tenant", help="export: only this tenant's receipts, each with its proof (the others' stay out); "
                                     "check: only this tenant's")
     p.add_argument("--agent", help="export: only this agent's receipts, each with its proof")
@@ -108,6 +130,7 @@ def add_commands(add: Adder) -> None:
                                    "(24h); each receipt with its proof. check: from when (default 24h; within the "
                                    "topics' retention, 30 days)")
     p.add_argument("--until", help="export: up to this broker time (same forms as --since)")
-    p.add_argument("--receipts", default="receipts.jsonl", help="verify: the exported file (default receipts.jsonl)")
+    p.add_argument("--receipts", default="receipts.jsonl",
+                   help="verify: the exported file, JSON lines or .parquet (default receipts.jsonl)")
     p.add_argument("--key", action="append", help="verify: a PEM public key that signed checkpoints "
                                                   "(`openssl pkey -in receipts.pem -pubout`); repeat for rotated keys")

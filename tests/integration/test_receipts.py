@@ -101,6 +101,17 @@ def test_every_decision_has_one_receipt_and_the_chains_verify_offline(
     assert verify_file(filtered, [pub]) == 0
     assert "5 receipts, each proven alone under its signed checkpoint: every one proven" in capsys.readouterr().out
 
+    # the same as Parquet, for a query engine: the whole log and the tenant's, each verified
+    whole, theirs_pq = tmp_path / "receipts.parquet", tmp_path / "acme.parquet"
+    assert export(broker.bootstrap_servers(), whole, progress=lambda _: None)[0] == len(log.receipts)
+    assert export(broker.bootstrap_servers(), theirs_pq, progress=lambda _: None,
+                  selection=Selection(tenant=f"acme-{run}"))[0] == 5
+    capsys.readouterr()
+    assert verify_file(whole, [pub]) == 0 and verify_file(theirs_pq, [pub]) == 0
+    said = capsys.readouterr().out
+    assert f"{len(reports)} chains, {len(log.receipts):,} receipts: every chain intact" in said, said
+    assert "5 receipts, each proven alone under its signed checkpoint: every one proven" in said, said
+
 
 def test_every_outcome_has_one_receipt_in_its_results_transaction_and_the_agent_holds_its_copy(
         broker: Settings, receipts_key: Path, sandboxes: LocalVendors, tmp_path: Path) -> None:

@@ -133,3 +133,35 @@ def test_an_effect_of_an_action_no_decision_approved_fails_though_every_chain_is
     out = capsys.readouterr().out
     assert "every chain intact" in out and "2 actions performed: NOT each approved exactly once" in out
     assert "across chains: outcomes/runonce-exec-payments/0#1: an outcome of action ghost" in out
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "filtered"])
+def test_a_parquet_export_verifies_and_a_changed_cell_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                whole: bool) -> None:
+    """A row a receipt with its checkpoint and path (runonce/audit/parquet.py): read back, a whole
+    export's chains verify, a filtered one's rows are each proven; one cell changed fails."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from runonce.audit.parquet import ProofWriter
+    from tests.unit.test_receipts import SIGNER
+
+    receipts, checkpoints = _log(12)
+    path, key = tmp_path / "receipts.parquet", tmp_path / "receipts.pub.pem"
+    key.write_bytes(public_key_pem(SIGNER.public))
+    rows = ProofWriter(path, whole=whole)
+    for c in checkpoints:
+        for proof in proofs_of(receipts[c.first_seq:c.last_seq + 1], c):
+            rows.write(proof)
+    rows.close()
+    assert verify_file(path, [key]) == 0
+    out = capsys.readouterr().out
+    assert ("decisions/0: verified, 12 receipts" in out) if whole else ("every one proven" in out), out
+
+    table = pq.read_table(str(path))
+    outcomes = table.column("outcome").to_pylist()
+    outcomes[5] = "DROPPED"
+    pq.write_table(table.set_column(table.schema.get_field_index("outcome"), "outcome", pa.array(outcomes)),
+                   str(path))
+    assert verify_file(path, [key]) == 1
+    out = capsys.readouterr().out
+    assert ("decisions/0: tampered" in out) if whole else ("not proven: decisions/0#5 (action a-5)" in out), out

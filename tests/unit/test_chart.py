@@ -370,3 +370,23 @@ def test_the_chart_folder_stands_alone(tmp_path: Path) -> None:
     done = subprocess.run([helm(), "package", str(copy), "-d", str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_signing_key_is_mounted_where_receipts_are_written_and_nowhere_else(tmp_path: Path) -> None:
+    """``receipts.keySecret``: the worker and each executor read the key from a file of the Secret
+    (RUNONCE_RECEIPTS_KEY, docs/receipts.md); the gateway, which faces agents, and the topics
+    Job never mount it. Without the value no pod signs."""
+    signed = pods(render(tmp_path, {**VALUES, "receipts": {"keySecret": "runonce-receipts"}}))
+    for name, pod in signed.items():
+        declared = {v["name"] for v in pod["volumes"]}
+        assert {m["name"] for c in pod["containers"] for m in c.get("volumeMounts", [])} <= declared, name
+        signs = name in ("r1-runonce-worker", "r1-runonce-executor-payments", "r1-runonce-executor-email")
+        mounted = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "runonce-receipts"]
+        assert bool(mounted) is signs, name
+        if signs:
+            mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == mounted[0]["name"])
+            key = env_of(pod)["RUNONCE_RECEIPTS_KEY"]
+            assert key == f"{mount['mountPath']}/{mounted[0]['secret']['items'][0]['path']}", name
+        else:
+            assert "RUNONCE_RECEIPTS_KEY" not in env_of(pod), name
+    assert not any("RUNONCE_RECEIPTS_KEY" in env_of(pod) for pod in pods(render(tmp_path)).values())

@@ -92,6 +92,10 @@ else a principal with no username (the gateway reads as it writes) */}}
   value: /etc/runonce/sasl-reader/password
 {{- end }}
 {{- end }}
+{{- if and $root.Values.receipts.keySecret (has .who (list "worker" "executors")) }}
+- name: RUNONCE_RECEIPTS_KEY
+  value: /etc/runonce/receipts/receipts.pem
+{{- end }}
 {{- if and $root.Values.policies (ne .who "topics") }}
 - name: RUNONCE_POLICY_FILE
   value: /etc/runonce/config/policies.toml
@@ -116,6 +120,9 @@ else a principal with no username (the gateway reads as it writes) */}}
 {{- end }}
 {{- if (include "runonce.reader" . | fromJson).passwordSecret }}
 - {name: sasl-reader, mountPath: /etc/runonce/sasl-reader, readOnly: true}
+{{- end }}
+{{- if and $root.Values.receipts.keySecret (has .who (list "worker" "executors")) }}
+- {name: receipts-key, mountPath: /etc/runonce/receipts, readOnly: true}
 {{- end }}
 {{- if ne .who "topics" }}
 - {name: config, mountPath: /etc/runonce/config, readOnly: true}
@@ -146,6 +153,12 @@ else a principal with no username (the gateway reads as it writes) */}}
     secretName: {{ .passwordSecret | quote }}
     items: [{key: {{ .passwordKey | quote }}, path: password}]
 {{- end }}
+{{- end }}
+{{- if and $root.Values.receipts.keySecret (has .who (list "worker" "executors")) }}
+- name: receipts-key
+  secret:
+    secretName: {{ $root.Values.receipts.keySecret | quote }}
+    items: [{key: receipts.pem, path: receipts.pem}]
 {{- end }}
 {{- if ne .who "topics" }}
 - name: config
