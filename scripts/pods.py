@@ -22,8 +22,12 @@ and its pod name in place of ``@host``; podman runs no readiness probe, so the s
 ``/readyz`` itself. The sandbox's credentials reach the executors by a hostPath mount of the
 sandbox's folder at the same path (the chart mounts a vendor's Secret instead).
 
+The storm's pods sign receipts (the chart's ``receipts.keySecret``, a key made for the run,
+the Secret played as a folder as the sandbox's are): every decision and every final result
+then has exactly one receipt, and every chain verifies with the public key.
+
 Prints a table of what it measured; exits 1 if anything was lost, decided two ways, performed
-twice, or left in doubt where no lost vendor answer explains it."""
+twice, left in doubt where no lost vendor answer explains it, or without its one receipt."""
 
 from __future__ import annotations
 
@@ -39,19 +43,26 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.receipts_check import receipts_held, receipts_key  # noqa: E402
 from runonce.audit.oracle import verify  # noqa: E402
+from runonce.audit.receipts import decision_hashes, final_result_hashes  # noqa: E402
 from runonce.connectors.vendors.sandbox.local import LocalVendors  # noqa: E402
 from runonce.devbroker.broker import Broker, free_ports  # noqa: E402
+from runonce.kafka import topics  # noqa: E402
+from runonce.kafka.reader import read_all  # noqa: E402
+from runonce.receipts.receipt import Kind  # noqa: E402
 from runonce.settings import Settings  # noqa: E402
 from runonce.testkit.storm import Burst, judge  # noqa: E402
+from runonce.wire.codec import Codec  # noqa: E402
 
 #: the sandbox vendors the workload reaches, and the tool each performs
 VENDORS = {"payments": "charge_payment", "smtp": "send_email", "jira": "create_jira_ticket",
@@ -149,8 +160,10 @@ class Pod:
         return time.monotonic() - since
 
 
-def as_pods(docs: list[dict[str, Any]], sandbox_folder: Path) -> tuple[dict[str, Any], dict[str, Pod]]:
-    """The chart's ConfigMap, and each pod a cluster would run: what kube play takes."""
+def as_pods(docs: list[dict[str, Any]], sandbox_folder: Path, secrets: dict[str, Path] | None = None
+            ) -> tuple[dict[str, Any], dict[str, Pod]]:
+    """The chart's ConfigMap, and each pod a cluster would run: what kube play takes. ``secrets``:
+    a Secret's name -> the host folder that holds its keys as files (mounted in its place)."""
     config = next(d for d in docs if d["kind"] == "ConfigMap")
     pods: dict[str, Pod] = {}
     for doc in docs:
@@ -184,6 +197,11 @@ def as_pods(docs: list[dict[str, Any]], sandbox_folder: Path) -> tuple[dict[str,
             if component.startswith("executor-"):
                 spec["volumes"].append({"name": "sandbox", "hostPath": {"path": str(sandbox_folder),
                                                                         "type": "Directory"}})
+            for volume in spec["volumes"]:
+                held = (secrets or {}).get(volume.get("secret", {}).get("secretName", ""))
+                if held is not None:
+                    volume.pop("secret")
+                    volume["hostPath"] = {"path": str(held), "type": "Directory"}
             for claim in doc["spec"].get("volumeClaimTemplates", []):
                 claim_name = f"{claim['metadata']['name']}-{name}"
                 manifest.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -202,12 +220,38 @@ def play(pod: Pod, config: dict[str, Any], folder: Path) -> None:
     podman("kube", "play", "--replace", str(pod.file))
 
 
-def chart_values(bootstrap: str, partitions: int, vendors: dict[str, Any]) -> dict[str, Any]:
+def chart_values(bootstrap: str, partitions: int, vendors: dict[str, Any], receipts_secret: str = "") -> dict[str, Any]:
     version = next(line.split('"')[1] for line in (ROOT / "pyproject.toml").read_text().splitlines()
                    if line.startswith("version = "))
     return {"image": {"repository": "localhost/runonce", "tag": version, "pullPolicy": "Never"},
             "kafka": {"bootstrapServers": bootstrap, "partitions": partitions},
-            "gateway": {"enabled": False}, "connectors": {"vendors": vendors}}
+            "gateway": {"enabled": False}, "connectors": {"vendors": vendors},
+            "receipts": {"keySecret": receipts_secret}}
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptsFound:
+    rows: dict[str, str]
+    ok: bool
+
+
+def receipts_of(bootstrap: str, items: Sequence[tuple[dict[str, Any], float]], key: Path) -> ReceiptsFound:
+    """The burst's decisions and final results held against their receipts, chains verified."""
+    wanted = {record["action_id"] for record, _ in items}
+    codec = Codec()
+    decided: dict[str, str] = {}
+    for topic in (topics.APPROVED, topics.DROPPED, topics.HELD):
+        decided.update({d: a for d, a in decision_hashes(read_all(bootstrap, topic), codec).items() if a in wanted})
+    results = {d: a for d, a in final_result_hashes(read_all(bootstrap, topics.RESULTS), codec).items() if a in wanted}
+    rows, ok = {}, True
+    for what, kind, records in (("decisions", Kind.DECISION, decided), ("results", Kind.OUTCOME, results)):
+        held = receipts_held(bootstrap, 0, kind, records, wanted, key)
+        rows[f"receipts of {what}"] = (
+            f"{held['receipts']} for {held['records']}: {held['without_receipt']} without, {held['doubled']} doubled, "
+            f"{held['of_no_record']} of no record; {held['chains']} chains, {len(held['chains_not_verified'])} not verified")
+        ok = ok and held["receipts"] > 0 and not (held["without_receipt"] or held["doubled"] or held["of_no_record"]
+                                                  or held["chains_not_verified"])
+    return ReceiptsFound(rows, ok)
 
 
 def readable_by_image(folder: Path) -> None:
@@ -312,6 +356,10 @@ def main() -> int:
             broker.stop()
 
 
+#: the Secret the storm's chart values name for the signing key (played as a host folder)
+RECEIPTS_SECRET = "runonce-receipts"
+
+
 def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Settings) -> int:
     started = time.monotonic()
     bootstrap = settings.bootstrap_servers()
@@ -319,9 +367,14 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
     pods: dict[str, Pod] = {}
     try:
         readable_by_image(sandbox.folder)
+        key_folder = folder / "receipts-key"
+        key_folder.mkdir()
+        key = receipts_key(key_folder)
+        readable_by_image(key_folder)
         every = tomllib.loads(sandbox.connectors_toml())["vendors"]
-        values = chart_values(bootstrap, settings.partitions, {name: every[name] for name in VENDORS})
-        config, pods = as_pods(render(values, folder), sandbox.folder)
+        values = chart_values(bootstrap, settings.partitions, {name: every[name] for name in VENDORS},
+                              receipts_secret=RECEIPTS_SECRET)
+        config, pods = as_pods(render(values, folder), sandbox.folder, {RECEIPTS_SECRET: key_folder})
         say(f"chart rendered: {', '.join(sorted(pods))}")
         play_topics(pods, config, folder)
         workers = sorted(n for n, p in pods.items() if p.component == "worker")
@@ -379,13 +432,16 @@ def storm(args: argparse.Namespace, run_id: str, folder: Path, settings: Setting
         judgement = judge(bootstrap, burst.families, burst.items, VENDORS,
                           lambda: Counter((e.vendor, e.key) for e in sandbox.ledger.effects() if e.vendor in VENDORS),
                           lambda _, tool: tool == VENDORS["smtp"] and "smtp" in killed_vendors)
-        rows = {**judgement.rows, "steps": "; ".join(steps),
+        receipts = receipts_of(bootstrap, burst.items, key)
+        rows = {**judgement.rows, **receipts.rows, "steps": "; ".join(steps),
                 **{f"time to ready: {what}": ", ".join(f"{s:.1f} s" for s in times) for what, times in ready_s.items()},
                 "took": f"{time.monotonic() - started:.0f} s"}
         print(json.dumps(rows, indent=2))
         if not judgement.ok:
             say(f"NOT AS EXPECTED: {judgement.wrong}")
-        return 0 if judgement.ok else 1
+        if not receipts.ok:
+            say(f"NOT AS EXPECTED: receipts {receipts.rows}")
+        return 0 if judgement.ok and receipts.ok else 1
     finally:
         if not args.keep:
             down(pods)
