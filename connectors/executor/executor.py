@@ -52,7 +52,7 @@ from runonce.connectors.executor.failpoints import Failpoints
 from runonce.connectors.executor.lease import NO_LEASE, Lease
 from runonce.connectors.executor.metrics import ExecutorMetrics, OutcomeCounts
 from runonce.connectors.executor.offsets import Offsets
-from runonce.connectors.executor.receipts import Certifies, ChainHeads, ReadHeads, with_receipts
+from runonce.connectors.executor.receipts import Certifies, ReadHeads, Signing
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import CLOCK_MARGIN_MS, READER_GROUP, ResultIndex, Results
 from runonce.connectors.executor.runner import ActionRunner, Lapsed
@@ -167,11 +167,10 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
             raise
     index = ResultIndex(access, connector.tools, store, timeout_s=restore_patience_s(settings),
                         source_topic=source_topic, window_ms=window_ms)
-    receipts = heads = None
+    signing = None
     if signer is not None:
-        receipts = Receipts(signer)
-        heads = ReadHeads(clients.reader(access, group=READER_GROUP, to_end=True), group,
-                          restore_patience_s(settings))
+        signing = Signing(Receipts(signer), ReadHeads(clients.reader(access, group=READER_GROUP, to_end=True), group,
+                                                      restore_patience_s(settings)))
     return Executor(connector, consumer=consumer, checkpoint=checkpoint, index=index,
                     source_topic=source_topic, start=start,
                     runner=runner or ActionRunner(connector, throttle=throttle), lease=lease,
@@ -181,7 +180,7 @@ def create_executor(settings: Settings, connector: Connector, *, slot: str = "0"
                     failpoints=failpoints, group_stall=made.group_stall,
                     limits=Limits(paced_batch(settings.executor_max_batch, limit, lease),
                                   limit.in_flight or settings.executor_max_in_flight), health=health,
-                    receipts=receipts, heads=heads)
+                    signing=signing)
 
 
 class Executor(RunsItsLoop):
@@ -192,7 +191,7 @@ class Executor(RunsItsLoop):
                  failpoints: Failpoints | None = None, spans: Spans | None = None,
                  limits: Limits = Limits(),
                  group_stall: GroupStall | None = None, health: Health | None = None,
-                 receipts: Receipts | None = None, heads: ChainHeads | None = None) -> None:
+                 signing: Signing | None = None) -> None:
         self.connector = connector
         self.consumer = consumer
         self.checkpoint = checkpoint
@@ -225,9 +224,8 @@ class Executor(RunsItsLoop):
         self.uncommitted: dict[str, Result] = {}
         self.limits = limits
         #: each final result's receipt on its partition's chain, in the result's transaction
-        #: (receipts.py); none: no receipts. ``heads``: where a given partition's chain stands.
-        self.receipts = receipts
-        self.heads = heads
+        #: (receipts.py); none: no receipts
+        self.signing = signing
         self._pool: ThreadPoolExecutor | None = None
         self.loop = ConsumerLoop(self.who, consumer, self, [source_topic], wait_s=0.5, group_stall=group_stall,
                                  health=health)
@@ -241,12 +239,8 @@ class Executor(RunsItsLoop):
         restore_started = time.monotonic()
         applied = self.index.restore({s.partition: s.offset for s in starts})
         restore_s = time.monotonic() - restore_started
-        if self.receipts is not None and self.heads is not None:
-            # every partition given, each time (a classic group's assignment is whole): another
-            # owner may have moved a chain since this one last held it; read after the restore,
-            # which waited out the previous owner's open transactions
-            for p in numbers:
-                self.receipts.own(p, self.heads.head(p))
+        if self.signing is not None:
+            self.signing.given(numbers)
         consumer.assign([TopicPartition(self.source_topic, s.partition, s.offset) for s in starts])
         self.lease.proven(given_at)  # the group gave them to this member then
         self.offsets.assigned(starts)  # a decided start is durable at the next commit: no later owner decides again
@@ -281,8 +275,8 @@ class Executor(RunsItsLoop):
             self._pool.shutdown(wait=True)
         self.checkpoint.close()
         self.index.close()
-        if self.heads is not None:
-            self.heads.close()
+        if self.signing is not None:
+            self.signing.close()
 
     def idle(self) -> None:
         """Commit what is pending (skipped records, decided starts), then the upkeep (upkeep.py)."""
@@ -460,10 +454,10 @@ class Executor(RunsItsLoop):
                                            work.record.headers, work.plan.value if work.plan is Plan.BLOCKED else ""))
         never = withdrawn(self.lease.lapsed_why())
         records += [self._result_record(w, never) for w in not_started]
-        if self.receipts is None:
+        if self.signing is None:
             records = [c.out for c in certified] + records
         else:  # each final result with its receipt's proof, the chains' segments in the same transaction
-            records = with_receipts(self.receipts, certified, records, int(time.time() * 1000))
+            records = self.signing.with_receipts(certified, records, int(time.time() * 1000))
         self.uncommitted.update(outcomes)
         entries = [(w.call.action_id, w.call.vendor_key, outcomes[w.call.action_id]) for w in batch
                    if w.call is not None and w.call.action_id in outcomes]
@@ -488,7 +482,8 @@ class Executor(RunsItsLoop):
         coordinator move or timeout at the worst moment, on a real broker)."""
         if abort:
             self.checkpoint.commit(records, offsets, abort=True)
-            self._receipts_aborted()
+            if self.signing is not None:
+                self.signing.aborted()
             self.rewind_to_committed()
             return False
 
@@ -498,16 +493,13 @@ class Executor(RunsItsLoop):
 
         if self.checkpoint.commit(records, offsets, flush=bool(entries), after_commit=learn if entries else None) is None:
             self.offsets.committed()  # every commit carries the pending offsets and decided starts
-            if self.receipts is not None:
-                self.receipts.committed_now()
+            if self.signing is not None:
+                self.signing.committed()
             return True
-        self._receipts_aborted()
+        if self.signing is not None:
+            self.signing.aborted()
         self.rewind_to_committed()
         return False
-
-    def _receipts_aborted(self) -> None:
-        if self.receipts is not None:  # the chains stand where the last commit left them
-            self.receipts.aborted()
 
     def _result_record(self, work: Work, outcome: Result, at_ms: int | None = None) -> Out:
         assert work.call is not None and work.request is not None

@@ -96,23 +96,48 @@ class Certifies:
         return None if receipt is None else receipt.to_bytes()
 
 
-def with_receipts(receipts: Receipts, certified: list[Certifies], others: list[Out], signed_at_ms: int) -> list[Out]:
-    """The transaction's records with receipts: each final result carrying its proof, the
-    other records as they are, and the segments last. A result goes on the chain of its
-    partition (results partition p is approved partition p's: wire/results.py)."""
-    placed: dict[tuple[str, int], int] = {}  # a receipt's place -> the index of its result record
-    for i, one in enumerate(certified):
-        partition = one.out.partition or 0
-        seq = receipts.add(partition, Certifies.encode, one)
-        if seq is not None:
-            placed[(receipts.committed[partition].chain, seq)] = i
-    sealed = receipts.seal(signed_at_ms)
-    proofs: dict[int, bytes] = {}
-    for segment in sealed:
-        signed = [Receipt.from_json(json.loads(line)) for line in segment.lines]
-        for proof in proofs_of(signed, segment.checkpoint):
-            proofs[placed[(proof.receipt.chain, proof.receipt.seq)]] = json.dumps(
-                proof.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    results = [one.out.with_header(H_RECEIPT, proofs[i]) if i in proofs else one.out
-               for i, one in enumerate(certified)]
-    return [*results, *others, *(segment.out for segment in sealed)]
+class Signing:
+    """An executor's receipts in one seam: where its chains stand (read for each partition given),
+    the receipts of the result transaction being written, and what its commit or abort means."""
+
+    def __init__(self, receipts: Receipts, heads: ChainHeads) -> None:
+        self.receipts = receipts
+        self.heads = heads
+
+    def given(self, partitions: list[int]) -> None:
+        """Every partition given, each time (a classic group's assignment is whole): another owner
+        may have moved a chain since this one last held it. Called after the results restore,
+        which waited out the previous owner's open transactions."""
+        for p in partitions:
+            self.receipts.own(p, self.heads.head(p))
+
+    def committed(self) -> None:
+        self.receipts.committed_now()
+
+    def aborted(self) -> None:
+        """The chains stand where the last commit left them."""
+        self.receipts.aborted()
+
+    def close(self) -> None:
+        self.heads.close()
+
+    def with_receipts(self, certified: list[Certifies], others: list[Out], signed_at_ms: int) -> list[Out]:
+        """The transaction's records with receipts: each final result carrying its proof, the
+        other records as they are, and the segments last. A result goes on the chain of its
+        partition (results partition p is approved partition p's: wire/results.py)."""
+        placed: dict[tuple[str, int], int] = {}  # a receipt's place -> the index of its result record
+        for i, one in enumerate(certified):
+            partition = one.out.partition or 0
+            seq = self.receipts.add(partition, Certifies.encode, one)
+            if seq is not None:
+                placed[(self.receipts.committed[partition].chain, seq)] = i
+        sealed = self.receipts.seal(signed_at_ms)
+        proofs: dict[int, bytes] = {}
+        for segment in sealed:
+            signed = [Receipt.from_json(json.loads(line)) for line in segment.lines]
+            for proof in proofs_of(signed, segment.checkpoint):
+                proofs[placed[(proof.receipt.chain, proof.receipt.seq)]] = json.dumps(
+                    proof.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        results = [one.out.with_header(H_RECEIPT, proofs[i]) if i in proofs else one.out
+                   for i, one in enumerate(certified)]
+        return [*results, *others, *(segment.out for segment in sealed)]

@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPar
 
 from runonce.connectors.executor.executor import Executor
 from runonce.connectors.executor.lease import NO_LEASE, Lease
-from runonce.connectors.executor.receipts import ChainHeads, chain_name
+from runonce.connectors.executor.receipts import ChainHeads, Signing, chain_name
 from runonce.connectors.executor.result_store import ResultStore
 from runonce.connectors.executor.results import DEFAULT_WINDOW_MS, ResultIndex
 from runonce.connectors.executor.runner import ActionRunner, RetryPolicy
@@ -156,12 +156,13 @@ def executor(consumer: FakeConsumer, checkpoint: FakeCheckpoint | None = None,
              spans: Spans | None = None, lease: Lease | None = None, receipts: Receipts | None = None,
              heads: ChainHeads | None = None) -> Executor:
     """``lease``: vendor calls start only while it holds (none: always). ``receipts`` and
-    ``heads``: receipts on (none: off)."""
+    ``heads`` (both or neither): receipts on."""
     connector = connector or Mailer()
     return Executor(connector, consumer=consumer, checkpoint=checkpoint or FakeCheckpoint(),
                     index=LocalIndex(), start=start,
                     runner=ActionRunner(connector, RetryPolicy(base_backoff_s=0.0), sleep=lambda _s: None),
-                    lease=lease or NO_LEASE, spans=spans, receipts=receipts, heads=heads)
+                    lease=lease or NO_LEASE, spans=spans,
+                    signing=Signing(receipts, heads) if receipts is not None and heads is not None else None)
 
 
 @dataclass
