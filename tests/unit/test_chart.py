@@ -376,9 +376,12 @@ def test_the_signing_key_is_mounted_where_receipts_are_written_and_nowhere_else(
     """``receipts.keySecret``: the worker and each executor read the key from a file of the Secret
     (RUNONCE_RECEIPTS_KEY, docs/receipts.md); the gateway, which faces agents, and the topics
     Job never mount it. Without the value no pod signs."""
-    signed = pods(render(tmp_path, {**VALUES, "receipts": {"keySecret": "runonce-receipts"}}))
+    docs = render(tmp_path, {**VALUES, "receipts": {"keySecret": "runonce-receipts"}})
+    claims = {d["metadata"]["name"]: {c["metadata"]["name"] for c in d["spec"].get("volumeClaimTemplates", [])}
+              for d in docs if d["kind"] == "StatefulSet"}
+    signed = pods(docs)
     for name, pod in signed.items():
-        declared = {v["name"] for v in pod["volumes"]}
+        declared = {v["name"] for v in pod["volumes"]} | claims.get(name, set())
         assert {m["name"] for c in pod["containers"] for m in c.get("volumeMounts", [])} <= declared, name
         signs = name in ("r1-runonce-worker", "r1-runonce-executor-payments", "r1-runonce-executor-email")
         mounted = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "runonce-receipts"]
