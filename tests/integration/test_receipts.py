@@ -146,6 +146,10 @@ def test_every_outcome_has_one_receipt_in_its_results_transaction_and_the_agent_
             heir.start()
             # 4 new, 4 repeats of the first's: their original's result, and its receipt
             outcomes += [h.result(timeout=120) for h in [charge(i) for i in range(4, 12)]]
+        with ActionClient(bootstrap, agent_id="billing", tenant=f"other-{run}") as neighbour:  # not ours to check
+            assert [neighbour.submit("charge_payment", {"card": "tok_visa", "amount_cents": 7, "customer": "n"},
+                                     idempotency_key=f"{run}-n-{i}").result(timeout=120).status
+                    for i in range(2)] == ["succeeded"] * 2
     finally:
         heir.stop()
         first.stop()
