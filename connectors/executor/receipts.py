@@ -136,8 +136,7 @@ class Signing:
         for segment in sealed:
             signed = [Receipt.from_json(json.loads(line)) for line in segment.lines]
             for proof in proofs_of(signed, segment.checkpoint):
-                proofs[placed[(proof.receipt.chain, proof.receipt.seq)]] = json.dumps(
-                    proof.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+                proofs[placed[(proof.receipt.chain, proof.receipt.seq)]] = proof.to_line()
         results = [one.out.with_header(H_RECEIPT, proofs[i]) if i in proofs else one.out
                    for i, one in enumerate(certified)]
         return [*results, *others, *(segment.out for segment in sealed)]

@@ -11,7 +11,6 @@ time range of the cluster's topics (``runonce audit check``)."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,8 +103,7 @@ def export(bootstrap: KafkaTarget, out: Path, progress: Callable[[str], None],
                                 rows.write(proof)
                             else:
                                 assert f is not None
-                                f.write(json.dumps(proof.to_json(), sort_keys=True, separators=(",", ":"),
-                                                   ensure_ascii=False).encode("utf-8") + b"\n")
+                                f.write(proof.to_line() + b"\n")
                             receipts += 1
             else:
                 assert f is not None

@@ -9,7 +9,8 @@ what a receipt cost, bench/tls_cost.py --variant RUNONCE_RECEIPTS_KEY=...)
 Two writers keep chains, each on partition p of ``actions.receipts`` for the partition p it
 owns, keyed by the chain's name: the stream worker (``decisions/p``, its decisions) and each
 vendor's executor group (``outcomes/<group>/p``, its results). One owner a chain at a time: the
-group gives partition p to one member and its transactional id fences a zombie. A new owner
+group gives partition p to one member, and a zombie's transaction cannot commit (the worker's
+transactional id, an executor's group generation: KIP-447). A new owner
 finds where its chain stands from the chain's last segment, whose last line is a checkpoint
 (every transaction ends on one), read read_committed once the previous owner's transactions
 are resolved."""

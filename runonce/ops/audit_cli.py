@@ -54,8 +54,9 @@ def check_online(settings: Settings, since: str, tenant: str | None = None) -> i
 
 def verify_file(receipts_file: Path, key_files: list[Path]) -> int:
     """Offline: no broker, the file and the public keys. 0 when every chain is verified or
-    open (its last transaction's receipts not signed yet) and every proof holds; 1 on a gap, a
-    tampered record or a receipt its proof does not prove (or a file with nothing in it)."""
+    open (its last transaction's receipts not signed yet), every proof holds and every action
+    performed was approved once; 1 on a gap, a tampered record, a receipt its proof does not
+    prove, an outcome without its one approval (or a file with nothing in it)."""
     from runonce.receipts.cross import cross_check
     from runonce.receipts.signing import load_public_keys
     from runonce.receipts.verify import Verdict, verify
@@ -115,7 +116,8 @@ def _read(receipts_file: Path) -> Lines:
 
 def add_commands(add: Adder) -> None:
     p = add("audit", cmd_audit, "Receipts: export them from the cluster, verify a file of them offline with "
-                                "the public keys alone, or check them online against the records. Example: runonce audit export --out receipts.jsonl; "
+                                "the public keys alone, or check them online against the records. Example: "
+                                "runonce audit export --out receipts.jsonl; "
                                 "runonce audit verify --receipts receipts.jsonl --key receipts.pub.pem")
     p.add_argument("action", choices=["export", "verify", "check"],
                    help="export: receipts to a file; verify: a file, offline, with the public keys; check: online, "

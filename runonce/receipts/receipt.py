@@ -116,7 +116,7 @@ def template(fixed: Mapping[str, Value]) -> str:
     ``%``-format with a ``%(name)s`` for each other field (given already in its JSON form:
     ``quoted`` for a string, ``null``, a number): a writer that makes one receipt per record
     encodes it in one formatting, in the order and form ``Receipt.to_bytes`` writes
-    (tests/unit/test_receipts.py holds the two equal)."""
+    (tests/unit/test_worker_receipts.py holds the two equal)."""
     unknown = sorted(set(fixed) - set(_NAMES))
     if unknown:
         raise ValueError(f"not a receipt's field: {', '.join(unknown)}")

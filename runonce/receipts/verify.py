@@ -17,6 +17,7 @@ they were signed, by whoever holds the key; not that the signer was honest.
 from __future__ import annotations
 
 import enum
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -134,6 +135,10 @@ class Proof:
     def to_json(self) -> dict[str, object]:
         return {"receipt": self.receipt.to_json(), "checkpoint": self.inclusion.checkpoint.to_json(),
                 "path": list(self.inclusion.path)}
+
+    def to_line(self) -> bytes:
+        """One JSON line, as an export writes it and a result carries it (UTF-8, keys sorted)."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
     def from_json(cls, raw: Mapping[str, object]) -> Proof:
